@@ -1,0 +1,22 @@
+"""Ethernet framing arithmetic: what a frame costs on the wire beyond its bytes."""
+
+ETH_HEADER = 14          # destination MAC, source MAC, EtherType
+FCS = 4                  # frame check sequence, appended by the MAC
+PREAMBLE_SFD = 8         # preamble and start-of-frame delimiter
+IFG = 12                 # minimum inter-frame gap
+MIN_FRAME = 60           # minimum frame without FCS; shorter frames are padded
+
+# Bytes a frame occupies on the wire beyond its captured length (header + payload).
+WIRE_OVERHEAD = FCS + PREAMBLE_SFD + IFG
+
+PS_PER_S = 10**12
+
+
+def wire_bytes(frame_len: int) -> int:
+    """Bytes of line time for a frame of ``frame_len`` bytes (Ethernet header included, FCS not)."""
+    return max(frame_len, MIN_FRAME) + WIRE_OVERHEAD
+
+
+def serialization_ps(frame_len: int, rate_bps: int) -> int:
+    """Integer picoseconds to serialize one frame, rounded up so time never runs ahead of the wire."""
+    return -(-wire_bytes(frame_len) * 8 * PS_PER_S // rate_bps)
