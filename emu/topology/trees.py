@@ -120,11 +120,18 @@ def tree_depth(tree: Tree) -> int:
 
 
 def tree_links(tree: Tree, routes: Routes, reverse: bool = False) -> list[int]:
-    """Link ids a tree uses: the route of every (parent, child) edge in ``tree_edges`` order,
-    child -> parent with ``reverse`` (reductions). For trees of real links (multicast_tree,
-    reduction_tree) that is one link per edge; a bounded tree's edges are whole routes, so
-    a link shared by two of them appears twice."""
+    """Link ids a tree uses, in ``tree_edges`` order: for each (parent, child) the route from
+    parent to child (child to parent with ``reverse``, for reductions). Towards a switch,
+    which is never a route destination, the direct link. For trees of real links
+    (multicast_tree, reduction_tree) this is exactly one link per edge; a bounded tree's
+    edges are whole routes, so a link shared by two of them appears twice."""
     out: list[int] = []
     for p, c in tree_edges(tree):
-        out += routes.path_links(c, p) if reverse else routes.path_links(p, c)
+        u, v = (c, p) if reverse else (p, c)
+        if v < routes.n_boards:
+            out += routes.path_links(u, v)
+        elif (u, v) in routes.edge_index:
+            out.append(routes.edge_index[(u, v)])
+        else:
+            raise ConfigError(f"{routes.name}: tree edge {u}->{v}: no such link")
     return out
