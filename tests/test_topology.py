@@ -120,8 +120,8 @@ def test_link_defaults_applied_to_every_edge():
 @pytest.mark.parametrize(
     "bad, msg",
     [({"rate_bps": 0}, "rate_bps must be >= 1"), ({"latency_ps": -1}, "latency_ps must be >= 0"),
-     ({"mtu": 20}, "mtu must be >= 46"), ({"queue_bytes": 1.5}, "queue_bytes must be an integer"),
-     ({"rate_bps": True}, "rate_bps must be an integer")],
+     ({"mtu": 20}, "mtu must be >= 64"), ({"queue_bytes": 1.5}, "queue_bytes must be an integer"),
+     ({"rate_bps": True}, "rate_bps must be an integer"), ({"queue_frames": 0}, "queue_frames must be >= 1")],
 )
 def test_link_defaults_validate(bad, msg):
     with pytest.raises(ConfigError, match=msg):
@@ -259,6 +259,8 @@ def test_json_numeric_ids_sort_boards_first(tmp_path):
      ({"nodes": [0, 1], "links": [{"u": 0, "v": 1, "latency_ns": -3}]}, r"topology.json: link 0-1: latency_ns must be >= 0"),
      ({"nodes": [0, 1], "links": [{"u": 0, "v": 1, "rate_gbps": 0}]}, "link 0-1: rate_gbps must be > 0"),
      ({"nodes": [0, 1], "links": [{"u": 0, "v": 1, "latency_ps": 0.5}]}, "not a whole number of ps"),
+     ({"nodes": [0, 1], "links": [{"u": 0, "v": 1, "queue_bytes": 0}]}, "link 0-1: queue_bytes must be >= 1"),
+     ({"nodes": [0, 1], "links": [{"u": 0, "v": 1, "mtu": "big"}]}, "link 0-1: mtu must be a number"),
      ({"nodes": [0, 1], "links": [{"u": 0, "v": 1, "latency": 5}]}, "link 0-1: unknown attribute 'latency'"),
      ({"nodes": [0, 1], "links": [{"u": 0, "v": 1, "latency_ns": 1, "latency_ps": 1}]}, "given twice"),
      ({"nodes": [0, 1], "links": [{"u": 0, "v": 7}]}, "link 0-7: node 7 is not defined"),
@@ -269,7 +271,7 @@ def test_json_numeric_ids_sort_boards_first(tmp_path):
      ({"nodes": [{"id": 0, "kind": "switch"}], "links": []}, "no boards"),
      ({"nodes": [0, 1], "links": [{"u": 0}]}, r"links\[0\]: must be an object with 'u' and 'v'"),
      ({"nodes": [0], "links": [], "edges": []}, "unknown top-level key 'edges'"),
-     ({"nodes": [0, 1], "links": [], "defaults": {"mtu": 10}}, "defaults: mtu must be >= 46")],
+     ({"nodes": [0, 1], "links": [], "defaults": {"mtu": 10}}, "defaults: mtu must be >= 64")],
 )
 def test_malformed_json_names_file_and_element(tmp_path, doc, msg):
     with pytest.raises(ConfigError, match=msg):
@@ -296,7 +298,7 @@ def test_graphml_undirected_edges_are_full_duplex_and_foreign_attrs_ignored(tmp_
     [("<graphml><graph", "not valid GraphML"),
      ('<graphml xmlns="http://graphml.graphdrawing.org/xmlns"><key id="d0" for="edge" attr.name="mtu" attr.type="int"/>'
       '<graph edgedefault="undirected"><node id="0"/><node id="1"/><edge source="0" target="1"><data key="d0">12</data></edge>'
-      "</graph></graphml>", r"g.graphml: link 0-1: mtu must be >= 46"),
+      "</graph></graphml>", r"g.graphml: link 0-1: mtu must be >= 64"),
      ('<graphml xmlns="http://graphml.graphdrawing.org/xmlns"><graph edgedefault="undirected"><node id="0"/><node id="1"/>'
       '<edge source="0" target="1"/><edge source="1" target="0"/></graph></graphml>', "defined twice")],
 )

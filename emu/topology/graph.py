@@ -20,8 +20,9 @@ from ..errors import ConfigError
 #: Edge attributes every directed edge carries, in this order.
 LINK_ATTRS = ("rate_bps", "latency_ps", "mtu", "queue_bytes", "queue_frames")
 
-#: Smallest Ethernet payload; an MTU below it cannot carry a minimum-size frame.
-MIN_MTU = 46
+#: Smallest MTU: the packet engine (emu/net) rejects smaller ones, so files are checked
+#: against it at load time, where the file and link can be named.
+MIN_MTU = 64
 
 
 def _check_int(value, what: str, lo: int, where: str, optional: bool = False) -> None:
@@ -43,8 +44,9 @@ def check_link_attr(name: str, value, where: str) -> None:
     elif name == "mtu":
         _check_int(value, name, MIN_MTU, where)
     elif name in ("queue_bytes", "queue_frames"):
-        # None means unbounded; 0 means no waiting room besides the frame on the wire.
-        _check_int(value, name, 0, where, optional=True)
+        # None: no limit of this kind. 0 is refused: "no room" and "no limit" are both
+        # plausible readings, and the engine reads it as the latter.
+        _check_int(value, name, 1, where, optional=True)
     else:
         raise ConfigError(f"{where}: unknown link attribute {name!r} (expected one of {', '.join(LINK_ATTRS)})")
 
@@ -53,14 +55,15 @@ def check_link_attr(name: str, value, where: str) -> None:
 class LinkDefaults:
     """Attributes applied to every link direction a builder creates.
 
-    The defaults describe one KR260 1 GbE port; a hardware profile normally supplies its own.
-    ``queue_bytes``/``queue_frames`` of None mean unbounded.
+    The defaults describe one KR260 1 GbE port (64 KiB egress buffer, as emu/net assumes);
+    a hardware profile normally supplies its own. A queue limit of None means no limit of
+    that kind; a link with neither gets the engine's default egress queue.
     """
 
     rate_bps: int = 1_000_000_000
     latency_ps: int = 1_000_000
     mtu: int = 1500
-    queue_bytes: int | None = None
+    queue_bytes: int | None = 65536
     queue_frames: int | None = None
 
     def __post_init__(self):

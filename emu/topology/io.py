@@ -3,7 +3,7 @@
 Link attributes may be given in any of these units (one per quantity):
 rate_bps | rate_mbps | rate_gbps, latency_ps | latency_ns | latency_us, mtu, queue_bytes,
 queue_frames. Missing attributes come from the file's ``defaults`` (JSON only), then from
-the ``link`` argument. Queue limits may be null (JSON) or -1 for unbounded.
+the ``link`` argument. Queue limits may be null (JSON) or -1 for no limit.
 """
 
 from __future__ import annotations
@@ -50,8 +50,8 @@ def _convert(key: str, value, where: str):
         raise ConfigError(f"{where}: {key}={value} is not a whole number of {name.split('_')[-1]}")
     out = int(exact)
     if name in ("queue_bytes", "queue_frames") and out == -1:
-        return name, None  # -1 is unbounded, as in link_table (GraphML has no null)
-    lo = {"rate_bps": 1, "mtu": MIN_MTU}.get(name, 0)
+        return name, None  # -1 is "no limit", as in link_table (GraphML has no null)
+    lo = {"rate_bps": 1, "mtu": MIN_MTU, "queue_bytes": 1, "queue_frames": 1}.get(name, 0)
     if out < lo:
         # Name the key as the user wrote it: "latency_ns must be >= 0", not latency_ps.
         raise ConfigError(f"{where}: {key} must be {'> 0' if name == 'rate_bps' else f'>= {lo}'}, got {value}")
@@ -248,8 +248,8 @@ def to_json(G: nx.DiGraph) -> dict:
 def save(G: nx.DiGraph, path) -> None:
     """Write G as JSON (.json) or GraphML (.graphml/.xml), atomically.
 
-    GraphML cannot store None: an unbounded queue is written as -1, which both formats read
-    back as unbounded.
+    GraphML cannot store None: a missing queue limit is written as -1, which both formats
+    read back as None.
     """
     path = Path(path)
     suffix = path.suffix.lower()
