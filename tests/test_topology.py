@@ -317,3 +317,15 @@ def test_check_rejects_broken_graphs():
     with pytest.raises(ConfigError, match="link 0-1: attribute mtu is missing"):
         check(G)
     assert set(LINK_ATTRS) == set(LINK.attrs())
+
+
+def test_docs_json_example_loads(tmp_path):
+    # The example in docs/topology.md must stay a valid file.
+    import pathlib
+    import re
+
+    doc = (pathlib.Path(__file__).parents[1] / "docs" / "topology.md").read_text()
+    example = re.search(r"```json\n(.*?)```", doc, re.S).group(1)
+    G = load(write(tmp_path, example), LINK)
+    assert G.graph["name"] == "lab-rack" and G.graph["boards"] == 3
+    assert G.edges[1, 3]["latency_ps"] == 1_500_000 and G.edges[0, 1]["queue_frames"] == 32
