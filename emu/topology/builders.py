@@ -191,7 +191,7 @@ def build(spec: str, n: int | None = None, link: LinkDefaults = DEFAULT_LINK, po
     if not isinstance(spec, str) or not spec.strip():
         raise ConfigError("topology: empty spec")
     spec = spec.strip()
-    m = _SPEC.match(spec)
+    m = _SPEC.match(spec.lower())
     if m is None or m.group("kind") not in _SHAPES:
         if _looks_like_file(spec) or Path(spec).exists():
             from .io import load

@@ -77,7 +77,10 @@ class Routes:
 
     def _link_id(self, x) -> int:
         if isinstance(x, (tuple, list)) and len(x) == 2:
-            e = (int(x[0]), int(x[1]))
+            try:
+                e = (int(x[0]), int(x[1]))
+            except (TypeError, ValueError):
+                raise ConfigError(f"{self.name}: no link {x!r}") from None
             if e not in self.edge_index:
                 raise ConfigError(f"{self.name}: no link {e[0]}-{e[1]}")
             return self.edge_index[e]
