@@ -1,0 +1,418 @@
+"""pcap and pcapng capture files: batched writing, streaming reading.
+
+Writing takes whole batches of frames (flat buffer + offsets, as the batch
+codec makes them) and issues one ``write`` per batch. Reading streams the file
+in chunks of ``batch_bytes`` and yields one ``CaptureBatch`` per chunk, so memory
+stays constant however many frames the file holds. Timestamps are integer
+nanoseconds throughout: pcap files use the nanosecond magic, pcapng files
+declare ``if_tsresol`` = 10^-9.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..atomic import atomic_file
+from .errors import DecodeError, EncodeError
+from .segments import copy_segments
+
+LINKTYPE_ETHERNET = 1
+MAX_RECORD = 0x40000  # Wireshark's largest packet (262144)
+HEADERS_ONLY = 62  # snaplen keeping the Ethernet and MCF headers
+
+PCAP_MAGIC_NS = 0xA1B23C4D
+PCAP_MAGIC_US = 0xA1B2C3D4
+PCAPNG_SHB = 0x0A0D0D0A
+PCAPNG_BOM = 0x1A2B3C4D
+_IDB, _EPB, _SPB, _OLD_PB = 1, 6, 3, 2
+
+_PCAP_REC = np.dtype([("sec", "<u4"), ("frac", "<u4"), ("incl", "<u4"), ("orig", "<u4")])
+_EPB_HEAD = np.dtype([("type", "<u4"), ("total", "<u4"), ("iface", "<u4"), ("ts_hi", "<u4"),
+                      ("ts_lo", "<u4"), ("incl", "<u4"), ("orig", "<u4")])
+_NS = 1_000_000_000
+
+
+def to_ns(seconds) -> np.ndarray:
+    """Simulated time in seconds (float) -> integer nanoseconds, rounded to nearest."""
+    return np.rint(np.asarray(seconds, dtype=np.float64) * 1e9).astype(np.int64)
+
+
+@dataclass(frozen=True)
+class CaptureBatch:
+    """Frames read from a capture: captured bytes back to back, as ``decode_frames`` takes them."""
+
+    buf: np.ndarray  # uint8
+    offsets: np.ndarray  # int64, n + 1
+    ts_ns: np.ndarray  # int64
+    wirelen: np.ndarray  # int64, the frame's length on the wire (orig_len)
+    first_record: int  # record number of frame 0 in the file, counting from 0
+    file_offset: np.ndarray  # int64, byte offset of each record in the file
+    linktype: int
+
+    def __len__(self) -> int:
+        return len(self.ts_ns)
+
+
+# ---------------------------------------------------------------- writing
+
+
+def _pcapng_option(code: int, value: bytes) -> bytes:
+    pad = -len(value) % 4
+    return code.to_bytes(2, "little") + len(value).to_bytes(2, "little") + value + b"\0" * pad
+
+
+def _pcapng_block(btype: int, body: bytes) -> bytes:
+    total = (12 + len(body)).to_bytes(4, "little")
+    return btype.to_bytes(4, "little") + total + body + total
+
+
+class CaptureWriter:
+    """Writes frames to a pcap (nanosecond) or pcapng file; use as a context manager.
+
+    The file appears only when the ``with`` block ends without an exception.
+    """
+
+    def __init__(self, path, *, format: str = "pcap", snaplen: int = 65535, linktype: int = LINKTYPE_ETHERNET):
+        if format not in ("pcap", "pcapng"):
+            raise EncodeError(f"format: {format!r}, expected 'pcap' or 'pcapng'")
+        if not 0 < snaplen <= MAX_RECORD:
+            raise EncodeError(f"snaplen: {snaplen}, must be in 1..{MAX_RECORD}")
+        self.path = os.fspath(path)
+        self.format = format
+        self.snaplen = snaplen
+        self.linktype = linktype
+        self.frames = 0
+        self._stack: contextlib.ExitStack | None = None
+        self._fh = None
+
+    def __enter__(self) -> "CaptureWriter":
+        self._stack = contextlib.ExitStack()
+        self._fh = self._stack.enter_context(atomic_file(self.path, "wb"))
+        self._fh.write(self._file_header())
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        stack, self._stack, self._fh = self._stack, None, None
+        return stack.__exit__(*exc)
+
+    def _file_header(self) -> bytes:
+        if self.format == "pcap":
+            return np.array([(PCAP_MAGIC_NS, 2 | 4 << 16, 0, 0, self.snaplen, self.linktype)],
+                            dtype="<u4,<u4,<u4,<u4,<u4,<u4").tobytes()
+        shb = (PCAPNG_BOM.to_bytes(4, "little") + (1).to_bytes(2, "little") + (0).to_bytes(2, "little")
+               + (-1).to_bytes(8, "little", signed=True)
+               + _pcapng_option(4, b"mcf-emu") + _pcapng_option(0, b""))
+        idb = (self.linktype.to_bytes(2, "little") + b"\0\0" + self.snaplen.to_bytes(4, "little")
+               + _pcapng_option(9, bytes([9])) + _pcapng_option(0, b""))  # if_tsresol: 10^-9 s
+        return _pcapng_block(PCAPNG_SHB, shb) + _pcapng_block(_IDB, idb)
+
+    def write(self, buf, offsets, ts_ns, wirelen=None) -> None:
+        """Append the frames ``buf[offsets[i]:offsets[i+1]]`` with timestamps ``ts_ns``.
+
+        ``wirelen``: each frame's length on the wire when ``buf`` holds less (a
+        timing-mode frame cut short); default the bytes given. Frames longer than
+        the snaplen are cut.
+        """
+        if self._fh is None:
+            raise RuntimeError("CaptureWriter.write outside its with block")
+        buf = buf if isinstance(buf, np.ndarray) else np.frombuffer(buf, dtype=np.uint8)
+        offsets = np.asarray(offsets, dtype=np.int64)
+        n = len(offsets) - 1
+        if n <= 0:
+            return
+        have = np.diff(offsets)
+        wire = have if wirelen is None else np.broadcast_to(np.asarray(wirelen, dtype=np.int64), (n,))
+        ts = np.broadcast_to(np.asarray(ts_ns), (n,))
+        if not np.issubdtype(ts.dtype, np.integer):
+            raise EncodeError("ts_ns: timestamps must be integer nanoseconds (see pcap.to_ns)")
+        ts = ts.astype(np.int64)
+        _check_range("ts_ns", ts, 0, (1 << 32) * _NS - 1)
+        _check_range("wirelen", wire - have, 0, 0xFFFFFFFF, what="wirelen below the bytes given")
+        _check_range("wirelen", wire, 0, 0xFFFFFFFF)
+        cap = np.minimum(have, self.snaplen)
+        if self.format == "pcap":
+            out = self._pcap_records(buf, offsets[:-1], cap, wire, ts)
+        else:
+            out = self._pcapng_records(buf, offsets[:-1], cap, wire, ts)
+        self._fh.write(memoryview(out))
+        self.frames += n
+
+    def _pcap_records(self, buf, starts, cap, wire, ts) -> np.ndarray:
+        n = len(cap)
+        rec = np.empty(n, dtype=_PCAP_REC)
+        rec["sec"], rec["frac"] = np.divmod(ts, _NS)
+        rec["incl"], rec["orig"] = cap, wire
+        size = cap + 16
+        at = np.cumsum(size) - size
+        out = np.empty(int(size.sum()), dtype=np.uint8)
+        copy_segments(out, at, rec.view(np.uint8), np.arange(n, dtype=np.int64) * 16, np.full(n, 16))
+        copy_segments(out, at + 16, buf, starts, cap)
+        return out
+
+    def _pcapng_records(self, buf, starts, cap, wire, ts) -> np.ndarray:
+        n = len(cap)
+        pad = -cap % 4
+        total = 32 + cap + pad
+        head = np.empty(n, dtype=_EPB_HEAD)
+        head["type"], head["total"], head["iface"] = _EPB, total, 0
+        head["ts_hi"], head["ts_lo"] = ts >> 32, ts & 0xFFFFFFFF
+        head["incl"], head["orig"] = cap, wire
+        # trailer: up to 3 zero pad bytes then the block length again, cut from 8 bytes
+        tail = np.zeros((n, 2), dtype="<u4")
+        tail[:, 1] = total
+        at = np.cumsum(total) - total
+        out = np.empty(int(total.sum()), dtype=np.uint8)
+        copy_segments(out, at, head.view(np.uint8), np.arange(n, dtype=np.int64) * 28, np.full(n, 28))
+        copy_segments(out, at + 28, buf, starts, cap)
+        copy_segments(out, at + 28 + cap, tail.reshape(-1).view(np.uint8), np.arange(n, dtype=np.int64) * 8 + 4 - pad, pad + 4)
+        return out
+
+    def write_headers(self, headers, ts_ns, payload=None, *, eth_src=None) -> None:
+        """Encode header rows (see ``batch.encode_frames``) at this file's snaplen and append them."""
+        from .batch import as_headers, encode_frames, frame_wirelen
+
+        h = as_headers(headers)
+        buf, offsets = encode_frames(h, payload, snaplen=self.snaplen, eth_src=eth_src)
+        self.write(buf, offsets, ts_ns, frame_wirelen(h))
+
+
+def _check_range(name, values, lo, hi, what=None) -> None:
+    bad = np.flatnonzero((values < lo) | (values > hi))
+    if len(bad):
+        i = int(bad[0])
+        raise EncodeError(f"frame {i}: {name}: {what or f'{int(values[i])} outside {lo}..{hi}'}")
+
+
+# ---------------------------------------------------------------- reading
+
+
+def _u32(data: np.ndarray, positions: np.ndarray, order: str) -> np.ndarray:
+    return data[positions[:, None] + np.arange(4)].view(f"{order}u4").reshape(-1).astype(np.int64)
+
+
+class CaptureReader:
+    """Streams a pcap or pcapng file as ``CaptureBatch``es of at most about ``batch_bytes``.
+
+    A malformed file raises DecodeError naming the record (or block) number and
+    its byte offset in the file.
+    """
+
+    def __init__(self, path, *, batch_bytes: int = 8 << 20):
+        self.path = os.fspath(path)
+        self.batch_bytes = max(int(batch_bytes), 1)  # a record longer than a chunk just spans reads
+        self._fh = open(self.path, "rb")
+        head = self._fh.read(24)
+        self._fh.seek(0)
+        if len(head) < 4:
+            self.close()
+            raise DecodeError(f"{self.path}: not a capture file ({len(head)} bytes)")
+        magic_le = int.from_bytes(head[:4], "little")
+        self.snaplen = None
+        self.linktype = None
+        self._order = "<"
+        self._tsres: list[tuple[int, int]] = []  # pcapng interfaces: (base 10 or 2, exponent)
+        self._iface_link: list[int] = []
+        if magic_le == PCAPNG_SHB:
+            self.format, self.nanosecond = "pcapng", None
+            return
+        for order, ns in (("<", True), ("<", False), (">", True), (">", False)):
+            magic = int.from_bytes(head[:4], "little" if order == "<" else "big")
+            if magic == (PCAP_MAGIC_NS if ns else PCAP_MAGIC_US):
+                break
+        else:
+            self.close()
+            raise DecodeError(f"{self.path}: not a pcap or pcapng file (magic 0x{magic_le:08x})")
+        if len(head) < 24:
+            self.close()
+            raise DecodeError(f"{self.path}: truncated pcap file header ({len(head)} of 24 bytes)")
+        fields = np.frombuffer(head, dtype=f"{order}u4")
+        self.format, self.nanosecond, self._order = "pcap", ns, order
+        self.snaplen = int(fields[4])
+        self.linktype = int(fields[5]) & 0xFFFF
+
+    def close(self) -> None:
+        self._fh.close()
+
+    def __enter__(self) -> "CaptureReader":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __iter__(self):
+        parse = self._pcap_chunk if self.format == "pcap" else self._pcapng_chunk
+        base = 24 if self.format == "pcap" else 0  # file offset of data[0]
+        self._fh.seek(base)
+        data = np.zeros(0, dtype=np.uint8)
+        record = 0
+        while True:
+            chunk = self._fh.read(self.batch_bytes)
+            data = np.concatenate([data, np.frombuffer(chunk, dtype=np.uint8)]) if len(data) else \
+                np.frombuffer(chunk, dtype=np.uint8)
+            eof = len(chunk) == 0
+            batch, used = parse(data, base, record, eof)
+            if batch is not None:
+                record += len(batch)
+                yield batch
+            data, base = data[used:], base + used
+            if eof:
+                return
+
+    # -- pcap
+
+    def _pcap_chunk(self, data: np.ndarray, base: int, record: int, eof: bool):
+        order = self._order
+        end = len(data)
+        pos, probe = 0, 64
+        found = []
+        while pos + 16 <= end:
+            incl = int(_u32(data, np.array([pos + 8]), order)[0])
+            if incl > MAX_RECORD:
+                raise self._err(record + sum(map(len, found)), base + pos, f"incl_len {incl} exceeds {MAX_RECORD}")
+            size = 16 + incl
+            k = min((end - pos) // size, probe)
+            if k == 0:
+                break
+            # guess that the next k records have the same length; keep the prefix that does
+            at = pos + np.arange(k, dtype=np.int64) * size
+            same = _u32(data, at + 8, order) == incl
+            m = k if same.all() else int(np.argmin(same))
+            found.append(at[:m])
+            pos += m * size
+            probe = probe * 2 if m == k else 64
+        if eof and pos < end:
+            n = record + sum(map(len, found))
+            raise self._err(n, base + pos, f"truncated: {end - pos} bytes left, the record needs more")
+        at = np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
+        if len(at) == 0:
+            return None, pos
+        rec = data[at[:, None] + np.arange(16)].view(f"{order}u4").reshape(-1, 4).astype(np.int64)
+        sec, frac, incl, orig = rec.T
+        bad = np.flatnonzero(orig < incl)
+        if len(bad):
+            i = int(bad[0])
+            raise self._err(record + i, base + int(at[i]), f"orig_len {orig[i]} below incl_len {incl[i]}")
+        if not self.nanosecond:
+            frac = frac * 1000
+        return self._batch(data, at + 16, incl, orig, sec * _NS + frac, record, base + at), pos
+
+    # -- pcapng
+
+    def _pcapng_chunk(self, data: np.ndarray, base: int, record: int, eof: bool):
+        end = len(data)
+        pos, probe = 0, 64
+        found, n_found = [], 0
+        while pos + 12 <= end:
+            order = self._order
+            btype = int(_u32(data, np.array([pos]), "<")[0])
+            if btype == PCAPNG_SHB:
+                bom = int(_u32(data, np.array([pos + 8]), "<")[0])
+                if bom not in (PCAPNG_BOM, int.from_bytes(PCAPNG_BOM.to_bytes(4, "little"), "big")):
+                    raise self._err(record + n_found, base + pos, f"bad byte-order magic 0x{bom:08x}", "block")
+                order = self._order = "<" if bom == PCAPNG_BOM else ">"
+                self._tsres, self._iface_link = [], []
+            else:
+                btype = int(_u32(data, np.array([pos]), order)[0])
+            blen = int(_u32(data, np.array([pos + 4]), order)[0])
+            if blen < 12 or blen % 4 or blen > MAX_RECORD + 4096:
+                raise self._err(record + n_found, base + pos, f"block length {blen} invalid", "block")
+            if pos + blen > end:
+                break
+            if btype == _EPB:
+                k = min((end - pos) // blen, probe)
+                at = pos + np.arange(k, dtype=np.int64) * blen
+                same = (_u32(data, at, order) == _EPB) & (_u32(data, at + 4, order) == blen)
+                m = k if same.all() else int(np.argmin(same))
+                found.append(at[:m])
+                n_found += m
+                pos += m * blen
+                probe = probe * 2 if m == k else 64
+                continue
+            if btype in (_SPB, _OLD_PB):
+                raise self._err(record + n_found, base + pos, f"block type {btype} (simple/obsolete packet) not supported", "block")
+            if btype == _IDB:
+                self._add_interface(data[pos : pos + blen], order, record + n_found, base + pos)
+            pos += blen  # SHB handled above; other blocks carry nothing we need
+        if eof and pos < end:
+            raise self._err(record + n_found, base + pos, f"truncated: {end - pos} bytes left, the block needs more", "block")
+        at = np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
+        if len(at) == 0:
+            return None, pos
+        order = self._order
+        head = data[at[:, None] + np.arange(28)].view(f"{order}u4").reshape(-1, 7).astype(np.int64)
+        _, total, iface, hi, lo, incl, orig = head.T
+        trailer = _u32(data, at + total - 4, order)
+        for bad_mask, what in (
+            (trailer != total, "trailing block length differs"),
+            (incl + 32 > total, "captured length runs past the block"),
+            (orig < incl, "original length below captured length"),
+            (iface >= len(self._tsres), "interface id not declared"),
+        ):
+            bad = np.flatnonzero(bad_mask)
+            if len(bad):
+                i = int(bad[0])
+                raise self._err(record + i, base + int(at[i]), what)
+        ts = self._ts_ns((hi << 32) | lo, iface)
+        return self._batch(data, at + 28, incl, orig, ts, record, base + at), pos
+
+    def _add_interface(self, block: np.ndarray, order: str, record: int, offset: int) -> None:
+        raw = block.tobytes()
+        bo = "little" if order == "<" else "big"
+        link = int.from_bytes(raw[8:10], bo)
+        snap = int.from_bytes(raw[12:16], bo)
+        res = (10, 6)  # pcapng default: microseconds
+        p = 16
+        while p + 4 <= len(raw) - 4:
+            code, ln = int.from_bytes(raw[p : p + 2], bo), int.from_bytes(raw[p + 2 : p + 4], bo)
+            if code == 0:
+                break
+            if code == 9 and ln >= 1:
+                v = raw[p + 4]
+                res = (2, v & 0x7F) if v & 0x80 else (10, v)
+            p += 4 + ln + (-ln % 4)
+        base, exp = res
+        if (base == 10 and exp > 18) or (base == 2 and exp > 32):
+            raise self._err(record, offset, f"if_tsresol {base}^-{exp} not supported", "block")
+        if self._iface_link and link != self._iface_link[0]:
+            raise self._err(record, offset, f"interfaces with different link types ({self._iface_link[0]}, {link})", "block")
+        self._iface_link.append(link)
+        self._tsres.append(res)
+        self.linktype = link
+        self.snaplen = snap
+
+    def _ts_ns(self, ts: np.ndarray, iface: np.ndarray) -> np.ndarray:
+        ts = ts.astype(np.uint64)
+        out = np.empty(len(ts), dtype=np.int64)
+        for i, (base, exp) in enumerate(self._tsres):
+            sel = iface == i
+            t = ts[sel]
+            if base == 10:
+                v = t * np.uint64(10 ** (9 - exp)) if exp <= 9 else t // np.uint64(10 ** (exp - 9))
+            else:
+                mask = np.uint64((1 << exp) - 1)
+                v = (t >> np.uint64(exp)) * np.uint64(_NS) + (((t & mask) * np.uint64(_NS)) >> np.uint64(exp))
+            out[sel] = v.astype(np.int64)
+        return out
+
+    # -- shared
+
+    def _batch(self, data, starts, incl, orig, ts, record, file_offset) -> CaptureBatch:
+        offsets = np.zeros(len(incl) + 1, dtype=np.int64)
+        np.cumsum(incl, out=offsets[1:])
+        buf = np.empty(int(offsets[-1]), dtype=np.uint8)
+        copy_segments(buf, offsets[:-1], data, starts, incl)
+        return CaptureBatch(buf, offsets, ts.astype(np.int64), orig.astype(np.int64), record,
+                            file_offset.astype(np.int64), self.linktype if self.linktype is not None else -1)
+
+    def _err(self, record: int, offset: int, what: str, kind: str = "record") -> DecodeError:
+        return DecodeError(f"{self.path}: {kind} {record} at byte {offset}: {what}")
+
+
+def read_capture(path, *, batch_bytes: int = 8 << 20):
+    """Yield the ``CaptureBatch``es of a pcap or pcapng file, closing it at the end."""
+    with CaptureReader(path, batch_bytes=batch_bytes) as reader:
+        yield from reader
