@@ -10,8 +10,9 @@ It shares no code with emu.net; only the rules are the same:
 - at equal times: transmission ends first, then arrivals, then packetizers, each
   in ascending link id;
 - a packetizer pushes its frames while the egress queue (frames waiting, not the
-  one on the wire) has room; transit frames are dropped when it has none unless
-  the network is lossless;
+  one on the wire) has room; once full it waits until the queue has drained (its
+  last waiting frame starts); transit frames are dropped when the queue has no
+  room unless the network is lossless;
 - loss and corruption are drawn per link at transmission start from splitmix64
   streams seeded from (seed, link).
 """
@@ -59,6 +60,7 @@ class RefLink:
         self.queue = deque()
         self.busy = False
         self.streams = deque()
+        self.blocked = False
         self.loss = None  # (p,) or (p, r, lg, lb)
         self.bad = False
         self.rng = [Stream64(mix((seed * 1_000_003 + idx) * 2 + j)) for j in range(2)]
@@ -95,9 +97,6 @@ class RefNet:
             return True, []
         h = self.next_hop[node][route]
         return False, ([self.by_uv[(node, h)]] if h >= 0 else [])
-
-    def push(self, t, kind, link, data=None):
-        heapq.heappush(self.heap, (t, kind, link, len(self.log) + len(self.heap) * 0, id(data), data))
 
     def send(self, mid, src, dsts, route, nfrags, flen, llen, at):
         self.msgs[mid] = (nfrags, flen, llen, set(dsts))
@@ -156,8 +155,9 @@ class RefNet:
                 link.busy = False
                 if link.queue:
                     self.start_tx(link, link.queue.popleft(), t)
-                if link.streams:
-                    heapq.heappush(self.heap, (t, 2, li, 0, None))
+                    if not link.queue and link.streams:
+                        # Drained: a blocked packetizer refills the queue now.
+                        heapq.heappush(self.heap, (t, 2, li, 0, None))
             elif kind == 1:  # arrival at the far node
                 frame, start, end = data
                 self.log.append((li, frame.msg, frame.frag, start, end, t, frame.fate))
@@ -180,9 +180,11 @@ class RefNet:
                         break
                     nfrags, flen, llen, _ = self.msgs[mid]
                     length = llen if pos == nfrags - 1 else flen
-                    if link.queue and ((link.capf and len(link.queue) + 1 > link.capf)
+                    if link.queue and (link.blocked or (link.capf and len(link.queue) + 1 > link.capf)
                                        or (link.capb and link.qbytes() + length > link.capb)):
-                        break  # woken again when a queued frame starts
+                        link.blocked = True
+                        break  # woken again when the queue has drained
+                    link.blocked = False
                     self.enqueue(link, Frame(mid, pos, length, route), t, False)
                     s[2] += 1
                     if s[2] == end:

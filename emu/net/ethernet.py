@@ -20,3 +20,17 @@ def wire_bytes(frame_len: int) -> int:
 def serialization_ps(frame_len: int, rate_bps: int) -> int:
     """Integer picoseconds to serialize one frame, rounded up so time never runs ahead of the wire."""
     return -(-wire_bytes(frame_len) * 8 * PS_PER_S // rate_bps)
+
+
+def frame_sizes(msg_len: int, mtu: int) -> tuple[int, int, int]:
+    """(fragments, frame bytes of a full fragment, frame bytes of the last) for a message.
+
+    The arithmetic twin of ``emu.codec.fragment``: same fragment count and
+    payload split, without building header rows, for timing-mode messages.
+    """
+    from ..codec import FRAME_HEADER_LEN, max_payload
+
+    per = max_payload(mtu)
+    nfrags = max(1, -(-msg_len // per))
+    last = msg_len - (nfrags - 1) * per
+    return nfrags, FRAME_HEADER_LEN + min(per, msg_len), FRAME_HEADER_LEN + last

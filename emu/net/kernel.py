@@ -74,7 +74,10 @@ L_GE_BAD = 27     # Gilbert-Elliott state
 L_TXN = 28        # transmissions so far (index for explicit drop lists)
 L_DL_POS = 29     # next position in this link's explicit drop list
 L_DL_END = 30
-L_NCOLS = 31
+L_BLOCKED = 31    # 1: the packetizer waits for the queue to drain
+L_SER_LEN = 32    # memo of the last serialization: frame bytes ...
+L_SER_PS = 33     # ... and its time at the current rate
+L_NCOLS = 34
 
 # ---- link parameters (LF, float64) ------------------------------------------
 LF_P = 0          # Bernoulli loss p, or Gilbert-Elliott good->bad
@@ -323,7 +326,12 @@ def enqueue(SC, LK, LF, LR, LD, DL, FP, HP, link, e, t, transit):
             _drop(LK, LD, link, DROP_QUEUE, flen)
             return False
     start = max(t, LK[link, L_LAST_END])
-    ser = _ser_ps(flen, LK[link, L_RATE])
+    if LK[link, L_SER_LEN] == flen:
+        ser = LK[link, L_SER_PS]  # frames of a message share a size: skip the division
+    else:
+        ser = _ser_ps(flen, LK[link, L_RATE])
+        LK[link, L_SER_LEN] = flen
+        LK[link, L_SER_PS] = ser
     end = start + ser
     LK[link, L_LAST_END] = end
     FP[e, F_ENQ] = t
@@ -493,11 +501,18 @@ def _source(SC, LK, LF, LR, LD, DL, FP, FREE, HP, MS, SP, SL, SFREE, UP, link, t
         flen = MS[msg, M_LLEN] if frag == MS[msg, M_NFRAGS] - 1 else MS[msg, M_FLEN]
         waiting = LK[link, L_QF]
         if LK[link, L_UP] == 1 and waiting > 0 and (
-            (capf > 0 and waiting + 1 > capf) or (capb > 0 and LK[link, L_QB] + flen > capb)
+            LK[link, L_BLOCKED] == 1
+            or (capf > 0 and waiting + 1 > capf)
+            or (capb > 0 and LK[link, L_QB] + flen > capb)
         ):
-            # Backpressure: wait until the oldest waiting frame starts transmitting.
-            schedule_source(LK, HP, SC, link, FP[LK[link, L_TXQ], F_START])
+            # Backpressure with hysteresis: once full, refill when the queue has
+            # drained, i.e. when its newest frame starts transmitting. That frame
+            # covers the refill, so the link never idles, and a packetizer costs
+            # one event per queue-full of frames instead of one per frame.
+            LK[link, L_BLOCKED] = 1
+            schedule_source(LK, HP, SC, link, FP[LK[link, L_TAIL], F_START])
             return
+        LK[link, L_BLOCKED] = 0
         e = _alloc_frame(SC, FREE)
         FP[e, F_MSG] = msg
         FP[e, F_FRAG] = frag
@@ -626,6 +641,7 @@ def link_up(LK, link, t):
 def set_rate(SC, LK, FP, HP, link, rate, t):
     """Change a link's rate at ``t``; frames not yet started are re-timed at the new rate."""
     LK[link, L_RATE] = rate
+    LK[link, L_SER_LEN] = -1
     _drain_started(LK, FP, link, t)
     e = LK[link, L_TXQ]
     if e == -1:

@@ -150,7 +150,7 @@ class Network:
             LK[i, K.L_RATE], LK[i, K.L_LAT], LK[i, K.L_MTU] = rate, lat + int(nic.get(v, 0)), mtu
             LK[i, K.L_CAPF], LK[i, K.L_CAPB] = int(qf or 0), int(qb or 0)
         LK[:, K.L_UP] = 1
-        for col in (K.L_HEAD, K.L_TAIL, K.L_TXQ, K.L_ARR_PEND, K.L_SRC_PEND, K.L_SHEAD, K.L_STAIL):
+        for col in (K.L_HEAD, K.L_TAIL, K.L_TXQ, K.L_ARR_PEND, K.L_SRC_PEND, K.L_SHEAD, K.L_STAIL, K.L_SER_LEN):
             LK[:, col] = -1
         self.prop_ps = np.array([int(topology.edges[e]["latency_ps"]) for e in edges], np.int64)
         self.nic_ps = nic
