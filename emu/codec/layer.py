@@ -153,11 +153,16 @@ def dst_boards(dst_set: int) -> list[int]:
 
 
 def summary_line(h) -> str:
-    """``MCF kv_replica n3->{0,5} kv=17 L2 frag 1/4`` (fragment number shown 1-based)."""
-    op = Op(h.op).name if h.op in Op._value2member_map_ else f"op{h.op}"
-    dst = f"route{h.route_id}" if h.route_id else "{" + ",".join(map(str, dst_boards(h.dst_set))) + "}"
-    text = f"MCF {op} n{h.src_node}->{dst} kv={h.kv_id} L{h.layer} frag {h.frag_idx + 1}/{h.frag_cnt}"
-    flags = int(h.flags)
+    """``MCF kv_replica n3->{0,5} kv=17 L2 frag 1/4`` (fragment number shown 1-based).
+
+    ``h``: an MCF layer or a header row (numpy record or mapping).
+    """
+    v = (lambda f: int(getattr(h, f))) if isinstance(h, Packet) else (lambda f: int(h[f]))
+    op = Op(v("op")).name if v("op") in Op._value2member_map_ else f"op{v('op')}"
+    route = v("route_id")
+    dst = f"route{route}" if route else "{" + ",".join(map(str, dst_boards(v("dst_set")))) + "}"
+    text = f"MCF {op} n{v('src_node')}->{dst} kv={v('kv_id')} L{v('layer')} frag {v('frag_idx') + 1}/{v('frag_cnt')}"
+    flags = v("flags")
     if flags:
         text += " " + "|".join(f.name for f in Flags if flags & f)
     return text
