@@ -105,6 +105,13 @@ class Network:
     nodes ``0..boards-1`` are boards. ``next_hop[node, board]`` gives the next
     node towards each board (-1 where unreachable). ``nic_latency_ps`` is added
     when a frame reaches a node (parse and dispatch) and may be a per-node mapping.
+
+    Queues: each link direction's egress queue holds ``queue_bytes`` /
+    ``queue_frames`` (64 KiB when the topology gives neither). A packetizer never
+    overfills its queue: when full it waits until the queue drains (backpressure
+    on the compute side). Transit frames that find the queue full are dropped
+    (drop-tail) unless ``lossless``, where the queue grows instead: an ideal
+    lossless fabric whose buffers absorb bursts, with the depth reported.
     """
 
     def __init__(

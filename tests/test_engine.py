@@ -1,0 +1,233 @@
+"""Engine behaviour: timing formulas, failures, re-routing, rate changes, loss, queues, memory."""
+
+import networkx as nx
+import numpy as np
+import pytest
+
+from emu.errors import ConfigError
+from emu.net import Loss, Network
+from emu.net.ethernet import frame_sizes, serialization_ps
+from emu.net.timeline import Timeline, parse
+from emu.sim import MS, NS, US, Simulator
+from emu.topology import LinkDefaults, Routes, mesh2d, ring, star
+
+GBPS = 10**9
+
+
+def make(G, **kw):
+    sim = Simulator()
+    routes = Routes(G)
+    net = Network(sim, G, routes.next_hop, **kw)
+    return sim, net, routes
+
+
+def recorder():
+    events = []
+    return events, lambda kind, m, node, frag, t: events.append((kind, m.id, node, frag, t))
+
+
+# ---- event core ----------------------------------------------------------------
+
+def test_simulator_orders_by_time_then_schedule_order():
+    sim, out = Simulator(), []
+    sim.at(5, out.append, "b")
+    sim.at(3, out.append, "a")
+    sim.at(5, out.append, "c")
+    ev = sim.at(4, out.append, "x")
+    ev.cancel()
+    sim.at(9, lambda: sim.after(0, out.append, "d"))
+    assert sim.run() == 9
+    assert out == ["a", "b", "c", "d"]
+    with pytest.raises(ValueError):
+        sim.at(1, out.append, "past")
+
+
+def test_simulator_until_stops_before_later_events():
+    sim, out = Simulator(), []
+    sim.at(10, out.append, 1)
+    sim.at(20, out.append, 2)
+    assert sim.run(until=15) == 15
+    assert out == [1] and sim.peek() == 20
+
+
+# ---- timing ----------------------------------------------------------------------
+
+def test_single_link_store_and_forward_timing_is_exact():
+    link = LinkDefaults(rate_bps=GBPS, latency_ps=1 * US, mtu=1500)
+    sim, net, _ = make(ring(2, bidirectional=False, link=link), nic_latency_ps=250 * NS)
+    ev, cb = recorder()
+    nfrags, full, last = frame_sizes(10_000, 1500)
+    net.send(0, [1], nfrags, full, last, on_event=cb)
+    net.run()
+    ser_full, ser_last = serialization_ps(full, GBPS), serialization_ps(last, GBPS)
+    assert ser_full == (1452 + 62 + 24) * 8000
+    done = [e for e in ev if e[0] == "done"]
+    assert done == [("done", 0, 1, -1, (nfrags - 1) * ser_full + ser_last + 1 * US + 250 * NS)]
+
+
+def test_two_flows_share_a_link_fifo_and_counters_add_up():
+    G = star(3, link=LinkDefaults(rate_bps=GBPS, latency_ps=0, mtu=1500))
+    sim, net, _ = make(G)
+    ev, cb = recorder()
+    for src in (0, 1):
+        net.send(src, [2], 20, 1462, on_event=cb)
+    net.run()
+    c = net.counters()
+    ser = serialization_ps(1462, GBPS)
+    # The switch's link to board 2 carries 40 frames back to back after the first arrives.
+    down = c[(c.src == 3) & (c.dst == 2)].iloc[0]
+    assert down.sent_frames == 40 and down.busy_ps == 40 * ser
+    finish = sorted(t for k, *_x, t in ev if k == "done")
+    assert finish[-1] == ser + 40 * ser
+    assert (c.offered_frames == c.delivered_frames + c.dropped_frames).all()
+
+
+# ---- failures and re-routing ------------------------------------------------------
+
+def test_link_down_drops_what_is_on_it_and_reroute_uses_the_other_way():
+    link = LinkDefaults(rate_bps=GBPS, latency_ps=1 * US, mtu=1500)
+    G = ring(4, bidirectional=True, link=link)
+    sim, net, routes = make(G)
+    tl = Timeline(parse("link 0-1 down at 50us up at 2ms"), detect_ps=10 * US)
+    rerouted = []
+    tl.on_reroute.append(rerouted.append)
+    tl.install(net, routes)
+    ev, cb = recorder()
+    net.send(0, [1], 100, 1462, on_event=cb)          # crosses 0->1 while it fails
+    sim.at(100 * US, lambda: net.send(0, [1], 10, 1462, on_event=cb))  # after detection: 0-3-2-1
+    net.run()
+    c = net.counters().set_index(["src", "dst"])
+    assert c.loc[(0, 1), "dropped_link_down"] > 0
+    assert (c.offered_frames == c.delivered_frames + c.dropped_frames).all()
+    done = {(m, n) for k, m, n, _f, _t in ev if k == "done"}
+    assert (1, 1) in done and (0, 1) not in done
+    # The second message went around the other way.
+    assert c.loc[(0, 3), "sent_frames"] == 10 and c.loc[(2, 1), "sent_frames"] == 10
+    assert len(rerouted) == 2 and not rerouted[-1].failed_links
+
+
+def test_node_down_takes_its_links_down():
+    G = mesh2d(2, 2, link=LinkDefaults(rate_bps=GBPS, latency_ps=US, mtu=1500))
+    sim, net, routes = make(G)
+    Timeline(parse("node 1 down at 0s"), detect_ps=0).install(net, routes)
+    ev, cb = recorder()
+    sim.at(1 * US, lambda: net.send(0, [3], 5, 1462, on_event=cb))
+    net.run()
+    c = net.counters()
+    assert c[(c.src == 1) | (c.dst == 1)].sent_frames.sum() == 0
+    assert [e[0] for e in ev].count("done") == 1
+
+
+def test_degrade_retimes_frames_not_yet_started():
+    link = LinkDefaults(rate_bps=GBPS, latency_ps=0, mtu=1500)
+    sim, net, routes = make(ring(2, bidirectional=False, link=link))
+    ser = serialization_ps(1462, GBPS)
+    Timeline(parse(f"link 0>1 degrade 0.5 at {ser * 10 + ser // 2}ps")).install(net, routes)
+    ev, cb = recorder()
+    net.send(0, [1], 20, 1462, on_event=cb)
+    net.run()
+    # Frame 10 was on the wire at the change and keeps its rate; the next 9 take twice as long.
+    assert ev[-1][-1] == 11 * ser + 9 * serialization_ps(1462, GBPS // 2)
+
+
+def test_scenario_errors_name_the_clause():
+    for bad, what in [("link 1-2 sideways at 1s", "expected"), ("node x down at 1s", "expected"),
+                      ("link 1-2 degrade 2 at 1s", "fraction"), ("link 1-2 down at 2s up at 1s", "ends before"),
+                      ("link 1-2 loss 0.5 at soon", "time")]:
+        with pytest.raises(ConfigError, match=what):
+            parse(bad)
+    sim, net, routes = make(ring(3))
+    with pytest.raises(ConfigError, match="no link 0-7"):
+        Timeline(parse("link 0-7 down at 1s")).install(net, routes)
+
+
+# ---- loss --------------------------------------------------------------------------
+
+def run_lossy(seed, loss):
+    link = LinkDefaults(rate_bps=10 * GBPS, latency_ps=0, mtu=1500)
+    sim, net, _ = make(ring(2, bidirectional=False, link=link), seed=seed, lossless=False)
+    net.set_loss(0, loss)
+    log = []
+    net.log_sinks.append(log.append)
+    net.send(0, [1], 5000, 1462)
+    net.run()
+    rows = np.concatenate(log)
+    return rows[rows[:, -1] != 0, 2]
+
+
+def test_loss_is_seeded_per_stream():
+    a, b, c = run_lossy(1, Loss(p=0.05)), run_lossy(1, Loss(p=0.05)), run_lossy(2, Loss(p=0.05))
+    assert np.array_equal(a, b) and not np.array_equal(a, c)
+    assert 180 < len(a) < 320  # 5% of 5000, within a wide binomial band
+
+
+def test_gilbert_elliott_is_bursty_with_the_stationary_rate():
+    p, r = 0.01, 0.2
+    lost = run_lossy(3, Loss(p=p, r=r, loss_good=0.0, loss_bad=1.0))
+    stationary = p / (p + r)
+    assert abs(len(lost) / 5000 - stationary) < 0.03
+    runs = np.split(lost, np.flatnonzero(np.diff(lost) != 1) + 1)
+    assert np.mean([len(x) for x in runs]) > 2  # bursts, unlike independent loss at this rate
+
+
+def test_explicit_drops_and_corruption_are_counted_apart():
+    link = LinkDefaults(rate_bps=GBPS, latency_ps=0, mtu=1500)
+    sim, net, _ = make(ring(2, bidirectional=False, link=link), lossless=False)
+    net.set_loss(0, Loss(drops=(0, 7), corrupt=0.5))
+    net.send(0, [1], 100, 1462)
+    net.run()
+    c = net.counters().iloc[0]
+    assert c.dropped_loss == 2 and 20 < c.dropped_corrupt < 80
+    assert c.offered_frames == c.delivered_frames + c.dropped_frames == 100
+
+
+# ---- queues and memory ----------------------------------------------------------------
+
+def test_droptail_drops_transit_frames_at_a_full_switch_port():
+    link = LinkDefaults(rate_bps=GBPS, latency_ps=0, mtu=1500, queue_bytes=None, queue_frames=4)
+    sim, net, _ = make(star(4, link=link), lossless=False)
+    for src in (0, 1, 2):
+        net.send(src, [3], 50, 1462)
+    net.run()
+    c = net.counters().set_index(["src", "dst"])
+    assert c.loc[(4, 3), "dropped_queue_full"] > 0
+    assert c.loc[(4, 3), "peak_queue_bytes"] <= 4 * 1462
+    assert (c.offered_frames == c.delivered_frames + c.dropped_frames).all()
+
+
+def test_lossless_never_drops_at_an_incast_switch_port():
+    link = LinkDefaults(rate_bps=GBPS, latency_ps=US, mtu=1500)
+    sim, net, _ = make(star(4, link=link))
+    for src in (0, 1, 2):
+        net.send(src, [3], 2000, 1462)
+    net.run()
+    c = net.counters().set_index(["src", "dst"])
+    assert c.dropped_frames.sum() == 0
+    # Three line-rate sources into one port: the switch buffer absorbs two thirds of it.
+    assert c.loc[(4, 3), "peak_queue_bytes"] > 1000 * 1462
+    assert net.frames_in_flight == 0
+
+
+def test_memory_follows_frames_in_flight_not_message_size():
+    link = LinkDefaults(rate_bps=GBPS, latency_ps=US, mtu=1500)
+    sim, net, _ = make(ring(8, bidirectional=False, link=link))
+    for src in range(8):
+        net.send(src, [(src + 3) % 8], 50_000, 1462)
+    net.run()
+    # 1.2 million packet-hops, yet the frame pool stayed at its initial size.
+    assert net.counters().sent_frames.sum() == 8 * 50_000 * 3
+    assert net.FP.shape[0] == 4096 and net.frames_in_flight == 0
+
+
+def test_tracked_messages_discard_duplicates_and_resend_completes():
+    link = LinkDefaults(rate_bps=GBPS, latency_ps=0, mtu=1500)
+    sim, net, _ = make(ring(2, bidirectional=False, link=link), lossless=False)
+    net.set_loss(0, Loss(drops=(3, 4, 9)))
+    ev, cb = recorder()
+    m = net.send(0, [1], 12, 1462, track=True, on_event=cb)
+    net.run()
+    assert list(net.missing(m, 1)) == [3, 4, 9]
+    net.resend(m, 1, [3, 4, 9, 5])  # 5 arrives twice: discarded
+    net.run()
+    assert [e[0] for e in ev].count("done") == 1 and net.duplicates == 1
+    assert list(net.missing(m, 1)) == []
