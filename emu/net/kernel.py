@@ -566,7 +566,8 @@ def advance(SC, LK, LF, LR, LD, DL, FP, FREE, HP, LG, FW, MS, MD, BITS, UP, SP, 
     flush it and call again; and after the last event of a time that produced
     upcalls, so Python handles them at the right simulated time.
     """
-    up_time = -1
+    # Upcalls left from a call that stopped to grow a buffer keep their time.
+    up_time = UP[0, U_TIME] if SC[SC_UP] > 0 else -1
     while True:
         if SC[SC_HEAP] == 0:
             if SC[SC_UP] > 0:

@@ -1,0 +1,458 @@
+"""The NICs of all boards over one network: forwarding, multicast, reductions, all-to-all, reliability.
+
+Each board's NIC is the paper's metadata-driven datapath: the compute engine
+hands it a payload with its Meta, and from the Meta alone the NIC chooses what
+to do. Here that is:
+
+- packetizer: the payload and metadata FIFOs; a send that does not fit waits
+  (the compute engine stalls) and is accepted when earlier sends have left;
+- forwarding and multicast: unicast routes and multicast trees installed as
+  forwarding tables in the network, so replication happens hop by hop;
+- reduction: contributions combine as whole messages arrive at each board of a
+  reduction tree; a board sends its combined result up when its own and all its
+  children's contributions are in (fp32 arithmetic, see emu.nic.reduce);
+- all-to-all: a shift schedule (step s: member i sends to member i+s), one step
+  in flight per member, so no receiver is hit by everyone at once;
+- reliable delivery: fragments carry ACK_REQ; a receiver acknowledges a
+  complete message; a sender that hears nothing within the retransmission
+  timeout probes, and the receiver answers with an ACK or a NACK naming its
+  missing fragments, which the sender resends by unicast. Duplicates are
+  discarded at the receiver and never reach the application.
+
+Functional mode carries real payload bytes (reductions compute real numbers);
+timing mode only lengths. Both run the same paths and give identical timing.
+The NIC never knows which scheme produced its frames.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
+
+import numpy as np
+
+from ..codec import FRAME_HEADER_LEN, Collective, Dtype, Flags, Op, ReduceOp, Stage, max_payload
+from ..codec.fragment import MAX_FRAGS
+from ..errors import ConfigError
+from ..net import Network
+from ..net.ethernet import frame_sizes
+from ..topology import multicast_tree, reduction_tree
+from . import reduce as R
+from .directory import Directory
+
+CONTROL_LEN = 16  # payload bytes of an ack, probe or control frame
+
+
+@dataclass(frozen=True)
+class NicConfig:
+    mtu: int = 1500
+    fifo_bytes: int = 4 << 20      # payload FIFO of the packetization buffer
+    fifo_entries: int = 256        # metadata FIFO
+    reliable: bool = True
+    rto_ps: int = 2_000_000_000    # 2 ms: several frame times on 1 GbE plus queueing
+    max_retries: int = 20
+
+
+@dataclass
+class Transfer:
+    """One send as the compute engine sees it: delivered per destination, then complete."""
+
+    id: int
+    src: int
+    dsts: tuple[int, ...]
+    meta: dict
+    nbytes: int
+    data: bytes | None
+    on_delivered: Callable | None = None   # (transfer, node, time)
+    on_complete: Callable | None = None    # (transfer, time)
+    on_accept: Callable | None = None      # (transfer, time)
+    accepted_at: int | None = None
+    delivered: dict = field(default_factory=dict)   # node -> time
+    parts: list = field(default_factory=list)       # engine messages
+    failed: str | None = None
+
+    @property
+    def complete(self) -> bool:
+        return len(self.delivered) == len(self.dsts)
+
+
+@dataclass
+class _Part:
+    transfer: Transfer
+    msg: object = None
+    acked: set = field(default_factory=set)
+    retries: int = 0
+    timer: object = None
+    sent: bool = False
+    streams: int = 0
+    streams_left: int = 0
+
+
+class Cluster:
+    """All boards' NICs on ``net``; ``routes`` are the healthy topology's routes."""
+
+    def __init__(self, net: Network, routes, config: NicConfig = NicConfig(), directory: Directory | None = None):
+        self.net, self.sim, self.routes, self.config = net, net.sim, routes, config
+        self.boards = net.boards
+        self.directory = directory or Directory(self.boards)
+        self._trees: dict[tuple, int] = {}
+        self._transfers: list[Transfer] = []
+        self._fifo = [deque() for _ in range(self.boards)]       # sends waiting for room
+        self._fifo_bytes = [0] * self.boards
+        self._fifo_entries = [0] * self.boards
+        self._msg_ids = [0] * self.boards
+        self._seq = [0] * self.boards
+        self.retransmitted_frames = 0
+        self.control_frames = 0
+        self.failures: list[str] = []
+        if max_payload(config.mtu) <= 0:
+            raise ConfigError(f"mtu {config.mtu} leaves no room for payload")
+
+    # ---- routes --------------------------------------------------------------------
+
+    def reroute(self, routes) -> None:
+        """New routes after a failure or repair: later multicasts build new trees."""
+        self.routes = routes
+        self._trees.clear()
+
+    def _route(self, src: int, dsts: tuple[int, ...]) -> int:
+        if len(dsts) == 1:
+            return dsts[0]
+        key = (src, dsts)
+        route = self._trees.get(key)
+        if route is None:
+            tree = multicast_tree(self.net.topology, self.routes, src, [d for d in dsts if d != src])
+            route = self._trees[key] = self.net.add_tree(tree, dsts)
+        return route
+
+    # ---- sending ----------------------------------------------------------------------
+
+    def send(self, src: int, dsts: Iterable[int], nbytes: int | None = None, *, data: bytes | None = None,
+             op: Op = Op.kv_transfer, stage: Stage = Stage.prefill, collective: Collective | None = None,
+             kv_id: int = 0, layer: int = 0, reduce_op: ReduceOp = ReduceOp.none, dtype: Dtype = Dtype.raw,
+             on_delivered=None, on_complete=None, on_accept=None) -> Transfer:
+        """Hand a payload (``data``, or only its length ``nbytes``) with its Meta to ``src``'s NIC."""
+        dsts = tuple(sorted(set(int(d) for d in dsts)))
+        if not dsts:
+            raise ValueError("a send needs at least one destination")
+        for d in dsts + (src,):
+            if not 0 <= d < self.boards:
+                raise ConfigError(f"no board {d} (the cluster has {self.boards})")
+        if data is not None:
+            nbytes = len(data)
+        if nbytes is None or nbytes < 0:
+            raise ValueError("a send needs data or a non-negative length")
+        if collective is None:
+            collective = Collective.unicast if len(dsts) == 1 else Collective.multicast
+        meta = dict(op=int(op), stage=int(stage), collective=int(collective), kv_id=kv_id, layer=layer,
+                    reduce_op=int(reduce_op), dtype=int(dtype), src_node=src,
+                    dst_set=sum(1 << d for d in dsts if d < 64))
+        tr = Transfer(len(self._transfers), src, dsts, meta, int(nbytes), data, on_delivered, on_complete, on_accept)
+        self._transfers.append(tr)
+        self._fifo[src].append(tr)
+        self._admit(src)
+        return tr
+
+    def _admit(self, node: int) -> None:
+        """Move sends from the packetization buffer's wait line into it while they fit."""
+        q = self._fifo[node]
+        cfg = self.config
+        while q:
+            tr = q[0]
+            size = tr.nbytes
+            if self._fifo_entries[node] and (self._fifo_entries[node] + 1 > cfg.fifo_entries
+                                             or self._fifo_bytes[node] + size > cfg.fifo_bytes):
+                return  # full: the compute engine stalls until a send has left
+            q.popleft()
+            self._fifo_entries[node] += 1
+            self._fifo_bytes[node] += size
+            tr.accepted_at = self.sim.now
+            if tr.on_accept:
+                tr.on_accept(tr, self.sim.now)
+            self._launch(tr)
+
+    def _launch(self, tr: Transfer) -> None:
+        # A message carries at most MAX_FRAGS fragments (a 16-bit field): larger sends are split.
+        per = max_payload(self.config.mtu)
+        chunk = per * MAX_FRAGS
+        local = tr.src in tr.dsts
+        remote = tuple(d for d in tr.dsts if d != tr.src)
+        if local:
+            self.sim.at(self.sim.now, self._delivered, tr, tr.src)
+        if not remote:
+            self._left(tr)
+            return
+        route = self._route(tr.src, remote)
+        for off in range(0, max(tr.nbytes, 1), chunk):
+            size = min(chunk, tr.nbytes - off)
+            part = _Part(tr)
+            self._send_part(part, size, remote, route)
+            tr.parts.append(part)
+
+    def _send_part(self, part: _Part, size: int, dsts, route) -> None:
+        tr = part.transfer
+        nfrags, full, last = frame_sizes(size, self.config.mtu)
+        mid = self._msg_ids[tr.src]
+        self._msg_ids[tr.src] = (mid + 1) & 0xFFFFFFFF
+        meta = dict(tr.meta, msg_id=mid, seq=self._seq[tr.src], msg_len=size,
+                    flags=int(Flags.ACK_REQ) if self.config.reliable else 0)
+        self._seq[tr.src] = (self._seq[tr.src] + nfrags) & 0xFFFFFFFF
+        part.streams = len(self.net.first_hops(route, tr.src))
+        part.msg = self.net.send(tr.src, dsts, nfrags, full, last, route=route, track=self.config.reliable,
+                                 on_event=self._on_event, meta=(meta, part))
+        if part.streams == 0:
+            tr.failed = f"no route from node {tr.src} to {list(dsts)}"
+            self.failures.append(f"send {tr.id}: {tr.failed}")
+            part.sent = True
+            self.sim.at(self.sim.now, self._part_left, part)
+
+    def _on_event(self, kind, msg, node, frag, t) -> None:
+        meta, part = msg.meta
+        if kind == "sent":
+            # A multicast source feeds several first-hop links: the part has left when all have.
+            if not part.sent:
+                part.streams_left += 1
+                if part.streams_left == part.streams:
+                    part.sent = True
+                    self._part_left(part)
+        elif kind == "done":
+            self._delivered_part(part, node)
+
+    def _part_left(self, part: _Part) -> None:
+        tr = part.transfer
+        if all(p.sent for p in tr.parts):
+            self._left(tr)
+        if self.config.reliable:
+            self._arm(part)
+
+    def _left(self, tr: Transfer) -> None:
+        """Every frame of the send is out of the packetizer: its FIFO space is free again."""
+        self._fifo_entries[tr.src] -= 1
+        self._fifo_bytes[tr.src] -= tr.nbytes
+        self._admit(tr.src)
+
+    def _delivered_part(self, part: _Part, node: int) -> None:
+        tr = part.transfer
+        if self.config.reliable:
+            self._control(node, tr.src, Op.ack, lambda t, p=part, n=node: self._acked(p, n))
+        if all(self.net.received(p.msg, node) == p.msg.nfrags for p in tr.parts):
+            self._delivered(tr, node)
+
+    def _delivered(self, tr: Transfer, node: int) -> None:
+        if node in tr.delivered:
+            return
+        tr.delivered[node] = self.sim.now
+        # The directory follows the Meta of what actually arrived.
+        op, kv = tr.meta["op"], tr.meta["kv_id"]
+        if op == Op.kv_replica:
+            self.directory.add_replica(node, kv, tr.nbytes, self.sim.now)
+        elif op == Op.drain:
+            self.directory.drain(node, kv, self.sim.now)
+        elif op == Op.invalidate:
+            self.directory.invalidate(node, kv, self.sim.now)
+        if tr.on_delivered:
+            tr.on_delivered(tr, node, self.sim.now)
+        if tr.complete and tr.on_complete:
+            tr.on_complete(tr, self.sim.now)
+
+    def replica_control(self, owner: int, holders: Iterable[int], kv_id: int, op: Op, *, layer: int = 0,
+                        on_complete=None) -> Transfer:
+        """Send a drain or invalidate control frame for block ``kv_id`` from its owner to the holders."""
+        if op not in (Op.drain, Op.invalidate):
+            raise ValueError(f"replica control is drain or invalidate, not {Op(op).name}")
+        return self.send(owner, holders, CONTROL_LEN, op=op, stage=Stage.control, kv_id=kv_id, layer=layer,
+                         on_complete=on_complete)
+
+    # ---- reliability -----------------------------------------------------------------
+
+    def _control(self, src: int, dst: int, op: Op, on_done, nbytes: int = CONTROL_LEN) -> None:
+        """A small control message (ack, probe, nack); it is not itself acknowledged."""
+        nfrags, full, last = frame_sizes(nbytes, self.config.mtu)
+        meta = dict(op=int(op), stage=int(Stage.control), collective=int(Collective.unicast), src_node=src,
+                    dst_set=(1 << dst) if dst < 64 else 0, msg_len=nbytes)
+        self.control_frames += nfrags
+
+        def done(kind, msg, node, frag, t):
+            if kind == "done":
+                on_done(t)
+
+        self.net.send(src, [dst], nfrags, full, last, on_event=done, meta=(meta, None))
+
+    def _arm(self, part: _Part) -> None:
+        if part.timer is not None:
+            part.timer.cancel()
+        backoff = self.config.rto_ps << min(part.retries, 6)
+        part.timer = self.sim.after(backoff, self._timeout, part)
+
+    def _acked(self, part: _Part, node: int) -> None:
+        part.acked.add(node)
+        if len(part.acked) == len(part.msg.dsts) and part.timer is not None:
+            part.timer.cancel()
+            part.timer = None
+
+    def _timeout(self, part: _Part) -> None:
+        part.timer = None
+        waiting = [d for d in part.msg.dsts if d not in part.acked]
+        if not waiting:
+            return
+        if part.retries >= self.config.max_retries:
+            tr = part.transfer
+            tr.failed = f"no acknowledgement from {waiting} after {part.retries} retries"
+            self.failures.append(f"send {tr.id} from node {tr.src}: {tr.failed}")
+            return
+        part.retries += 1
+        for d in waiting:
+            # Probe: the receiver answers with an ACK if complete, else a NACK of what it misses.
+            self._control(part.msg.src, d, Op.ack, lambda t, p=part, n=d: self._answer(p, n))
+        self._arm(part)
+
+    def _answer(self, part: _Part, node: int) -> None:
+        missing = self.net.missing(part.msg, node)
+        src = part.msg.src
+        if missing.size == 0:
+            self._control(node, src, Op.ack, lambda t, p=part, n=node: self._acked(p, n))
+        else:
+            nack_len = max(CONTROL_LEN, (part.msg.nfrags + 7) // 8)
+            self._control(node, src, Op.nack, lambda t, p=part, n=node, m=missing: self._resend(p, n, m), nack_len)
+
+    def _resend(self, part: _Part, node: int, missing: np.ndarray) -> None:
+        missing = missing[np.isin(missing, self.net.missing(part.msg, node))]
+        if missing.size:
+            self.retransmitted_frames += int(missing.size)
+            self.net.resend(part.msg, node, missing)
+
+    # ---- results -------------------------------------------------------------------------
+
+    @property
+    def transfers(self) -> list[Transfer]:
+        return self._transfers
+
+    def incomplete(self) -> list[str]:
+        out = []
+        for tr in self._transfers:
+            if not tr.complete:
+                missing = [d for d in tr.dsts if d not in tr.delivered]
+                why = tr.failed or ("still waiting for the packetizer" if tr.accepted_at is None else "frames lost")
+                out.append(f"send {tr.id} (op {Op(tr.meta['op']).name}, kv {tr.meta['kv_id']}) from node {tr.src} "
+                           f"never reached {missing}: {why}")
+        return out
+
+    # ---- collectives ----------------------------------------------------------------------
+
+    def reduction(self, group: Iterable[int], root: int, op: ReduceOp, *, nbytes: int, dtype: Dtype = Dtype.fp32,
+                  heads: int = 0, head_dim: int = 0, functional: bool = True, stage: Stage = Stage.decode,
+                  layer: int = 0, kv_id: int = 0, on_complete=None) -> "Reduction":
+        return Reduction(self, tuple(sorted(set(group))), root, ReduceOp(op), nbytes, Dtype(dtype), heads, head_dim,
+                         functional, stage, layer, kv_id, on_complete)
+
+    def board_tree(self, root: int, members: Iterable[int]) -> dict[int, int]:
+        """Parent board of each member in a reduction towards ``root``.
+
+        Switches cannot reduce: a board whose path to the root crosses only
+        switches reports to the first board on it (the root on a star).
+        """
+        members = [m for m in members if m != root]
+        tree = reduction_tree(self.net.topology, self.routes, root, members)
+        parent_of = {c: p for p, cs in tree.items() for c in cs}
+        out = {}
+        for m in members:
+            p = parent_of[m]
+            while p >= self.boards:
+                p = parent_of[p]
+            out[m] = p
+        return out
+
+    def all_to_all(self, group: Iterable[int], nbytes: int | dict, *, data: dict | None = None,
+                   op: Op = Op.kv_transfer, stage: Stage = Stage.prefill, on_delivered=None, on_complete=None):
+        return AllToAll(self, tuple(sorted(set(group))), nbytes, data, op, stage, on_delivered, on_complete)
+
+
+class Reduction:
+    """Reduce (optionally all-reduce) contributions of ``group`` to ``root`` along a board tree."""
+
+    def __init__(self, cluster, group, root, op, nbytes, dtype, heads, head_dim, functional, stage, layer, kv_id,
+                 on_complete):
+        if root not in group:
+            group = tuple(sorted(group + (root,)))
+        self.c, self.group, self.root, self.op = cluster, group, root, op
+        self.nbytes, self.dtype, self.heads, self.head_dim = nbytes, dtype, heads, head_dim
+        self.functional, self.stage, self.layer, self.kv_id = functional, stage, layer, kv_id
+        self.on_complete = on_complete
+        self.parent = cluster.board_tree(root, group)
+        self.waiting = {n: 1 + sum(1 for c, p in self.parent.items() if p == n) for n in group}
+        self.acc: dict[int, bytes | None] = {}
+        self.result = None
+        self.done_at = None
+
+    def _fold(self, node: int, payload) -> None:
+        if self.functional:
+            prev = self.acc.get(node)
+            self.acc[node] = payload if prev is None else R.combine(
+                self.op, prev, payload, dtype=self.dtype, heads=self.heads, head_dim=self.head_dim)
+        else:
+            self.acc.setdefault(node, None)
+        self.waiting[node] -= 1
+        if self.waiting[node] == 0:
+            self._forward(node)
+
+    def contribute(self, node: int, payload: bytes | None = None) -> None:
+        """``node``'s own contribution is ready now (payload bytes in functional mode)."""
+        if node not in self.waiting:
+            raise ConfigError(f"node {node} is not in the reduction group {list(self.group)}")
+        if self.functional and (payload is None or len(payload) != self.nbytes):
+            raise ValueError(f"contribution of node {node} must be {self.nbytes} bytes")
+        self._fold(node, payload)
+
+    def _forward(self, node: int) -> None:
+        now = self.c.sim.now
+        if node == self.root:
+            self.result, self.done_at = self.acc.get(node), now
+            if self.on_complete:
+                self.on_complete(self, now)
+            return
+        parent = self.parent[node]
+        payload = self.acc.get(node)
+        self.c.send(node, [parent], self.nbytes, data=payload if self.functional else None,
+                    op=Op.partial_state, stage=self.stage, collective=Collective.reduce, reduce_op=self.op,
+                    dtype=self.dtype, layer=self.layer, kv_id=self.kv_id,
+                    on_delivered=lambda tr, n, t, p=payload: self._fold(n, p))
+
+
+class AllToAll:
+    """Personalized exchange: every member sends a distinct block to every other member."""
+
+    def __init__(self, cluster, group, nbytes, data, op, stage, on_delivered, on_complete):
+        self.c, self.group, self.data, self.op, self.stage = cluster, group, data, op, stage
+        self.nbytes = nbytes
+        self.on_delivered, self.on_complete = on_delivered, on_complete
+        self.received: dict[tuple[int, int], bytes | None] = {}
+        self.expected = len(group) * (len(group) - 1)
+        for i in range(len(group)):
+            self._step(i, 1)
+
+    def _size(self, a: int, b: int) -> int:
+        if self.data is not None:
+            return len(self.data[(a, b)])
+        return self.nbytes[(a, b)] if isinstance(self.nbytes, dict) else self.nbytes
+
+    def _step(self, i: int, s: int) -> None:
+        n = len(self.group)
+        if s >= n:
+            return
+        a, b = self.group[i], self.group[(i + s) % n]
+        payload = self.data[(a, b)] if self.data is not None else None
+
+        def delivered(tr, node, t):
+            self._got(a, node, payload, t)
+            self._step(i, s + 1)  # one step in flight per member
+
+        self.c.send(a, [b], self._size(a, b), data=payload, op=self.op, stage=self.stage,
+                    collective=Collective.all_to_all, on_delivered=delivered)
+
+    def _got(self, a, b, payload, t) -> None:
+        self.received[(a, b)] = payload
+        if self.on_delivered:
+            self.on_delivered(a, b, payload, t)
+        if len(self.received) == self.expected and self.on_complete:
+            self.on_complete(self, t)

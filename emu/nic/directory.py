@@ -1,0 +1,140 @@
+"""The replica directory: per node and KV block, its state and bytes; per node, KV memory over time.
+
+Owner copies are permanent (the paper's 3.1). Replicas go VALID -> DRAINING ->
+INVALID as drain and invalidate control frames arrive: a DRAINING replica is
+still readable by attention already in flight but is never chosen for a new
+read; an INVALID one has freed its memory. Transient copies (prefetched blocks,
+ring passes) live until their last reader finishes.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+
+class State(enum.IntEnum):
+    INVALID = 0
+    VALID = 1
+    DRAINING = 2
+
+
+@dataclass
+class NodeMemory:
+    owner: int = 0
+    replica: int = 0
+    transient: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.owner + self.replica + self.transient
+
+
+@dataclass
+class Directory:
+    nodes: int
+    memory: list[NodeMemory] = field(default_factory=list)
+    # (node, kv_id) -> [state, bytes]
+    replicas: dict[tuple[int, int], list] = field(default_factory=dict)
+    owners: dict[int, tuple[int, int]] = field(default_factory=dict)  # kv_id -> (node, bytes)
+    transients: dict[tuple[int, object], int] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+    _history: list[tuple] = field(default_factory=list)
+    _live_replicas: int = 0
+
+    def __post_init__(self):
+        self.memory = [NodeMemory() for _ in range(self.nodes)]
+
+    def _record(self, t: int, node: int) -> None:
+        m = self.memory[node]
+        self._history.append((t, node, m.owner, m.replica, m.transient, len(self.owners), self._live_replicas))
+
+    # ---- owners ----------------------------------------------------------------------
+
+    def add_owner(self, node: int, kv_id: int, nbytes: int, t: int) -> None:
+        if kv_id in self.owners:
+            prev, _ = self.owners[kv_id]
+            self.errors.append(f"t={t}ps: block {kv_id} already owned by node {prev}, node {node} claims it")
+            return
+        self.owners[kv_id] = (node, nbytes)
+        self.memory[node].owner += nbytes
+        self._record(t, node)
+
+    # ---- replicas ----------------------------------------------------------------------
+
+    def state(self, node: int, kv_id: int) -> State:
+        entry = self.replicas.get((node, kv_id))
+        return State(entry[0]) if entry else State.INVALID
+
+    def add_replica(self, node: int, kv_id: int, nbytes: int, t: int) -> None:
+        entry = self.replicas.get((node, kv_id))
+        if entry and entry[0] != State.INVALID:
+            return  # a duplicate copy changes nothing
+        self.replicas[(node, kv_id)] = [State.VALID, nbytes]
+        self.memory[node].replica += nbytes
+        self._live_replicas += 1
+        self._record(t, node)
+
+    def drain(self, node: int, kv_id: int, t: int) -> None:
+        entry = self.replicas.get((node, kv_id))
+        if entry is None or entry[0] == State.INVALID:
+            self.errors.append(f"t={t}ps: drain of block {kv_id} at node {node}, which holds no valid replica")
+            return
+        entry[0] = State.DRAINING
+
+    def invalidate(self, node: int, kv_id: int, t: int) -> None:
+        entry = self.replicas.get((node, kv_id))
+        if entry is None or entry[0] == State.INVALID:
+            self.errors.append(f"t={t}ps: invalidate of block {kv_id} at node {node}, which holds no replica")
+            return
+        entry[0] = State.INVALID
+        self.memory[node].replica -= entry[1]
+        self._live_replicas -= 1
+        self._record(t, node)
+
+    def readable(self, node: int, kv_id: int, *, new_read: bool = True) -> bool:
+        """An owner copy, a VALID replica, or (for reads already in flight) a DRAINING one."""
+        owner = self.owners.get(kv_id)
+        if owner is not None and owner[0] == node:
+            return True
+        s = self.state(node, kv_id)
+        return s == State.VALID or (s == State.DRAINING and not new_read)
+
+    def read(self, node: int, kv_id: int, t: int, *, new_read: bool = True) -> bool:
+        """A read by attention; reading a block the node cannot read is an error the run reports."""
+        if self.readable(node, kv_id, new_read=new_read):
+            return True
+        self.errors.append(f"t={t}ps: node {node} read block {kv_id} in state {self.state(node, kv_id).name}")
+        return False
+
+    # ---- transient copies ---------------------------------------------------------------
+
+    def add_transient(self, node: int, key, nbytes: int, t: int) -> None:
+        self.transients[(node, key)] = self.transients.get((node, key), 0) + nbytes
+        self.memory[node].transient += nbytes
+        self._record(t, node)
+
+    def free_transient(self, node: int, key, t: int) -> None:
+        nbytes = self.transients.pop((node, key), 0)
+        self.memory[node].transient -= nbytes
+        self._record(t, node)
+
+    # ---- summaries ------------------------------------------------------------------------
+
+    def owner_only(self) -> bool:
+        return all(m.replica == 0 and m.transient == 0 for m in self.memory)
+
+    def replica_factor(self) -> float:
+        """Copies per owned block right now (1.0 is owner-only)."""
+        return (len(self.owners) + self._live_replicas) / len(self.owners) if self.owners else 1.0
+
+    def history(self) -> pd.DataFrame:
+        """Per node, each change: owner, replica and transient bytes; and the replica factor then."""
+        cols = ["t_ps", "node", "owner_bytes", "replica_bytes", "transient_bytes", "blocks", "replicas"]
+        df = pd.DataFrame(self._history, columns=cols) if self._history else pd.DataFrame(columns=cols)
+        df = df.astype({c: np.int64 for c in cols})
+        df["replica_factor"] = np.where(df.blocks > 0, (df.blocks + df.replicas) / df.blocks.clip(lower=1), 1.0)
+        return df
