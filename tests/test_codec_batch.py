@@ -265,3 +265,22 @@ def test_copy_segments(lengths, gaps, dgap):
         ref[a : a + k] = src[b : b + k]
     copy_segments(dst, dst_starts, src, src_starts, lengths)
     assert np.array_equal(dst, ref)
+
+
+@SETTINGS
+@given(st.lists(st.tuples(st.integers(0, 16), st.integers(0, 5)), max_size=300), st.integers(1, 16))
+def test_scatter_and_gather_rows(rows_spec, width):
+    from emu.codec.segments import gather_rows, scatter_rows
+
+    lengths = np.array([min(k, width) for k, _ in rows_spec], dtype=np.int64)
+    gaps = np.array([g for _, g in rows_spec], dtype=np.int64)
+    starts = np.cumsum(lengths + gaps) - lengths - gaps
+    rows = np.random.default_rng(len(rows_spec)).integers(0, 256, (len(lengths), width), dtype=np.uint8)
+    buf = np.full(int((lengths + gaps).sum()), 7, dtype=np.uint8)
+    ref = buf.copy()
+    for s, r, k in zip(starts, rows, lengths):
+        ref[s : s + k] = r[:k]
+    scatter_rows(buf, starts, rows, lengths)
+    assert np.array_equal(buf, ref)
+    back = gather_rows(buf, starts, lengths, width)
+    assert np.array_equal(back, np.where(np.arange(width) < lengths[:, None], rows, 0))

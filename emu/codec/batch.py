@@ -16,7 +16,7 @@ import numpy as np
 from .enums import ENUM_FIELDS, ETHERTYPE, VERSION, Flags
 from .errors import EncodeError, FrameError
 from .layer import ETH_LEN, FRAME_HEADER_LEN, GROUP_MAC_PREFIX, HEADER_LEN, MAC_PREFIX, MCF, field_layout
-from .segments import copy_segments
+from .segments import copy_segments, gather_rows, scatter_rows
 
 HEADER_DTYPE = np.dtype([(name, f">u{size}") for name, _, size in field_layout()])
 assert HEADER_DTYPE.itemsize == HEADER_LEN == 48
@@ -41,6 +41,8 @@ REASONS = (
     "dst_set",
 )
 _CODE = {name: i for i, name in enumerate(REASONS)}
+# byte value -> "is a member": one table lookup per row instead of a set test
+_ENUM_OK = {f: np.isin(np.arange(256), [int(m) for m in e]) for f, e in ENUM_FIELDS.items()}
 
 
 def new_headers(n: int, **fields) -> np.ndarray:
@@ -78,7 +80,7 @@ def _header_checks(h: np.ndarray, length_checks=()) -> list:
     return [
         ("version", h["version"] != VERSION),
         ("flags", (h["flags"] & ~np.uint8(_KNOWN_FLAGS)) != 0),
-        *[(f, ~np.isin(h[f], [int(m) for m in e])) for f, e in ENUM_FIELDS.items()],
+        *[(f, ~_ENUM_OK[f][h[f]]) for f in ENUM_FIELDS],
         *length_checks,
         ("frag_cnt", h["frag_cnt"] == 0),
         ("frag_idx", h["frag_idx"] >= h["frag_cnt"]),
@@ -160,23 +162,27 @@ def check_headers(headers) -> np.ndarray:
 _MAC_TAIL = np.dtype(">u2")
 
 
-def _eth_headers(h: np.ndarray, eth_src) -> np.ndarray:
-    """(n, 14) Ethernet headers: MACs from the destination set / route and the sending board."""
+def _log2_of_single_bit(x: np.ndarray) -> np.ndarray:
+    """Bit index of one-bit values (garbage for others, which the caller masks out)."""
+    if hasattr(np, "bitwise_count"):  # numpy >= 2
+        return np.bitwise_count(x - np.uint64(1)).astype(np.uint16)
+    return (np.frexp(x.astype(np.float64))[1] - 1).clip(0).astype(np.uint16)  # exact for powers of two
+
+
+def _eth_headers(h: np.ndarray, eth_src, eth: np.ndarray) -> None:
+    """Fill ``eth`` (n, 14): MACs from the destination set / route and the sending board."""
     n = len(h)
-    eth = np.empty((n, ETH_LEN), dtype=np.uint8)
     dst = h["dst_set"].astype(np.uint64)
-    route = h["route_id"].astype(np.uint16)
+    route = h["route_id"]
     single = (route == 0) & (dst != 0) & ((dst & (dst - np.uint64(1))) == 0)
-    # log2 of a power of two is exact in float64
-    board = (np.frexp(dst.astype(np.float64))[1] - 1).clip(0).astype(np.uint16)
-    eth[:, 0:4] = np.frombuffer(GROUP_MAC_PREFIX, np.uint8)
-    eth[single, 0:4] = np.frombuffer(MAC_PREFIX, np.uint8)
+    board = _log2_of_single_bit(dst)
+    eth[:, 0] = np.where(single, MAC_PREFIX[0], GROUP_MAC_PREFIX[0])
+    eth[:, 1:4] = np.frombuffer(MAC_PREFIX[1:], np.uint8)
     eth[:, 4:6] = np.where(single, board, route).astype(_MAC_TAIL).view(np.uint8).reshape(n, 2)
     eth[:, 6:10] = np.frombuffer(MAC_PREFIX, np.uint8)
     src = h["src_node"] if eth_src is None else np.broadcast_to(np.asarray(eth_src), (n,))
     eth[:, 10:12] = np.asarray(src).astype(_MAC_TAIL).view(np.uint8).reshape(n, 2)
     eth[:, 12:14] = (ETHERTYPE >> 8, ETHERTYPE & 0xFF)
-    return eth
 
 
 def encode_frames(headers, payload=None, *, snaplen: int | None = None, eth_src=None):
@@ -209,16 +215,23 @@ def encode_frames(headers, payload=None, *, snaplen: int | None = None, eth_src=
         cap = wire
     offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(cap, out=offsets[1:])
-    starts = offsets[:-1]
-    total = int(offsets[-1])
     kept = cap - FRAME_HEADER_LEN  # payload bytes present in each frame
-    buf = np.empty(total, dtype=np.uint8)
-
+    buf = np.empty(int(offsets[-1]), dtype=np.uint8)
+    if n and (cap == cap[0]).all() and (payload is None or (pay == pay[0]).all()):
+        # equal-sized frames (the common case): fill a 2-D view in place
+        frames = buf.reshape(n, int(cap[0]))
+        _eth_headers(h, eth_src, frames[:, :ETH_LEN])
+        frames[:, ETH_LEN:FRAME_HEADER_LEN] = h.view(np.uint8).reshape(n, HEADER_LEN)
+        if payload is None:
+            frames[:, FRAME_HEADER_LEN:] = 0
+        else:
+            frames[:, FRAME_HEADER_LEN:] = payload.reshape(n, int(pay[0]))[:, : int(kept[0])]
+        return buf, offsets
+    starts = offsets[:-1]
     hdr = np.empty((n, FRAME_HEADER_LEN), dtype=np.uint8)
-    hdr[:, :ETH_LEN] = _eth_headers(h, eth_src)
+    _eth_headers(h, eth_src, hdr[:, :ETH_LEN])
     hdr[:, ETH_LEN:] = h.view(np.uint8).reshape(n, HEADER_LEN)
-    copy_segments(buf, starts, hdr.reshape(-1), np.arange(n, dtype=np.int64) * FRAME_HEADER_LEN,
-                  np.full(n, FRAME_HEADER_LEN, dtype=np.int64))
+    scatter_rows(buf, starts, hdr)
     if payload is None:
         if int(kept.sum()):
             _zero_segments(buf, starts + FRAME_HEADER_LEN, kept)
@@ -293,8 +306,7 @@ def scan_frames(buf, offsets, *, wirelen=None):
     starts = offsets[:-1]
     caplen = np.diff(offsets)
     got = np.minimum(caplen, FRAME_HEADER_LEN)
-    raw = np.zeros((n, FRAME_HEADER_LEN), dtype=np.uint8)
-    copy_segments(raw.reshape(-1), np.arange(n, dtype=np.int64) * FRAME_HEADER_LEN, buf, starts, got)
+    raw = gather_rows(buf, starts, got, FRAME_HEADER_LEN)
     h = raw[:, ETH_LEN:].copy().view(HEADER_DTYPE).reshape(n)
     ethertype = raw[:, 12].astype(np.uint16) << 8 | raw[:, 13]
     wire_ok_len = h["pay_len"].astype(np.int64) + FRAME_HEADER_LEN

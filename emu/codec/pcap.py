@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import struct
 from dataclasses import dataclass
 
 import numpy as np
 
 from ..atomic import atomic_file
 from .errors import DecodeError, EncodeError
-from .segments import copy_segments
+from .segments import copy_segments, scatter_rows
 
 LINKTYPE_ETHERNET = 1
 MAX_RECORD = 0x40000  # Wireshark's largest packet (262144)
@@ -34,6 +35,7 @@ _PCAP_REC = np.dtype([("sec", "<u4"), ("frac", "<u4"), ("incl", "<u4"), ("orig",
 _EPB_HEAD = np.dtype([("type", "<u4"), ("total", "<u4"), ("iface", "<u4"), ("ts_hi", "<u4"),
                       ("ts_lo", "<u4"), ("incl", "<u4"), ("orig", "<u4")])
 _NS = 1_000_000_000
+_WRITE_BYTES = 8 << 20
 
 
 def to_ns(seconds) -> np.ndarray:
@@ -134,11 +136,15 @@ class CaptureWriter:
         _check_range("wirelen", wire - have, 0, 0xFFFFFFFF, what="wirelen below the bytes given")
         _check_range("wirelen", wire, 0, 0xFFFFFFFF)
         cap = np.minimum(have, self.snaplen)
-        if self.format == "pcap":
-            out = self._pcap_records(buf, offsets[:-1], cap, wire, ts)
-        else:
-            out = self._pcapng_records(buf, offsets[:-1], cap, wire, ts)
-        self._fh.write(memoryview(out))
+        records = self._pcap_records if self.format == "pcap" else self._pcapng_records
+        # at most ~8 MB per write: bounded memory, and the buffer stays warm in the allocator
+        size = np.cumsum(cap + 36)  # record bytes, at most 36 of framing each
+        targets = np.arange(1, int(size[-1]) // _WRITE_BYTES + 1, dtype=np.int64) * _WRITE_BYTES
+        cuts = np.unique(np.concatenate([[0], np.searchsorted(size, targets) + 1, [n]]).clip(0, n))
+        starts = offsets[:-1]
+        for a, b in zip(cuts[:-1].tolist(), cuts[1:].tolist()):
+            out = records(buf, starts[a:b], cap[a:b], wire[a:b], ts[a:b])
+            self._fh.write(memoryview(out))
         self.frames += n
 
     def _pcap_records(self, buf, starts, cap, wire, ts) -> np.ndarray:
@@ -149,7 +155,7 @@ class CaptureWriter:
         size = cap + 16
         at = np.cumsum(size) - size
         out = np.empty(int(size.sum()), dtype=np.uint8)
-        copy_segments(out, at, rec.view(np.uint8), np.arange(n, dtype=np.int64) * 16, np.full(n, 16))
+        scatter_rows(out, at, rec.view(np.uint8).reshape(n, 16))
         copy_segments(out, at + 16, buf, starts, cap)
         return out
 
@@ -161,14 +167,13 @@ class CaptureWriter:
         head["type"], head["total"], head["iface"] = _EPB, total, 0
         head["ts_hi"], head["ts_lo"] = ts >> 32, ts & 0xFFFFFFFF
         head["incl"], head["orig"] = cap, wire
-        # trailer: up to 3 zero pad bytes then the block length again, cut from 8 bytes
-        tail = np.zeros((n, 2), dtype="<u4")
-        tail[:, 1] = total
         at = np.cumsum(total) - total
+        # block: head, data, 0-3 zero pad bytes, the block length again
         out = np.empty(int(total.sum()), dtype=np.uint8)
-        copy_segments(out, at, head.view(np.uint8), np.arange(n, dtype=np.int64) * 28, np.full(n, 28))
+        scatter_rows(out, at, head.view(np.uint8).reshape(n, 28))
         copy_segments(out, at + 28, buf, starts, cap)
-        copy_segments(out, at + 28 + cap, tail.reshape(-1).view(np.uint8), np.arange(n, dtype=np.int64) * 8 + 4 - pad, pad + 4)
+        scatter_rows(out, at + 28 + cap, np.zeros((n, 3), dtype=np.uint8), pad)
+        scatter_rows(out, at + 28 + cap + pad, total.astype("<u4").view(np.uint8).reshape(n, 4))
         return out
 
     def write_headers(self, headers, ts_ns, payload=None, *, eth_src=None) -> None:
@@ -188,6 +193,15 @@ def _check_range(name, values, lo, hi, what=None) -> None:
 
 
 # ---------------------------------------------------------------- reading
+
+
+def _prefix(ok: np.ndarray) -> int:
+    """Length of the leading run of True in ``ok``."""
+    return len(ok) if ok.all() else int(np.argmin(ok))
+
+
+def _swap32(v: int) -> int:
+    return int.from_bytes(v.to_bytes(4, "little"), "big")
 
 
 def _u32(data: np.ndarray, positions: np.ndarray, order: str) -> np.ndarray:
@@ -251,46 +265,64 @@ class CaptureReader:
         record = 0
         while True:
             chunk = self._fh.read(self.batch_bytes)
-            data = np.concatenate([data, np.frombuffer(chunk, dtype=np.uint8)]) if len(data) else \
-                np.frombuffer(chunk, dtype=np.uint8)
             eof = len(chunk) == 0
-            batch, used = parse(data, base, record, eof)
-            if batch is not None:
-                record += len(batch)
-                yield batch
-            data, base = data[used:], base + used
+            new = np.frombuffer(chunk, dtype=np.uint8)
+            data = np.concatenate([data, new]) if len(data) else new
+            while len(data):
+                batch, used = parse(data, base, record, eof)
+                if batch is not None:
+                    record += len(batch)
+                    yield batch
+                data, base = data[used:], base + used
+                if batch is None or used == 0:
+                    break
             if eof:
                 return
 
     # -- pcap
 
     def _pcap_chunk(self, data: np.ndarray, base: int, record: int, eof: bool):
-        order = self._order
+        fmt = f"{self._order}I"
         end = len(data)
-        pos, probe = 0, 64
-        found = []
+        pos = 0
+        found, n_found = [], 0
+        same_run, last = 0, -1
         while pos + 16 <= end:
-            incl = int(_u32(data, np.array([pos + 8]), order)[0])
-            if incl > MAX_RECORD:
-                raise self._err(record + sum(map(len, found)), base + pos, f"incl_len {incl} exceeds {MAX_RECORD}")
-            size = 16 + incl
-            k = min((end - pos) // size, probe)
-            if k == 0:
+            if same_run >= 32:
+                # many equal records in a row: guess the next k have that length too, keep the prefix that does
+                size = 16 + last
+                k = min((end - pos) // size, 1 << 16)
+                if k == 0:
+                    break
+                at = pos + np.arange(k, dtype=np.int64) * size
+                m = _prefix(_u32(data, at + 8, self._order) == last)
+                found.append(at[:m])
+                n_found += m
+                pos += m * size
+                if m < k:
+                    same_run = 0
+                continue
+            walk = []
+            while pos + 16 <= end and len(walk) < 4096 and same_run < 32:
+                incl = struct.unpack_from(fmt, data, pos + 8)[0]
+                if incl > MAX_RECORD:
+                    raise self._err(record + n_found + len(walk), base + pos, f"incl_len {incl} exceeds {MAX_RECORD}")
+                if pos + 16 + incl > end:
+                    break
+                walk.append(pos)
+                pos += 16 + incl
+                same_run = same_run + 1 if incl == last else 0
+                last = incl
+            if not walk:
                 break
-            # guess that the next k records have the same length; keep the prefix that does
-            at = pos + np.arange(k, dtype=np.int64) * size
-            same = _u32(data, at + 8, order) == incl
-            m = k if same.all() else int(np.argmin(same))
-            found.append(at[:m])
-            pos += m * size
-            probe = probe * 2 if m == k else 64
+            found.append(np.array(walk, dtype=np.int64))
+            n_found += len(walk)
         if eof and pos < end:
-            n = record + sum(map(len, found))
-            raise self._err(n, base + pos, f"truncated: {end - pos} bytes left, the record needs more")
-        at = np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
-        if len(at) == 0:
+            raise self._err(record + n_found, base + pos, f"truncated: {end - pos} bytes left, the record needs more")
+        if not n_found:
             return None, pos
-        rec = data[at[:, None] + np.arange(16)].view(f"{order}u4").reshape(-1, 4).astype(np.int64)
+        at = np.concatenate(found)
+        rec = data[at[:, None] + np.arange(16)].view(f"{self._order}u4").reshape(-1, 4).astype(np.int64)
         sec, frac, incl, orig = rec.T
         bad = np.flatnonzero(orig < incl)
         if len(bad):
@@ -304,44 +336,58 @@ class CaptureReader:
 
     def _pcapng_chunk(self, data: np.ndarray, base: int, record: int, eof: bool):
         end = len(data)
-        pos, probe = 0, 64
-        found, n_found = [], 0
+        pos = 0
+        found, n_found, walk = [], 0, []
+        same_run, last = 0, -1
         while pos + 12 <= end:
             order = self._order
-            btype = int(_u32(data, np.array([pos]), "<")[0])
+            if same_run >= 32:
+                if walk:
+                    found.append(np.array(walk, dtype=np.int64))
+                    walk = []
+                # many equal packet blocks in a row: guess the next k are alike, keep the prefix that is
+                k = min((end - pos) // last, 1 << 16)
+                if k == 0:
+                    break
+                at = pos + np.arange(k, dtype=np.int64) * last
+                m = _prefix((_u32(data, at, order) == _EPB) & (_u32(data, at + 4, order) == last))
+                found.append(at[:m])
+                n_found += m
+                pos += m * last
+                if m < k:
+                    same_run = 0
+                continue
+            btype = struct.unpack_from("<I", data, pos)[0]
             if btype == PCAPNG_SHB:
-                bom = int(_u32(data, np.array([pos + 8]), "<")[0])
-                if bom not in (PCAPNG_BOM, int.from_bytes(PCAPNG_BOM.to_bytes(4, "little"), "big")):
+                if n_found:
+                    break  # a new section may change byte order and interfaces: finish this batch first
+                bom = struct.unpack_from("<I", data, pos + 8)[0] if pos + 12 <= end else 0
+                if bom not in (PCAPNG_BOM, _swap32(PCAPNG_BOM)):
                     raise self._err(record + n_found, base + pos, f"bad byte-order magic 0x{bom:08x}", "block")
                 order = self._order = "<" if bom == PCAPNG_BOM else ">"
                 self._tsres, self._iface_link = [], []
-            else:
-                btype = int(_u32(data, np.array([pos]), order)[0])
-            blen = int(_u32(data, np.array([pos + 4]), order)[0])
+            fmt = f"{order}I"
+            btype = struct.unpack_from(fmt, data, pos)[0]
+            blen = struct.unpack_from(fmt, data, pos + 4)[0]
             if blen < 12 or blen % 4 or blen > MAX_RECORD + 4096:
                 raise self._err(record + n_found, base + pos, f"block length {blen} invalid", "block")
             if pos + blen > end:
                 break
             if btype == _EPB:
-                k = min((end - pos) // blen, probe)
-                at = pos + np.arange(k, dtype=np.int64) * blen
-                same = (_u32(data, at, order) == _EPB) & (_u32(data, at + 4, order) == blen)
-                m = k if same.all() else int(np.argmin(same))
-                found.append(at[:m])
-                n_found += m
-                pos += m * blen
-                probe = probe * 2 if m == k else 64
-                continue
-            if btype in (_SPB, _OLD_PB):
+                walk.append(pos)
+                n_found += 1
+                same_run = same_run + 1 if blen == last else 0
+                last = blen
+            elif btype in (_SPB, _OLD_PB):
                 raise self._err(record + n_found, base + pos, f"block type {btype} (simple/obsolete packet) not supported", "block")
-            if btype == _IDB:
+            elif btype == _IDB:
                 self._add_interface(data[pos : pos + blen], order, record + n_found, base + pos)
-            pos += blen  # SHB handled above; other blocks carry nothing we need
-        if eof and pos < end:
-            raise self._err(record + n_found, base + pos, f"truncated: {end - pos} bytes left, the block needs more", "block")
-        at = np.concatenate(found) if found else np.zeros(0, dtype=np.int64)
-        if len(at) == 0:
+            pos += blen  # other blocks (statistics, name resolution, ...) carry nothing we need
+        if eof and pos < end and not n_found:
+            raise self._err(record, base + pos, f"truncated: {end - pos} bytes left, the block needs more", "block")
+        if not n_found:
             return None, pos
+        at = np.concatenate(found + [np.array(walk, dtype=np.int64)])
         order = self._order
         head = data[at[:, None] + np.arange(28)].view(f"{order}u4").reshape(-1, 7).astype(np.int64)
         _, total, iface, hi, lo, incl, orig = head.T
