@@ -83,3 +83,19 @@ def test_binding():
 @pytest.mark.parametrize("field", ["stage", "op", "collective", "reduce_op", "dtype"])
 def test_enum_names_show(field):
     assert MCF().get_field(field).i2repr(MCF(), 1) != "1"
+
+
+def test_docs_list_every_field_and_enum_value():
+    from pathlib import Path
+
+    from emu.codec import ENUM_FIELDS
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "wire-format.md").read_text()
+    for name, off, size in field_layout():
+        kind = {1: "u8", 2: "u16", 4: "u32", 8: "u64"}[size]
+        assert f"| {off} | {kind} | `{name}` |" in doc, name
+    for enum_cls in ENUM_FIELDS.values():
+        for m in enum_cls:
+            assert f"| {int(m)} | `{m.name}` |" in doc, (enum_cls.__name__, m.name)
+    for f in Flags:
+        assert f"| 0x{int(f):02x} | `{f.name}` |" in doc
