@@ -55,10 +55,13 @@ class Directory:
     # ---- owners ----------------------------------------------------------------------
 
     def add_owner(self, node: int, kv_id: int, nbytes: int, t: int) -> None:
-        if kv_id in self.owners:
-            prev, _ = self.owners[kv_id]
-            self.errors.append(f"t={t}ps: block {kv_id} already owned by node {prev}, node {node} claims it")
-            return
+        """``node`` owns the block from now on; a previous owner (a PD handoff) frees its copy."""
+        prev = self.owners.get(kv_id)
+        if prev is not None:
+            if prev[0] == node:
+                return
+            self.memory[prev[0]].owner -= prev[1]
+            self._record(t, prev[0])
         self.owners[kv_id] = (node, nbytes)
         self.memory[node].owner += nbytes
         self._record(t, node)
