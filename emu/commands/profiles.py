@@ -1,0 +1,37 @@
+"""`emu profiles list | show NAME`: the packaged model and hardware profiles, with units."""
+
+from __future__ import annotations
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser("profiles", help="list or show model and hardware profiles")
+    sub = parser.add_subparsers(dest="action", metavar="ACTION")
+    sub.add_parser("list", help="names of the packaged profiles").set_defaults(func=_list)
+    show = sub.add_parser("show", help="one profile's fields, after --set overrides")
+    show.add_argument("name", help="profile name or file")
+    show.add_argument("--kind", choices=("model", "hw"), default=None, help="model or hw (default: whichever has the name)")
+    show.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.FIELD=VALUE")
+    show.set_defaults(func=_show)
+    parser.set_defaults(func=lambda args: (parser.print_help(), 0)[1])
+
+
+def _list(args) -> int:
+    from ..workload.profiles import available
+
+    for section, label in (("model", "models"), ("hw", "hardware")):
+        print(f"{label}: {', '.join(available(section))}")
+    return 0
+
+
+def _show(args) -> int:
+    from ..errors import ConfigError
+    from ..units import format_value
+    from ..workload.profiles import SCHEMA, available, load
+
+    section = args.kind or ("hw" if args.name in available("hw") else "model")
+    if args.kind is None and args.name not in available("hw") + available("model") and not args.name.endswith((".toml", ".json")):
+        raise ConfigError(f"profile {args.name!r}: unknown; models: {', '.join(available('model'))}; hardware: {', '.join(available('hw'))}")
+    prof = load(section, args.name, args.overrides)
+    for field, value in prof.items():
+        print(f"{section}.{field} = {format_value(SCHEMA[section][field], value)}")
+    return 0

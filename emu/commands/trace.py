@@ -1,0 +1,101 @@
+"""`emu trace SCHEME ...`: generate a workload trace; `emu trace show FILE`: validate one."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from ..errors import ConfigError
+from ..units import format_size, parse_int
+
+
+def _int(lo: int):
+    def conv(text: str) -> int:
+        try:
+            value = parse_int(text, "value")
+        except ConfigError as exc:
+            raise argparse.ArgumentTypeError(str(exc).split(": ", 1)[-1]) from None
+        if value < lo:
+            raise argparse.ArgumentTypeError(f"must be >= {lo}, got {value}")
+        return value
+    return conv
+
+
+def _chunk(text: str):
+    return "auto" if text == "auto" else _int(1)(text)
+
+
+def _float(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+
+
+def register(subparsers) -> None:
+    from ..workload.generate import SCHEMES
+
+    parser = subparsers.add_parser(
+        "trace", help="generate a workload trace (MARS, Ring, Zigzag, PD, full replication) or check one",
+        description="Generate the op DAG of one scheme as a trace file (docs/workloads.md, docs/trace-format.md).")
+    sub = parser.add_subparsers(dest="scheme", metavar="SCHEME")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--seq", type=_int(1), default=16384, help="prompt length in tokens (default 16384)")
+    common.add_argument("--nodes", type=_int(2), default=16, help="boards (default 16)")
+    common.add_argument("--chunk", type=_chunk, default=1024, help="prefill chunk size in tokens, or 'auto' (eq. 8); default 1024")
+    common.add_argument("--model", default="qwen2.5-1.5b", help="model profile name or file (default qwen2.5-1.5b)")
+    common.add_argument("--hw", default="kr260", help="hardware profile name or file (default kr260)")
+    common.add_argument("--decode-tokens", type=_int(0), default=0, metavar="K", help="decode steps after the first token (default 0)")
+    common.add_argument("--kv-budget", default=None, metavar="BYTES|Nx",
+                        help="S_node: bytes (e.g. 16MiB) or a multiple of the owner-only share (e.g. 2x); default: the hardware profile's")
+    common.add_argument("--alpha", type=_float, default=1.0, help="MARS reuse aggressiveness (eq. 15), default 1.0")
+    common.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.FIELD=VALUE",
+                        help="override a profile field, e.g. hw.link_rate=10Gbps or model.layers=4 (repeatable)")
+    common.add_argument("--topology", default=None,
+                        help="topology the placement assumes (emu.topology spec, e.g. torus:4x4, full, star); default: the hardware's for the node count")
+    common.add_argument("-o", "--output", required=True, help="trace file to write (.json or .json.gz)")
+    for name in SCHEMES:
+        p = sub.add_parser(name, parents=[common], help=f"{name} trace")
+        if name == "pd":
+            p.add_argument("--pd-mode", choices=("bulk", "stream"), default="bulk", help="KV handoff: bulk after prefill, or streamed per block")
+            p.add_argument("--prefill-nodes", type=_int(1), default=None, help="prefill pool size P (default nodes/2)")
+        p.set_defaults(func=_generate)
+    show = sub.add_parser("show", help="validate a trace and summarise it")
+    show.add_argument("file")
+    show.set_defaults(func=_show)
+    parser.set_defaults(func=lambda args: (parser.print_help(), 0)[1])
+
+
+def _generate(args) -> int:
+    from ..workload.generate import Params, generate
+    from ..workload.trace import save_trace
+
+    trace = generate(Params(
+        scheme=args.scheme, seq=args.seq, nodes=args.nodes, chunk=args.chunk, model=args.model, hw=args.hw,
+        decode_tokens=args.decode_tokens, kv_budget=args.kv_budget, alpha=args.alpha, overrides=args.overrides,
+        pd_mode=getattr(args, "pd_mode", "bulk"), prefill_nodes=getattr(args, "prefill_nodes", None),
+        topology=args.topology))
+    save_trace(trace, args.output)
+    print(f"wrote {args.output}: {trace.n_ops} ops, {len(trace.dep_idx)} dependencies, "
+          f"{format_size(os.path.getsize(args.output))}; chunk {trace.meta['chunk']}, r(c) {trace.schedule['r']}")
+    return 0
+
+
+def _show(args) -> int:
+    import numpy as np
+
+    from ..workload.enums import MsgOp
+    from ..workload.trace import load_trace
+
+    t = load_trace(args.file)
+    m = t.meta
+    print(f"{args.file}: {m['scheme']['name']} on {m['nodes']} x {m['hw']['name']} ({m['scheme']['topology']}), "
+          f"{m['model']['name']}, seq {m['seq']}, chunk {m['chunk']} ({m['n_chunks']} chunks), {m['decode_tokens']} decode tokens")
+    print(f"ops {t.n_ops}: " + ", ".join(f"{k} {v}" for k, v in t.kind_count().items()))
+    fan = np.diff(t.dst_ptr) * t.ops["bytes"]
+    for op in MsgOp:
+        sel = t.ops["msg_op"] == op
+        if op and sel.any():
+            print(f"  {op.name:14s} {int(sel.sum()):8d} messages {format_size(int(fan[sel].sum())):>10s} delivered")
+    print(f"r(c) {t.schedule['r']}, S_node {format_size(t.schedule['kv_budget_bytes'])}")
+    return 0

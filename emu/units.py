@@ -1,0 +1,317 @@
+"""Quantities with units: parse what a user or a profile writes, format what we print.
+
+Canonical units (what every parser returns, always an int except plain floats):
+sizes in bytes, link rates in bits/s, memory bandwidth in bytes/s, compute in ops/s,
+times in picoseconds. Arithmetic is done in Decimal so "19.2GB/s" is exactly
+19_200_000_000 and never 19_199_999_999.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from decimal import Decimal, InvalidOperation, ROUND_HALF_EVEN
+
+from .errors import ConfigError
+
+_SI = {"": 1, "k": 10**3, "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15}
+_BIN = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50}
+_PREFIX = {**_SI, **_BIN}
+_TIME = {"ps": 1, "ns": 10**3, "us": 10**6, "µs": 10**6, "ms": 10**9, "s": 10**12}
+
+_NUM = r"(?P<num>[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)"
+_RE_SIZE = re.compile(_NUM + r"\s*(?P<prefix>Ki|Mi|Gi|Ti|Pi|[kKMGTP])?(?P<unit>B|bytes?)?$")
+_RE_RATE = re.compile(
+    _NUM + r"\s*(?P<prefix>Ki|Mi|Gi|Ti|Pi|[kKMGTP])?(?:(?P<unit>b|bits?|B|bytes?)(?:ps|/s)|(?P<bare>bps|Bps))?$"
+)
+_RE_OPS = re.compile(_NUM + r"\s*(?P<prefix>[kKMGTP])?(?P<unit>(?:FL)?OPS|(?:fl)?ops(?:/s)?)?$")
+_RE_TIME = re.compile(_NUM + r"\s*(?P<unit>ps|ns|us|µs|ms|s)?$")
+_RE_MULT = re.compile(_NUM + r"\s*[xX]$")
+
+
+def _fail(value, what: str, expect: str) -> ConfigError:
+    return ConfigError(f"{what}: cannot read {value!r} as {expect}")
+
+
+def _decimal(num: str) -> Decimal:
+    try:
+        return Decimal(num)
+    except InvalidOperation:  # pragma: no cover - the regex admits only valid numbers
+        raise ValueError(num)
+
+
+def _as_int(d: Decimal, value, what: str, exact: bool) -> int:
+    if exact and d != d.to_integral_value():
+        raise ConfigError(f"{what}: {value!r} is not a whole number")
+    n = int(d.to_integral_value(rounding=ROUND_HALF_EVEN))
+    if abs(n) >= 2**63:  # canonical values live in int64 columns and numpy arrays
+        raise ConfigError(f"{what}: {value!r} is too large")
+    return n
+
+
+def _nonneg(n, value, what: str):
+    if n < 0:
+        raise ConfigError(f"{what}: {value!r} is negative")
+    return n
+
+
+def _plain(value, what: str):
+    """bool is not a number here; ints and floats pass through as Decimal."""
+    if isinstance(value, bool):
+        raise ConfigError(f"{what}: expected a number, got {value!r}")
+    if isinstance(value, int):
+        return Decimal(value)
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise ConfigError(f"{what}: {value!r} is not a finite number")
+        return Decimal(repr(value))
+    return None
+
+
+def parse_size(value, what: str = "size") -> int:
+    """"4GiB", "256KB" (SI, 256000), "16MiB", "1.5e6", 512 -> bytes (a whole number)."""
+    d = _plain(value, what)
+    if d is None:
+        m = _RE_SIZE.match(str(value).strip())
+        if not m:
+            raise _fail(value, what, "a size such as 4GiB, 256KB or 1.5e6 (bytes)")
+        d = _decimal(m["num"]) * _PREFIX[m["prefix"] or ""]
+    return _nonneg(_as_int(d, value, what, exact=True), value, what)
+
+
+def _rate(value, what: str, to_bits: bool) -> int:
+    d = _plain(value, what)
+    if d is None:
+        m = _RE_RATE.match(str(value).strip())
+        if not m:
+            raise _fail(value, what, "a rate such as 1Gbps, 10Gb/s or 125MB/s")
+        d = _decimal(m["num"]) * _PREFIX[m["prefix"] or ""]
+        unit = m["unit"] or (m["bare"][0] if m["bare"] else None)
+        if unit is not None:
+            is_bits = unit.startswith("b")
+            if to_bits and not is_bits:
+                d *= 8
+            elif not to_bits and is_bits:
+                d /= 8
+    return _nonneg(_as_int(d, value, what, exact=False), value, what)
+
+
+def parse_rate(value, what: str = "rate") -> int:
+    """Link rate -> bits/s. "1Gbps", "10Gb/s", "125MB/s" (= 1e9); a plain number is bits/s."""
+    return _rate(value, what, to_bits=True)
+
+
+def parse_byte_rate(value, what: str = "bandwidth") -> int:
+    """Memory bandwidth -> bytes/s. "19.2GB/s", "153.6Gbps"; a plain number is bytes/s."""
+    return _rate(value, what, to_bits=False)
+
+
+def parse_ops(value, what: str = "compute rate") -> int:
+    """Compute throughput -> ops/s. "409.6GOPS", "1.2TFLOPS", "400Gops/s", "4e11"."""
+    d = _plain(value, what)
+    if d is None:
+        m = _RE_OPS.match(str(value).strip())
+        if not m:
+            raise _fail(value, what, "a compute rate such as 409.6GOPS or 4e11 (ops/s)")
+        d = _decimal(m["num"]) * _SI[m["prefix"] or ""]
+    return _nonneg(_as_int(d, value, what, exact=False), value, what)
+
+
+def parse_time(value, what: str = "time") -> int:
+    """Duration -> integer picoseconds. "1us", "0.5s", "250ns"; a plain number is picoseconds."""
+    d = _plain(value, what)
+    if d is None:
+        m = _RE_TIME.match(str(value).strip())
+        if not m:
+            raise _fail(value, what, "a time such as 1us, 250ns or 0.5s")
+        d = _decimal(m["num"]) * _TIME[m["unit"] or "ps"]
+    return _nonneg(_as_int(d, value, what, exact=False), value, what)
+
+
+def parse_int(value, what: str = "value") -> int:
+    """A plain whole number ("28", 28, "1e3")."""
+    d = _plain(value, what)
+    if d is None:
+        try:
+            d = Decimal(str(value).strip())
+        except InvalidOperation:
+            raise _fail(value, what, "a whole number") from None
+        if not d.is_finite():
+            raise _fail(value, what, "a whole number")
+    return _as_int(d, value, what, exact=True)
+
+
+def parse_float(value, what: str = "value") -> float:
+    d = _plain(value, what)
+    if d is None:
+        try:
+            d = Decimal(str(value).strip())
+        except InvalidOperation:
+            raise _fail(value, what, "a number") from None
+        if not d.is_finite():
+            raise _fail(value, what, "a number")
+    return float(d)
+
+
+def parse_bool(value, what: str = "value") -> bool:
+    if isinstance(value, bool):
+        return value
+    s = str(value).strip().lower()
+    if s in ("true", "yes", "1", "on"):
+        return True
+    if s in ("false", "no", "0", "off"):
+        return False
+    raise _fail(value, what, "true or false")
+
+
+def parse_budget(value, what: str = "kv budget"):
+    """A KV budget: bytes (int) or a multiple of the owner-only share ("2x" -> "2x").
+
+    The multiple stays a string in canonical form because its byte value depends on the
+    run (sequence length, nodes, model); ``resolve_budget`` turns it into bytes.
+    """
+    if isinstance(value, str):
+        m = _RE_MULT.match(value.strip())
+        if m:
+            k = _decimal(m["num"])
+            if k <= 0:
+                raise ConfigError(f"{what}: multiple {value!r} must be positive")
+            return f"{k.normalize():f}x"
+    n = parse_size(value, what)
+    if n == 0:
+        raise ConfigError(f"{what}: {value!r} must be positive")
+    return n
+
+
+def resolve_budget(budget, owner_share_bytes: int, what: str = "kv budget") -> int:
+    """Bytes of a budget given in bytes or as a multiple of ``owner_share_bytes``."""
+    if isinstance(budget, str):
+        m = _RE_MULT.match(budget)
+        if not m:
+            raise _fail(budget, what, "bytes or a multiple such as 2x")
+        return int((_decimal(m["num"]) * owner_share_bytes).to_integral_value(rounding=ROUND_HALF_EVEN))
+    return int(budget)
+
+
+def parse_str(value, what: str = "value") -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"{what}: expected a non-empty string, got {value!r}")
+    return value.strip()
+
+
+PARSERS = {
+    "size": parse_size,
+    "rate": parse_rate,
+    "byte_rate": parse_byte_rate,
+    "ops": parse_ops,
+    "time": parse_time,
+    "int": parse_int,
+    "float": parse_float,
+    "bool": parse_bool,
+    "budget": parse_budget,
+    "str": lambda v, what: parse_str(v, what),
+}
+
+
+def parse(kind: str, value, what: str):
+    """Parse ``value`` as a quantity of ``kind`` (a key of PARSERS or "enum:a|b|c")."""
+    if kind.startswith("enum:"):
+        choices = kind[5:].split("|")
+        if value not in choices:
+            raise ConfigError(f"{what}: {value!r} is not one of {', '.join(choices)}")
+        return value
+    return PARSERS[kind](value, what)
+
+
+# ------------------------------------------------------------------ formatting
+def _fmt_num(x: Decimal) -> str:
+    """Exact when that takes at most 6 significant digits, else 4 significant digits."""
+    exact = x.normalize()
+    if len(exact.as_tuple().digits) <= 6:
+        return f"{exact:f}"
+    return f"{float(x):.4g}"
+
+
+def _fmt_scaled(n: int, table: list[tuple[str, int]], unit: str) -> str:
+    for name, factor in table:
+        if n and abs(n) >= factor:
+            return f"{_fmt_num(Decimal(n) / factor)}{name}{unit}"
+    return f"{n}{unit}"
+
+
+_SI_DESC = [("P", 10**15), ("T", 10**12), ("G", 10**9), ("M", 10**6), ("k", 10**3)]
+_BIN_DESC = [("Pi", 2**50), ("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)]
+
+
+def format_size(n: int) -> str:
+    """Bytes as the shortest exact form ("16MiB", "256kB"), else 4 significant digits."""
+    if abs(n) < 10_000:
+        return f"{n}B"
+    exact = [f"{n // f}{name}B" for name, f in _BIN_DESC + _SI_DESC if n % f == 0]
+    if exact:
+        return min(exact, key=len)
+    return _fmt_scaled(n, _SI_DESC, "B")
+
+
+def format_rate(bits_per_s: int) -> str:
+    return _fmt_scaled(bits_per_s, _SI_DESC, "bps")
+
+
+def format_byte_rate(bytes_per_s: int) -> str:
+    return _fmt_scaled(bytes_per_s, _SI_DESC, "B/s")
+
+
+def format_ops(ops_per_s: int) -> str:
+    return _fmt_scaled(ops_per_s, _SI_DESC, "OPS")
+
+
+def format_time(ps: int) -> str:
+    for name, factor in (("s", 10**12), ("ms", 10**9), ("us", 10**6), ("ns", 10**3)):
+        if ps and abs(ps) >= factor:
+            return f"{_fmt_num(Decimal(ps) / factor)}{name}"
+    return f"{ps}ps"
+
+
+FORMATTERS = {
+    "size": format_size,
+    "rate": format_rate,
+    "byte_rate": format_byte_rate,
+    "ops": format_ops,
+    "time": format_time,
+}
+
+
+def format_value(kind: str, value) -> str:
+    """Human form of a canonical value; kinds without a unit print as they are."""
+    if kind in FORMATTERS and isinstance(value, int) and not isinstance(value, bool):
+        return FORMATTERS[kind](value)
+    if kind == "budget" and isinstance(value, int):
+        return format_size(value)
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+# ------------------------------------------------------------------- overrides
+def apply_overrides(profile: dict, overrides, schema: dict | None = None) -> dict:
+    """Return a copy of ``profile`` ({"model": {...}, "hw": {...}}) with "section.field=value"
+    overrides applied, each value parsed with the unit the profile schema gives that field.
+
+    An unknown section or field, or a value that does not parse, raises ConfigError naming it.
+    """
+    if schema is None:
+        from .workload.profiles import SCHEMA as schema  # lazy: units must not need the workload
+    out = copy.deepcopy(profile)
+    for item in overrides or ():
+        if not isinstance(item, str) or "=" not in item:
+            raise ConfigError(f"override {item!r}: expected SECTION.FIELD=VALUE, e.g. hw.link_rate=10Gbps")
+        key, value = item.split("=", 1)
+        key = key.strip()
+        section, _, field = key.partition(".")
+        if section not in schema or not field:
+            raise ConfigError(
+                f"override {item!r}: unknown key {key!r}; keys start with one of {', '.join(sorted(schema))}")
+        fields = schema[section]
+        if field not in fields:
+            raise ConfigError(
+                f"override {item!r}: unknown field {key!r}; {section} fields are {', '.join(sorted(fields))}")
+        out.setdefault(section, {})[field] = parse(fields[field], value.strip(), key)
+    return out

@@ -1,0 +1,75 @@
+"""Accumulates ops row by row and hands them over as trace columns.
+
+Generators add ops in an order the replay can use as its tie-break (per node, the next
+compute op by index) and only ever depend on ops already added, so every generated trace
+is in topological order.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .enums import Collective, Dtype, Kind, MsgOp, ReduceOp, Residency, Stage  # noqa: F401
+from .trace import SCALAR_COLUMNS
+
+_NONE = -1
+# plain ints: numpy converts a list of IntEnum members far more slowly
+_K = {k: int(k) for k in Kind}
+
+
+class OpBuilder:
+    def __init__(self):
+        self._rows: list[tuple] = []
+        self._dep_ptr, self._dep = [0], []
+        self._src_ptr, self._src = [0], []
+        self._dst_ptr, self._dst = [0], []
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def _add(self, row: tuple, deps, src, dst) -> int:
+        i = len(self._rows)
+        if deps:
+            if max(deps) >= i or min(deps) < 0:
+                raise AssertionError(f"op {i} depends on op {max(deps)} or {min(deps)}, not an earlier one")
+            self._dep.extend(deps)
+        self._dep_ptr.append(len(self._dep))
+        self._src.extend(src)
+        self._src_ptr.append(len(self._src))
+        self._dst.extend(dst)
+        self._dst_ptr.append(len(self._dst))
+        self._rows.append(row)
+        return i
+
+    def compute(self, kind: Kind, stage: Stage, node: int, chunk: int, layer: int, step: int,
+                work: tuple[int, int], deps=()) -> int:
+        flops, mem = work
+        return self._add((int(kind), int(stage), node, chunk, layer, step, flops, mem, _NONE, 0, 0, _NONE, 0, 0, 0),
+                         deps, (), ())
+
+    def send(self, stage: Stage, msg_op: MsgOp, src: int, dst, nbytes: int, *, chunk=_NONE, layer=_NONE,
+             step=_NONE, kv_id=_NONE, dtype: Dtype = Dtype.raw, residency: Residency = Residency.none, deps=()) -> int:
+        dst = sorted(dst)
+        coll = Collective.unicast if len(dst) == 1 else Collective.multicast
+        return self._add((_K[Kind.send], int(stage), _NONE, chunk, layer, step, 0, 0, int(coll), int(msg_op), 0,
+                          kv_id, nbytes, int(dtype), int(residency)), deps, (src,), dst)
+
+    def reduce(self, stage: Stage, msg_op: MsgOp, reduce_op: ReduceOp, srcs, dst: int, nbytes: int, *,
+               chunk=_NONE, layer=_NONE, step=_NONE, dtype: Dtype = Dtype.fp32, deps=()) -> int:
+        return self._add((_K[Kind.reduce], int(stage), _NONE, chunk, layer, step, 0, 0, int(Collective.reduce),
+                          int(msg_op), int(reduce_op), _NONE, nbytes, int(dtype), 0), deps, sorted(srcs), (dst,))
+
+    def control(self, kind: Kind, owner: int, holders, kv_id: int, *, chunk: int, layer: int, deps=()) -> int:
+        holders = sorted(holders)
+        coll = Collective.unicast if len(holders) == 1 else Collective.multicast
+        msg = MsgOp.drain if kind == Kind.drain else MsgOp.invalidate
+        return self._add((int(kind), int(Stage.prefill), owner, chunk, layer, _NONE, 0, 0, int(coll), int(msg), 0,
+                          kv_id, 0, 0, 0), deps, (owner,), holders)
+
+    def columns(self) -> dict[str, np.ndarray]:
+        table = np.array(self._rows, dtype=np.int64).reshape(-1, len(SCALAR_COLUMNS))
+        cols = {name: table[:, j].copy() for j, name in enumerate(SCALAR_COLUMNS)}
+        for name in ("dep", "src", "dst"):
+            cols[f"{name}_ptr"] = np.array(getattr(self, f"_{name}_ptr"), dtype=np.int64)
+            cols[f"{name}_idx"] = np.array(getattr(self, f"_{name}"), dtype=np.int64)
+        return cols

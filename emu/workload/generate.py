@@ -1,0 +1,134 @@
+"""``emu trace``'s engine: profiles + scheme parameters -> a validated Trace.
+
+Everything that varies is in ``Params``; the output depends on nothing else (no clock, no
+randomness), so the same parameters give a byte-identical file.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from ..errors import ConfigError
+from ..units import parse_budget, resolve_budget
+from . import analytic, decode, mars, pd, profiles, ring
+from .builder import OpBuilder
+from .costs import Model
+from .enums import Kind, Stage
+from .layout import Layout
+from .placement import Net
+from .trace import FORMAT, VERSION, Trace, from_columns
+
+# Bump when the generators' output changes for the same parameters (the shipped traces and
+# their regeneration test follow it).
+GENERATOR = "mcf-emu-workload/1"
+SCHEMES = ("mars", "ring", "zigzag", "pd", "full")
+
+
+@dataclass
+class Params:
+    scheme: str
+    seq: int = 16384
+    nodes: int = 16
+    chunk: int | str = 1024  # or "auto" (eq. 8)
+    model: str = "qwen2.5-1.5b"
+    hw: str = "kr260"
+    decode_tokens: int = 0
+    kv_budget: str | int | None = None  # None: the hardware profile's
+    alpha: float = 1.0
+    overrides: list[str] = field(default_factory=list)
+    pd_mode: str = "bulk"
+    prefill_nodes: int | None = None
+    topology: str | None = None  # None: the hardware's default for the node count
+
+
+def _need_int(name: str, value, lo: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < lo:
+        raise ConfigError(f"--{name} must be an integer >= {lo}, got {value!r}")
+    return value
+
+
+def _weights_bytes(m: Model, tied: bool) -> int:
+    embed = m.w(m.head_params) * (1 if tied else 2)
+    return m.layers * (m.w(m.qkv_params) + m.w(m.mlp_params)) + embed
+
+
+def generate(p: Params) -> Trace:
+    if p.scheme not in SCHEMES:
+        raise ConfigError(f"unknown scheme {p.scheme!r}; expected one of {', '.join(SCHEMES)}")
+    N = _need_int("nodes", p.nodes, 2)
+    _need_int("seq", p.seq, 1)
+    K = _need_int("decode-tokens", p.decode_tokens, 0)
+    if not isinstance(p.alpha, (int, float)) or not p.alpha >= 0:
+        raise ConfigError(f"--alpha must be a number >= 0, got {p.alpha!r}")
+    model_p, hw_p = profiles.load_pair(p.model, p.hw, p.overrides)
+    if p.kv_budget is not None:
+        hw_p["kv_budget"] = parse_budget(p.kv_budget, "--kv-budget")
+    model = Model.from_profile(model_p)
+    weights = _weights_bytes(model, model_p["tied_embeddings"])
+    if weights > hw_p["dram_bytes"]:
+        raise ConfigError(f"model {model_p['name']}: weights take {weights} B, more than hw.dram_bytes {hw_p['dram_bytes']} B")
+    net = Net(p.topology, N, hw_p)
+
+    zig = p.scheme == "zigzag"
+    P, D = pd.split(N, p.prefill_nodes) if p.scheme == "pd" else (N, 0)
+    parts = 2 * P if zig else P
+    chunk_choice = None
+    if p.chunk == "auto":
+        share = -(-p.seq // N) * model.m_token
+        s_auto = resolve_budget(hw_p["kv_budget"], share)
+        chunk_choice = analytic.choose_chunk(p.seq, N, model, hw_p, net, p.alpha, s_auto,
+                                             granule=math.lcm(parts, N))
+        B = chunk_choice["chunk"]
+    else:
+        B = _need_int("chunk", p.chunk, 1)
+    layout = Layout(p.seq, B, P, model.layers, zigzag=zig, kv_nodes=N)
+    C = layout.n_chunks
+    owner_share = max(layout.owner_tokens(n) for n in range(P)) * model.m_token
+    s_node = resolve_budget(hw_p["kv_budget"], owner_share)
+    if s_node + weights > hw_p["dram_bytes"]:
+        raise ConfigError(f"kv budget {s_node} B plus weights {weights} B exceed hw.dram_bytes {hw_p['dram_bytes']} B")
+
+    b = OpBuilder()
+    sched = {"chunk": B, "n_chunks": C, "kv_budget_bytes": s_node, "owner_share_bytes": owner_share,
+             "slices": "zigzag" if zig else "contiguous", "topology": net.name}
+    if chunk_choice:
+        sched["chunk_choice"] = chunk_choice
+    if p.scheme in ("mars", "full"):
+        plan = mars.make_plan(p.scheme, layout, model, net, p.alpha, s_node)
+        out = mars.generate(b, layout, model, net, plan)
+        sched.update(mars.schedule(plan, net, layout))
+    else:
+        out = pd.generate(b, layout, model, N, p.pd_mode) if p.scheme == "pd" else ring.generate(b, layout, model)
+        # owner-only throughout; PD's decode boards hold nothing until the handoff
+        sched.update(r=[1] * C, holders=[[[] for _ in range(N)] for _ in range(C)], drains=[],
+                     node_kv_bytes=[[sum(layout.tokens(j, n) for j in range(c + 1)) * model.m_token if n < P else 0
+                                     for n in range(N)] for c in range(C)])
+    if p.scheme == "pd":
+        leader, lm, shards = out["leader"], out["lm_head"], out["shards"]
+        sched["pd"] = out["handoff"]
+    else:
+        leader = layout.holder_of_last_token()
+        lm = b.compute(Kind.lm_head, Stage.prefill, leader, C - 1, -1, -1, model.lm_head(1),
+                       [out["mlp"][C - 1][model.layers - 1][leader]])
+        shards = {n: layout.owner_tokens(n) for n in range(N)}
+    dec = decode.generate(b, model, model.layers, leader, shards, lm, K,
+                          lambda t, x, l: layout.kv_id(C + t, x, l))
+    sched["decode"] = {"leader": leader, "kv_nodes": sorted(shards), "start_shards": [shards[h] for h in sorted(shards)],
+                       **dec}
+    sched["stats"] = out.get("stats", {})
+    if p.scheme == "pd":
+        sched["stats"] = {**sched["stats"], "handoff_bytes": out["handoff_bytes"]}
+
+    scheme = {"name": p.scheme, "chunk_mode": "auto" if chunk_choice else "fixed", "topology": net.name,
+              "kv_budget": hw_p["kv_budget"], "kv_budget_bytes": s_node}
+    if p.scheme == "mars":
+        scheme["alpha"] = float(p.alpha)
+    if p.scheme == "pd":
+        scheme.update(pd_mode=p.pd_mode, prefill_nodes=P, decode_nodes=D)
+    meta = {
+        "format": FORMAT, "version": VERSION, "generator": GENERATOR, "scheme": scheme,
+        "model": model_p, "hw": hw_p, "nodes": N, "seq": p.seq, "chunk": B, "n_chunks": C,
+        "decode_tokens": K, "leader": leader, "kv_id": "(chunk * nodes + owner) * layers + layer",
+    }
+    return from_columns(meta, sched, b.columns())

@@ -1,0 +1,1 @@
+"""Hardware profiles (TOML data files); read them with ``emu.workload.profiles``."""

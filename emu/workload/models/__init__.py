@@ -1,0 +1,1 @@
+"""Model profiles (TOML data files); read them with ``emu.workload.profiles``."""

@@ -1,0 +1,178 @@
+"""The trace: an op DAG plus the run's profiles and the scheduler's decisions.
+
+File format (docs/trace-format.md, JSON Schema ``trace.schema.json``): one JSON object
+
+  {"meta": {...}, "schedule": {...}, "ops": {"n": N, "<column>": <column>, ...}}
+
+with every op column stored columnar (see ``columns.py`` for the compact encodings), and
+optionally gzip-compressed (``.json.gz``). ``load_trace`` validates everything (vectorized)
+and raises TraceError naming the file, the JSON path and the problem.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..atomic import atomic_file
+from ..errors import TraceError
+from . import columns
+from .enums import ENUM_COLUMNS, Kind
+
+FORMAT = "mcf-emu-trace"
+VERSION = 1
+
+# Scalar op columns, in file order, with the numpy dtype a loaded Trace uses.
+SCALAR_COLUMNS: dict[str, type] = {
+    "kind": np.int8,
+    "stage": np.int8,
+    "node": np.int32,
+    "chunk": np.int32,
+    "layer": np.int32,
+    "step": np.int32,
+    "flops": np.int64,
+    "mem_bytes": np.int64,
+    "collective": np.int8,
+    "msg_op": np.int8,
+    "reduce_op": np.int8,
+    "kv_id": np.int64,
+    "bytes": np.int64,
+    "dtype": np.int8,
+    "residency": np.int8,
+}
+# CSR lists: <name>_ptr (n_ops + 1 offsets) and <name>_idx (the concatenated rows).
+CSR_COLUMNS = ("dep", "src", "dst")
+
+
+@dataclass
+class Trace:
+    """A loaded (or generated) trace.
+
+    ``ops`` maps each scalar column name to a numpy array of length ``n_ops``. Dependencies
+    and the source/destination board sets are CSR: row i is ``idx[ptr[i]:ptr[i+1]]``.
+    """
+
+    meta: dict
+    schedule: dict
+    ops: dict[str, np.ndarray]
+    dep_ptr: np.ndarray
+    dep_idx: np.ndarray
+    src_ptr: np.ndarray
+    src_idx: np.ndarray
+    dst_ptr: np.ndarray
+    dst_idx: np.ndarray
+    path: str | None = field(default=None, compare=False)
+
+    @property
+    def n_ops(self) -> int:
+        return int(self.ops["kind"].shape[0])
+
+    def deps(self, i: int) -> np.ndarray:
+        return self.dep_idx[self.dep_ptr[i]:self.dep_ptr[i + 1]]
+
+    def src(self, i: int) -> np.ndarray:
+        return self.src_idx[self.src_ptr[i]:self.src_ptr[i + 1]]
+
+    def dst(self, i: int) -> np.ndarray:
+        return self.dst_idx[self.dst_ptr[i]:self.dst_ptr[i + 1]]
+
+    def mask(self, which: str = "dst") -> np.ndarray:
+        """Board sets as uint64 bit masks (bit b = board b); needs at most 64 nodes."""
+        n = int(self.meta["nodes"])
+        if n > 64:
+            raise ValueError(f"{n} nodes do not fit a 64-bit mask; use the CSR lists")
+        ptr, idx = getattr(self, f"{which}_ptr"), getattr(self, f"{which}_idx")
+        rows = np.repeat(np.arange(self.n_ops), np.diff(ptr))
+        out = np.zeros(self.n_ops, dtype=np.uint64)
+        np.bitwise_or.at(out, rows, np.left_shift(np.uint64(1), idx.astype(np.uint64)))
+        return out
+
+    def frame(self):
+        """The scalar columns as a pandas DataFrame, enums as categoricals of their names."""
+        import pandas as pd
+
+        df = pd.DataFrame(self.ops)
+        for name, enum in ENUM_COLUMNS.items():
+            labels = {int(e): e.name for e in enum}
+            df[name] = pd.Categorical(df[name].map(labels))
+        return df
+
+    def kind_count(self) -> dict[str, int]:
+        counts = np.bincount(self.ops["kind"].astype(np.int64), minlength=len(Kind))
+        return {k.name: int(counts[k]) for k in Kind if counts[k]}
+
+
+def from_columns(meta: dict, schedule: dict, cols: dict[str, np.ndarray]) -> Trace:
+    """Build a Trace from decoded columns (casting to the loaded dtypes)."""
+    ops = {name: np.ascontiguousarray(cols[name], dtype=dt) for name, dt in SCALAR_COLUMNS.items()}
+    csr = {f"{c}_{p}": np.ascontiguousarray(cols[f"{c}_{p}"], dtype=np.int64) for c in CSR_COLUMNS for p in ("ptr", "idx")}
+    return Trace(meta=meta, schedule=schedule, ops=ops, **csr)
+
+
+# ----------------------------------------------------------------------- writing
+def _column_names() -> list[str]:
+    return list(SCALAR_COLUMNS) + [f"{c}_{p}" for c in CSR_COLUMNS for p in ("ptr", "idx")]
+
+
+def dumps(trace: Trace) -> bytes:
+    """Deterministic JSON text: meta and schedule first, then one op column per line."""
+    dump = lambda x: json.dumps(x, separators=(",", ":"), sort_keys=True, allow_nan=False)  # noqa: E731
+    lines = ['{"meta":' + dump(trace.meta) + ",", '"schedule":' + dump(trace.schedule) + ",", '"ops":{"n":%d' % trace.n_ops]
+    for name in _column_names():
+        arr = trace.ops[name] if name in trace.ops else getattr(trace, name)
+        lines.append(f',"{name}":' + dump(columns.encode(arr)))
+    lines.append("}}\n")
+    return "\n".join(lines).encode("utf-8")
+
+
+def save_trace(trace: Trace, path: str | os.PathLike) -> None:
+    """Validate, then write ``path`` atomically (gzip when it ends in .gz, with no name or
+    time stamp in the gzip header, so the same trace gives the same bytes)."""
+    from .validate import validate
+
+    validate(trace, str(path))
+    data = dumps(trace)
+    with atomic_file(path, "wb") as fh:
+        if str(path).endswith(".gz"):
+            with gzip.GzipFile(filename="", mode="wb", fileobj=fh, mtime=0, compresslevel=9) as gz:
+                gz.write(data)
+        else:
+            fh.write(data)
+
+
+# ----------------------------------------------------------------------- reading
+def _read_json(path: str):
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read()
+    except OSError as exc:
+        raise TraceError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if raw[:2] == b"\x1f\x8b":
+        try:
+            raw = gzip.GzipFile(fileobj=io.BytesIO(raw)).read()
+        except (OSError, EOFError) as exc:
+            raise TraceError(f"{path}: corrupt gzip data: {exc}") from None
+    try:
+        return json.loads(raw)
+    except UnicodeDecodeError:
+        raise TraceError(f"{path}: not UTF-8 text") from None
+    except json.JSONDecodeError as exc:
+        raise TraceError(f"{path}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+
+
+def load_trace(path: str | os.PathLike) -> Trace:
+    """Read and validate a .json or .json.gz trace; TraceError names path, JSON path, problem."""
+    from .validate import validate, validate_document
+
+    path = str(path)
+    doc = _read_json(path)
+    meta, schedule, cols = validate_document(doc, path)
+    trace = from_columns(meta, schedule, cols)
+    trace.path = path
+    validate(trace, path)
+    return trace

@@ -1,0 +1,112 @@
+import pytest
+from hypothesis import given, strategies as st
+
+from emu.errors import ConfigError
+from emu.units import (
+    apply_overrides,
+    format_rate,
+    format_size,
+    format_time,
+    parse_budget,
+    parse_byte_rate,
+    parse_ops,
+    parse_rate,
+    parse_size,
+    parse_time,
+    resolve_budget,
+)
+
+
+@pytest.mark.parametrize("text,value", [
+    ("4GiB", 4 * 2**30), ("256KB", 256_000), ("256kB", 256_000), ("16MiB", 16 * 2**20), ("1.5e6", 1_500_000),
+    ("512", 512), (512, 512), ("1500 B", 1500), ("2 bytes", 2), ("0.5KB", 500),
+])
+def test_sizes(text, value):
+    assert parse_size(text) == value
+
+
+@pytest.mark.parametrize("text,value", [
+    ("1Gbps", 10**9), ("10Gb/s", 10 * 10**9), ("125MB/s", 10**9), ("100Mbps", 10**8), ("1e9", 10**9), ("1 Gbit/s", 10**9),
+])
+def test_rates_are_bits_per_second(text, value):
+    assert parse_rate(text) == value
+
+
+def test_memory_bandwidth_is_bytes_per_second_and_exact():
+    assert parse_byte_rate("19.2GB/s") == 19_200_000_000  # Decimal arithmetic: not 19199999999
+    assert parse_byte_rate("8Gbps") == 10**9
+    assert parse_ops("327.68GOPS") == 327_680_000_000
+    assert parse_ops("1.2TFLOPS") == 1_200_000_000_000
+
+
+@pytest.mark.parametrize("text,ps", [("1us", 10**6), ("0.5s", 5 * 10**11), ("250ns", 250_000), ("1.5ms", 1_500_000_000),
+                                     ("7", 7), ("3ps", 3), ("2µs", 2 * 10**6)])
+def test_times_are_integer_picoseconds(text, ps):
+    assert parse_time(text) == ps
+    assert isinstance(parse_time(text), int)
+
+
+@pytest.mark.parametrize("parser,bad", [
+    (parse_size, "4GB/s"), (parse_size, "1.5B"), (parse_size, "-1KB"), (parse_size, "lots"), (parse_size, True),
+    (parse_rate, "1Gbpx"), (parse_time, "3 weeks"), (parse_time, "1e400"), (parse_ops, "fast"),
+])
+def test_bad_values_raise_config_error_naming_the_value(parser, bad):
+    with pytest.raises(ConfigError) as exc:
+        parser(bad, "hw.thing")
+    assert "hw.thing" in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_budget_is_bytes_or_a_multiple():
+    assert parse_budget("2x") == "2x"
+    assert parse_budget("2.50X") == "2.5x"
+    assert parse_budget("16MiB") == 16 * 2**20
+    assert resolve_budget("2x", 7_340_032) == 14_680_064
+    assert resolve_budget("1.5x", 1000) == 1500
+    assert resolve_budget(12345, 1000) == 12345
+    for bad in ("0x", "-1x", "0"):
+        with pytest.raises(ConfigError):
+            parse_budget(bad)
+
+
+def test_formatting():
+    assert format_size(16 * 2**20) == "16MiB"
+    assert format_size(256_000) == "256kB"
+    assert format_size(1500) == "1500B"
+    assert format_rate(10**9) == "1Gbps"
+    assert format_time(1_500_000) == "1.5us"
+    assert format_time(0) == "0ps"
+
+
+@given(st.integers(min_value=0, max_value=2**50))
+def test_formatted_sizes_parse_back_within_rounding(n):
+    assert abs(parse_size(format_size(n)) - n) <= n * 5e-4
+
+
+@given(st.integers(min_value=1, max_value=9999), st.integers(min_value=0, max_value=4), st.booleans())
+def test_round_sizes_format_exactly(k, e, binary):
+    n = k * (1024 if binary else 1000) ** e
+    assert parse_size(format_size(n)) == n
+
+
+@given(st.integers(min_value=0, max_value=10**15))
+def test_formatted_times_parse_back_within_rounding(ps):
+    assert abs(parse_time(format_time(ps)) - ps) <= ps * 5e-4
+
+
+def test_apply_overrides_parses_with_the_field_unit_and_copies():
+    prof = {"hw": {"link_rate": 10**9, "link_latency_ps": 1}, "model": {"layers": 28}}
+    out = apply_overrides(prof, ["hw.link_rate=10Gbps", "model.layers=4", "hw.link_latency_ps=2us"])
+    assert out["hw"]["link_rate"] == 10 * 10**9
+    assert out["model"]["layers"] == 4
+    assert out["hw"]["link_latency_ps"] == 2 * 10**6
+    assert prof["hw"]["link_rate"] == 10**9  # the input is not modified
+
+
+@pytest.mark.parametrize("item,named", [
+    ("hw.nope=1", "hw.nope"), ("cpu.x=1", "cpu.x"), ("hw.link_rate", "hw.link_rate"), ("hw.link_rate=fast", "hw.link_rate"),
+    ("model.layers=2.5", "model.layers"), ("model.kv_dtype=int3", "model.kv_dtype"),
+])
+def test_apply_overrides_errors_name_the_key(item, named):
+    with pytest.raises(ConfigError) as exc:
+        apply_overrides({"hw": {}, "model": {}}, [item])
+    assert named in str(exc.value)
