@@ -252,4 +252,6 @@ def _check_acyclic(path: str, n: int, owner: np.ndarray, dep: np.ndarray) -> Non
         nxt = [int(d) for d in dep[ptr[x]:ptr[x + 1]] if left[d]]
         x = nxt[0]
     cycle = walk[seen[x]:] + [x]
-    raise _err(path, "ops.dep_idx", f"dependency cycle through ops {' -> '.join(map(str, cycle))}")
+    shown = cycle if len(cycle) <= 8 else cycle[:4] + ["..."] + cycle[-2:]
+    raise _err(path, "ops.dep_idx", f"dependency cycle through ops {' -> '.join(map(str, shown))}"
+               + (f" ({len(cycle) - 1} ops)" if len(cycle) > 8 else ""))

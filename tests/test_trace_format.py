@@ -1,0 +1,218 @@
+"""The trace file: round trip, compact columns, validation errors (one line naming the
+JSON path), the JSON Schema, and the `emu trace` command's failure behaviour."""
+
+import copy
+import gzip
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from emu.cli import main
+from emu.errors import TraceError
+from emu.workload import columns
+from emu.workload.enums import ENUM_COLUMNS, Collective, Dtype, Kind, MsgOp, ReduceOp
+from emu.workload.generate import Params, generate
+from emu.workload.trace import load_trace, save_trace
+
+ROOT = Path(__file__).resolve().parents[1]
+SMALL = dict(seq=512, nodes=4, chunk=128, decode_tokens=1, overrides=["model.layers=2"])
+
+
+@pytest.fixture(scope="module")
+def mars_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("t") / "mars.json"
+    save_trace(generate(Params(scheme="mars", **SMALL)), path)
+    return path
+
+
+def doc_of(path):
+    return json.loads(Path(path).read_text())
+
+
+def write(tmp_path, doc, name="bad.json"):
+    p = tmp_path / name
+    p.write_text(json.dumps(doc))
+    return p
+
+
+def test_round_trip_json_and_gzip(tmp_path, mars_file):
+    t = load_trace(mars_file)
+    gz = tmp_path / "m.json.gz"
+    save_trace(t, gz)
+    assert gz.read_bytes()[:2] == b"\x1f\x8b"
+    u = load_trace(gz)
+    assert u.meta == t.meta and u.schedule == t.schedule
+    for name in t.ops:
+        assert np.array_equal(u.ops[name], t.ops[name])
+    for name in ("dep_ptr", "dep_idx", "src_ptr", "src_idx", "dst_ptr", "dst_idx"):
+        assert np.array_equal(getattr(u, name), getattr(t, name))
+    # same content -> same bytes, gzip header included (no name, no time stamp)
+    gz2 = tmp_path / "again.json.gz"
+    save_trace(u, gz2)
+    assert gz2.read_bytes() == gz.read_bytes()
+    assert gzip.decompress(gz.read_bytes()) == mars_file.read_bytes()
+
+
+def test_loaded_trace_api(mars_file):
+    t = load_trace(mars_file)
+    assert t.ops["kind"].dtype == np.int8 and t.ops["flops"].dtype == np.int64
+    assert t.n_ops == len(t.ops["kind"]) == len(t.dep_ptr) - 1
+    i = int(np.flatnonzero(t.ops["collective"] == Collective.multicast)[0])
+    mask = t.mask("dst")
+    assert int(mask[i]) == sum(1 << int(b) for b in t.dst(i))
+    df = t.frame()
+    assert len(df) == t.n_ops and df["kind"].iloc[0] == "qkv"
+
+
+def test_enum_values_match_the_codec():
+    codec = pytest.importorskip("emu.codec.enums")
+    for ours, theirs in ((Collective, codec.Collective), (ReduceOp, codec.ReduceOp), (Dtype, codec.Dtype)):
+        assert {e.name: int(e) for e in ours} == {e.name: int(e) for e in theirs}
+    assert {e.name: int(e) for e in MsgOp if e} == {e.name: int(e) for e in codec.Op if e.name not in ("ack", "nack")}
+    assert {e.name: int(e) for e in ENUM_COLUMNS["stage"]}.items() <= {e.name: int(e) for e in codec.Stage}.items()
+
+
+@pytest.mark.parametrize("arr", [
+    np.arange(1000), np.zeros(300, dtype=np.int64), np.repeat([3, -1, 7], 100), np.array([5, -3, 10**12, 2]),
+    np.random.RandomState(0).randint(-10**9, 10**9, 500), np.array([], dtype=np.int64), np.array([7]),
+])
+def test_column_codecs_round_trip_and_never_grow(arr):
+    enc = columns.encode(arr)
+    assert np.array_equal(columns.decode(json.loads(json.dumps(enc)), "x"), arr)
+    assert len(json.dumps(enc, separators=(",", ":"))) <= len(json.dumps(arr.tolist(), separators=(",", ":")))
+
+
+def test_regular_columns_compress():
+    assert columns.encode(np.arange(100000))["codec"] == "delta_rle"
+    assert columns.encode(np.repeat([0, 1], 5000))["codec"] == "rle"
+
+
+def mutate(doc, path, value):
+    d = copy.deepcopy(doc)
+    node = d
+    for k in path[:-1]:
+        node = node[k]
+    if value is KeyError:
+        del node[path[-1]]
+    else:
+        node[path[-1]] = value
+    return d
+
+
+def plain(doc, col):
+    return columns.decode(doc["ops"][col], col).tolist()
+
+
+def cases(doc):
+    n = doc["ops"]["n"]
+    kinds = plain(doc, "kind")
+    dep = plain(doc, "dep_idx")
+    comp = kinds.index(Kind.mlp)
+    send = kinds.index(Kind.send)
+    node = plain(doc, "node")
+    dep_cycle = list(dep)
+    dep_cycle[0] = n - 1  # op 1's first dependency now points at the last op, which depends on it
+    return [
+        (mutate(doc, ["meta", "version"], 2), "meta.version: unsupported version 2"),
+        (mutate(doc, ["meta", "nodes"], KeyError), "meta.nodes: missing field"),
+        (mutate(doc, ["meta", "seq"], "16k"), "meta.seq: expected an integer"),
+        (mutate(doc, ["meta", "scheme", "name"], "magic"), "meta.scheme.name: unknown scheme 'magic'"),
+        (mutate(doc, ["meta", "hw", "link_rate"], "fast"), "meta.hw: hw.link_rate: cannot read 'fast'"),
+        (mutate(doc, ["ops", "flops"], KeyError), "ops.flops: missing field"),
+        (mutate(doc, ["ops", "kind"], kinds[:5] + [1.5] + kinds[6:]), "ops.kind[5]: expected an integer, got 1.5"),
+        (mutate(doc, ["ops", "kind"], kinds[:7] + [42] + kinds[8:]), "ops.kind[7]: unknown kind 42"),
+        (mutate(doc, ["ops", "kind"], kinds[:-1]), f"ops.kind: has {n - 1} entries, expected {n}"),
+        (mutate(doc, ["ops", "node"], node[:comp] + [99] + node[comp + 1:]), f"ops.node[{comp}]: mlp op needs a node in 0..3, got 99"),
+        (mutate(doc, ["ops", "node"], node[:send] + [1] + node[send + 1:]), f"ops.node[{send}]: communication op must have node -1"),
+        (mutate(doc, ["ops", "dep_idx"], dep[:3] + [99999] + dep[4:]), "ops.dep_idx[3]: dependency on missing op 99999"),
+        (mutate(doc, ["ops", "dep_idx"], dep_cycle), "ops.dep_idx: dependency cycle through ops"),
+        (mutate(doc, ["ops", "dst_idx"], {"codec": "zip", "values": []}), "ops.dst_idx.codec: unknown codec 'zip'"),
+        (mutate(doc, ["ops", "src_idx"], {"codec": "rle", "values": [1], "runs": [0]}), "ops.src_idx.runs[0]: run length must be >= 1"),
+        (mutate(doc, ["ops", "extra"], []), "ops.extra: unknown column"),
+        (mutate(doc, ["schedule"], []), "schedule: expected an object, got list"),
+    ]
+
+
+def test_malformed_traces_name_path_and_problem(tmp_path, mars_file):
+    doc = doc_of(mars_file)
+    for i, (bad, expected) in enumerate(cases(doc)):
+        p = write(tmp_path, bad, f"bad{i}.json")
+        with pytest.raises(TraceError) as exc:
+            load_trace(p)
+        msg = str(exc.value)
+        assert msg.startswith(f"{p}: ") and expected in msg, msg
+        assert "\n" not in msg
+
+
+def test_not_json_or_not_a_file(tmp_path):
+    p = tmp_path / "x.json"
+    p.write_text('{"meta": ')
+    with pytest.raises(TraceError, match=r"x.json: invalid JSON at line 1"):
+        load_trace(p)
+    with pytest.raises(TraceError, match="cannot read"):
+        load_trace(tmp_path / "missing.json")
+    g = tmp_path / "y.json.gz"
+    g.write_bytes(b"\x1f\x8b garbage")
+    with pytest.raises(TraceError, match="corrupt gzip"):
+        load_trace(g)
+
+
+def test_cli_reports_a_bad_trace_in_one_line_with_status_2(tmp_path, mars_file):
+    doc = doc_of(mars_file)
+    p = write(tmp_path, cases(doc)[11][0])
+    r = subprocess.run([sys.executable, "-m", "emu", "trace", "show", str(p)], capture_output=True, text=True)
+    assert r.returncode == 2
+    assert r.stderr.strip().count("\n") == 0 and "dependency on missing op 99999" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_cli_generates_and_shows(tmp_path, capsys):
+    out = tmp_path / "sub" / "ring.json.gz"
+    assert main(["trace", "ring", "--seq", "512", "--nodes", "4", "--chunk", "128", "--set", "model.layers=2",
+                 "--decode-tokens", "1", "-o", str(out)]) == 0
+    assert load_trace(out).meta["scheme"]["name"] == "ring"
+    assert main(["trace", "show", str(out)]) == 0
+    assert "kv_transfer" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--set", "hw.link_rate=fast"], "hw.link_rate"),
+    (["--set", "hw.nope=1"], "hw.nope"),
+    (["--kv-budget", "0.1x"], "kv budget"),
+    (["--model", "gpt-9"], "gpt-9"),
+    (["--hw", str(ROOT / "no" / "such.toml")], "such.toml"),
+])
+def test_cli_bad_input_exits_2_and_writes_nothing(tmp_path, capsys, args, needle):
+    out = tmp_path / "x.json"
+    rc = main(["trace", "mars", "--seq", "512", "--nodes", "4", "--chunk", "128", "-o", str(out)] + args)
+    err = capsys.readouterr().err
+    assert rc == 2 and needle in err and err.count("\n") == 1
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_save_refuses_an_invalid_trace_and_leaves_no_file(tmp_path, mars_file):
+    t = load_trace(mars_file)
+    t.dep_idx[0] = t.n_ops + 5
+    out = tmp_path / "x.json"
+    with pytest.raises(TraceError):
+        save_trace(t, out)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_schema_copy_in_docs_is_the_packaged_one():
+    assert (ROOT / "docs" / "trace.schema.json").read_text() == (ROOT / "emu" / "workload" / "trace.schema.json").read_text()
+
+
+def test_generated_trace_satisfies_the_json_schema(mars_file):
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads((ROOT / "emu" / "workload" / "trace.schema.json").read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    v = jsonschema.Draft202012Validator(schema)
+    doc = doc_of(mars_file)
+    v.validate(doc)
+    assert not v.is_valid(mutate(doc, ["ops", "flops"], KeyError))
+    assert not v.is_valid(mutate(doc, ["meta", "version"], 2))

@@ -1,0 +1,78 @@
+import pytest
+
+from emu.cli import main
+from emu.errors import ConfigError
+from emu.workload import profiles
+from emu.workload.costs import Model
+
+
+def test_packaged_profiles_load_with_canonical_units():
+    assert profiles.available("model") == ["llama-3-8b", "qwen2.5-0.5b", "qwen2.5-1.5b", "qwen2.5-7b"]
+    assert {"kr260", "kr260-10g", "a100-ib"} <= set(profiles.available("hw"))
+    for name in profiles.available("model"):
+        m = profiles.load("model", name)
+        assert m["weight_dtype"] == m["kv_dtype"] == "int4"
+    for name in profiles.available("hw"):
+        hw = profiles.load("hw", name)
+        assert all(isinstance(hw[k], int) for k in ("compute_flops", "mem_bw", "link_rate", "op_overhead_ps", "mtu"))
+        assert hw["kv_budget"] == "2x"  # binds by default (docs/workloads.md)
+
+
+def test_kr260_is_the_board_the_issue_describes():
+    hw = profiles.load("hw", "kr260")
+    assert hw["mem_bw"] == 19_200_000_000 and hw["dram_bytes"] == 4 * 2**30
+    assert hw["link_rate"] == 10**9 and hw["ports"] == 4 and hw["mtu"] == 1500
+    assert hw["compute_flops"] == 1024 * 2 * 200_000_000 * 8 // 10  # 32x32 MACs at 200 MHz, 80 %
+    assert profiles.load("hw", "kr260-10g")["link_rate"] == 10 * 10**9
+
+
+def test_qwen_kv_footprint_matches_schemes_md():
+    m = Model.from_profile(profiles.load("model", "qwen2.5-1.5b"))
+    assert (m.layers, m.hidden, m.heads, m.kv_heads, m.head_dim, m.intermediate, m.vocab) == (28, 1536, 12, 2, 128, 8960, 151936)
+    assert m.m == 256 and m.m_token == 256 * 28  # 2 * H_kv * d * 0.5 B, eq. 1
+
+
+def test_overrides_apply_to_their_section():
+    model, hw = profiles.load_pair("qwen2.5-1.5b", "kr260", ["hw.link_rate=10Gbps", "model.layers=4", "hw.kv_budget=32MiB"])
+    assert hw["link_rate"] == 10**10 and model["layers"] == 4 and hw["kv_budget"] == 32 * 2**20
+
+
+@pytest.mark.parametrize("overrides,needle", [
+    (["hw.link_rat=1Gbps"], "hw.link_rat"),
+    (["model.heads=5"], "multiple of model.kv_heads"),
+    (["hw.mtu=32"], "hw.mtu"),
+    (["model.layers=0"], "model.layers must be positive"),
+    (["hw.gamma=-1"], "hw.gamma"),
+])
+def test_bad_overrides(overrides, needle):
+    with pytest.raises(ConfigError, match=needle):
+        profiles.load_pair("qwen2.5-1.5b", "kr260", overrides)
+
+
+def test_profile_files(tmp_path):
+    good = tmp_path / "board.toml"
+    good.write_text((profiles.resources.files("emu.workload.hardware") / "kr260.toml").read_text()
+                    .replace('link_rate = "1Gbps"', 'link_rate = "25Gbps"'))
+    assert profiles.load("hw", str(good))["link_rate"] == 25 * 10**9
+    bad = tmp_path / "bad.toml"
+    bad.write_text('name = "x"\nlayers = 2\n')
+    with pytest.raises(ConfigError, match=r"bad.toml: missing field 'hidden'"):
+        profiles.load("model", str(bad))
+    bad.write_text("layers = [")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        profiles.load("model", str(bad))
+    js = tmp_path / "m.json"
+    js.write_text('{"name": "m", "colour": "red"}')
+    with pytest.raises(ConfigError, match="unknown field 'colour'"):
+        profiles.load("model", str(js))
+    with pytest.raises(ConfigError, match="available: "):
+        profiles.load("hw", "kr999")
+
+
+def test_profiles_command(capsys):
+    assert main(["profiles", "list"]) == 0
+    assert "qwen2.5-1.5b" in capsys.readouterr().out
+    assert main(["profiles", "show", "kr260", "--set", "hw.link_rate=10Gbps"]) == 0
+    out = capsys.readouterr().out
+    assert "hw.link_rate = 10Gbps" in out and "hw.mem_bw = 19.2GB/s" in out
+    assert main(["profiles", "show", "nope"]) == 2
