@@ -1,0 +1,82 @@
+"""`emu replay TRACE`: run a trace on the emulated cluster and report what it cost."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from ..errors import ConfigError
+from ..units import parse_float, parse_int, parse_time
+
+
+def register(sub) -> None:
+    p = sub.add_parser("replay", help="replay a trace on the emulated cluster",
+                       description="Replay a trace: compute engines, NICs and links; print TTFT, decode rate, "
+                                   "bytes, drops and KV memory, and write a results folder.")
+    p.add_argument("trace", help="trace file (.json or .json.gz), e.g. traces/mars_16k.json")
+    p.add_argument("--topology", default="auto",
+                   help="ring|bring|mesh|torus|star|full|fattree[:SHAPE], a .json/.graphml file, or auto "
+                        "(what the profile's ports cable: 16 KR260s make a 4x4 torus)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a profile field, e.g. hw.link_rate=10Gbps (repeatable)")
+    p.add_argument("--loss", default="0", help="Bernoulli frame loss on every link, e.g. 0.01")
+    p.add_argument("--fail", action="append", default=[], metavar="CLAUSE",
+                   help="a failure, e.g. 'link 3-4 down at 0.5s up at 0.8s' or 'node 5 down at 1s' (repeatable)")
+    p.add_argument("--degrade", action="append", default=[], metavar="CLAUSE",
+                   help="a rate change, e.g. 'link 3-4 degrade 0.25 at 1s until 2s' (repeatable)")
+    p.add_argument("--detect", default="100us", help="failure detection delay before re-routing (default 100us)")
+    p.add_argument("--no-reliable", action="store_true", help="no acks or retransmission: a lost frame leaves its op incomplete")
+    p.add_argument("--seed", default="0", help="seed of the loss streams (default 0)")
+    p.add_argument("--capture", metavar="FILE", help="write the frames to a pcap/pcapng capture in the results folder")
+    p.add_argument("--snaplen", default="62", help="bytes kept per captured frame (default 62: headers only)")
+    p.add_argument("--capture-filter", action="append", default=[], metavar="F",
+                   help="keep only matching frames: link=U-V, node=N, op=NAME, from=T, to=T (repeatable)")
+    p.add_argument("--out", help="results folder (default results/<trace>-<timestamp>)")
+    p.add_argument("--no-results", action="store_true", help="print the summary only")
+    p.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from ..replay.capture import Capture, parse_filters
+    from ..replay.results import format_summary, summarize, write
+    from ..replay.run import Options, Replay
+    from ..workload.trace import load_trace
+
+    trace = load_trace(args.trace)
+    loss = parse_float(args.loss, "--loss")
+    if not 0 <= loss <= 1:
+        raise ConfigError(f"--loss {args.loss}: must be a probability in [0, 1]")
+    stem = Path(args.trace).name.split(".")[0]
+    out = Path(args.out) if args.out else Path("results") / f"{stem}-{time.strftime('%Y%m%d-%H%M%S')}"
+    if not args.no_results and out.exists():
+        raise ConfigError(f"{out}: already exists; choose another --out")
+    capture = None
+    if args.capture:
+        if args.no_results:
+            raise ConfigError("--capture writes into the results folder; drop --no-results")
+        capture = Capture(out.parent / f".{out.name}.{Path(args.capture).name}", parse_filters(args.capture_filter),
+                          snaplen=parse_int(args.snaplen, "--snaplen"))
+    opt = Options(topology=args.topology, overrides=tuple(args.overrides), scenario=tuple(args.fail + args.degrade),
+                  loss=loss, seed=parse_int(args.seed, "--seed"), reliable=not args.no_reliable,
+                  detect_ps=parse_time(args.detect, "--detect"), progress=sys.stderr.isatty() and not args.json)
+    rp = Replay(trace, opt)
+    if capture:
+        capture.attach(rp)
+    try:
+        rp.run()
+    finally:
+        if capture:
+            capture.close()
+    summary = summarize(rp)
+    if not args.no_results:
+        final = write(rp, summary, out, capture_from=capture.path if capture else None)
+        if capture:
+            os.replace(final / capture.path.name, final / Path(args.capture).name)
+        summary["results"] = str(final)
+    print(json.dumps(summary, indent=2) if args.json else format_summary(summary)
+          + (f"\nresults   {summary['results']}" if "results" in summary else ""))
+    return 1 if summary["incomplete_ops"] else 0

@@ -1,0 +1,150 @@
+"""What a replay measured, as a summary and as a results folder the dashboard reads.
+
+Folder layout (docs/results.md):
+  summary.json    the summary (the same object ``emu replay --json`` prints)
+  ops.parquet     one row per op: op, kind, stage, node, chunk, layer, start_s, end_s
+  links.parquet   per link direction and time bin: frames, wire bytes, utilization, peak queue
+  nodes.parquet   per node, at each change: owner, replica and transient KV bytes; replica factor
+  topology.json   the topology the run used
+  capture.pcap    the frames, when a capture was asked for
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .. import __version__
+from ..atomic import atomic_dir
+from ..errors import EmuError
+from ..net import kernel as K
+from ..topology import to_json
+from ..workload.enums import Kind
+from ..workload.enums import Stage as TStage
+
+SUMMARY_KEYS = ("ttft_s", "prefill_s", "decode_tokens_per_s", "wire_bytes", "kv_bytes", "frames",
+                "dropped_frames", "retransmitted_frames", "final_layout_owner_only", "peak_node_kv_bytes", "wall_s")
+
+
+def summarize(rp) -> dict:
+    tr, ops = rp.trace, rp.trace.ops
+    end = rp.end
+    stage, kind = ops["stage"], ops["kind"]
+    pre = (stage == TStage.prefill) & (end >= 0)
+    ttft = int(end[pre].max()) if pre.any() else 0
+    body = pre & (kind != Kind.lm_head)
+    prefill = int(end[body].max()) if body.any() else ttft
+    dec = (stage == TStage.decode) & (end >= 0)
+    tokens = int(tr.meta.get("decode_tokens", 0))
+    decode_end = int(end[dec].max()) if dec.any() else ttft
+    decode_s = (decode_end - ttft) / 1e12
+    c = rp.net.counters()
+    d = rp.cluster.directory
+    hist = d.history()
+    totals = hist.owner_bytes + hist.replica_bytes + hist.transient_bytes
+    peak = int(totals.max()) if len(hist) else 0
+    final_owner = [m.owner for m in d.memory]
+    run_end = max(int(rp.sim.now), 1)
+    util = c.busy_ps / run_end
+    busiest = int(util.idxmax()) if len(c) else 0
+    incomplete = rp.incomplete()
+    drops = {name: int(c[f"dropped_{name}"].sum()) for name in K.CAUSE_NAMES}
+    return {
+        "version": __version__,
+        "trace": os.path.basename(tr.path) if tr.path else None,
+        "scheme": tr.meta.get("scheme", {}).get("name") if isinstance(tr.meta.get("scheme"), dict) else tr.meta.get("scheme"),
+        "nodes": rp.nodes,
+        "seq": tr.meta.get("seq"),
+        "chunk": tr.meta.get("chunk"),
+        "model": rp.model.get("name"),
+        "hw": rp.hw.get("name"),
+        "topology": rp.G.graph.get("name"),
+        "seed": rp.opt.seed,
+        "ttft_s": ttft / 1e12,
+        "prefill_s": prefill / 1e12,
+        "decode_tokens": tokens,
+        "decode_s": decode_s,
+        "decode_tokens_per_s": tokens / decode_s if tokens and decode_s > 0 else None,
+        "wire_bytes": int(c.wire_bytes.sum()),
+        "kv_bytes": int(rp.kv_bytes),
+        "frames": int(c.sent_frames.sum()),
+        "dropped_frames": int(c.dropped_frames.sum()),
+        "dropped_by_cause": drops,
+        "retransmitted_frames": int(rp.cluster.retransmitted_frames),
+        "control_frames": int(rp.cluster.control_frames),
+        "final_layout_owner_only": bool(d.owner_only()) and not incomplete,
+        "peak_node_kv_bytes": peak,
+        "final_node_kv_bytes": [m.total for m in d.memory],
+        "owner_only_node_kv_bytes": final_owner,
+        "busiest_link": {"src": int(c.src[busiest]), "dst": int(c.dst[busiest]), "utilization": float(util[busiest])},
+        "directory_errors": d.errors[:20],
+        "incomplete_ops": len(incomplete),
+        "incomplete": rp.cluster.incomplete()[:20],
+        "sim_end_s": rp.sim.now / 1e12,
+        "wall_s": rp.wall_s,
+    }
+
+
+def ops_frame(rp) -> pd.DataFrame:
+    ops = rp.trace.ops
+    return pd.DataFrame({
+        "op": np.arange(rp.trace.n_ops),
+        "kind": pd.Categorical.from_codes(ops["kind"], [k.name for k in Kind]),
+        "stage": np.where(ops["stage"] == TStage.decode, "decode", "prefill"),
+        "node": ops["node"],
+        "chunk": ops["chunk"],
+        "layer": ops["layer"],
+        "bytes": ops["bytes"],
+        "start_s": np.where(rp.start >= 0, rp.start / 1e12, np.nan),
+        "end_s": np.where(rp.end >= 0, rp.end / 1e12, np.nan),
+    })
+
+
+def nodes_frame(rp) -> pd.DataFrame:
+    h = rp.cluster.directory.history()
+    return pd.DataFrame({
+        "t_s": h.t_ps / 1e12, "node": h.node, "owner_bytes": h.owner_bytes, "replica_bytes": h.replica_bytes,
+        "transient_bytes": h.transient_bytes, "replica_factor": h.replica_factor,
+    })
+
+
+def write(rp, summary: dict, out: str | os.PathLike, capture_from: str | None = None) -> Path:
+    """Write the results folder atomically: it appears complete or not at all."""
+    out = Path(out)
+    if out.exists():
+        raise EmuError(f"{out}: already exists; choose another --out")
+    with atomic_dir(out) as tmp:
+        (tmp / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        ops_frame(rp).to_parquet(tmp / "ops.parquet", index=False)
+        rp.linkstats.frame(rp.net.links, rp.net.LK[:, K.L_RATE], max(rp.sim.now, 1)).to_parquet(tmp / "links.parquet", index=False)
+        nodes_frame(rp).to_parquet(tmp / "nodes.parquet", index=False)
+        (tmp / "topology.json").write_text(json.dumps(to_json(rp.G), indent=1) + "\n")
+        if capture_from:
+            os.replace(capture_from, tmp / os.path.basename(capture_from))
+    return out
+
+
+def format_summary(s: dict) -> str:
+    gib = 2**30
+    lines = [
+        f"trace     {s['trace']}  ({s['scheme']}, {s['nodes']} nodes, seq {s['seq']}, {s['model']} on {s['hw']}, topology {s['topology']})",
+        f"TTFT      {s['ttft_s']:.4f} s   (prefill {s['prefill_s']:.4f} s)",
+        f"decode    " + (f"{s['decode_tokens_per_s']:.2f} tokens/s over {s['decode_tokens']} tokens" if s["decode_tokens_per_s"] else "no decode tokens"),
+        f"wire      {s['wire_bytes'] / gib:.3f} GiB in {s['frames']:,} frame-hops; KV payload {s['kv_bytes'] / gib:.3f} GiB",
+        f"drops     {s['dropped_frames']:,} frames" + "".join(f", {k} {v:,}" for k, v in s["dropped_by_cause"].items() if v)
+        + f"; retransmitted {s['retransmitted_frames']:,}",
+        f"KV memory peak {s['peak_node_kv_bytes'] / 2**20:.1f} MiB per node; final "
+        f"{max(s['final_node_kv_bytes']) / 2**20:.1f} MiB max vs owner-only {max(s['owner_only_node_kv_bytes']) / 2**20:.1f} MiB; "
+        f"owner-only at the end: {'yes' if s['final_layout_owner_only'] else 'NO'}",
+        f"busiest   link {s['busiest_link']['src']}->{s['busiest_link']['dst']} at {s['busiest_link']['utilization']:.1%}",
+        f"wall      {s['wall_s']:.2f} s",
+    ]
+    if s["incomplete_ops"]:
+        lines.append(f"INCOMPLETE {s['incomplete_ops']} ops never finished; first: " + "; ".join(s["incomplete"][:3]))
+    if s["directory_errors"]:
+        lines.append(f"DIRECTORY {len(s['directory_errors'])} errors; first: {s['directory_errors'][0]}")
+    return "\n".join(lines)

@@ -1,0 +1,151 @@
+"""Replay: every op completes, bytes are conserved, layouts end as each scheme promises,
+runs are deterministic, and bad input fails with one line."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from emu.cli import main
+from emu.net.ethernet import WIRE_OVERHEAD, frame_sizes
+from emu.replay.results import SUMMARY_KEYS, summarize
+from emu.replay.run import Options, Replay
+from emu.workload.enums import Kind, MsgOp
+from emu.workload.trace import load_trace
+
+SMALL = ["--seq", "1024", "--nodes", "4", "--chunk", "256", "--decode-tokens", "2"]
+
+
+@pytest.fixture(scope="module")
+def traces(tmp_path_factory):
+    d = tmp_path_factory.mktemp("traces")
+    out = {}
+    for scheme in ("ring", "mars", "zigzag", "pd", "full"):
+        path = d / f"{scheme}.json"
+        assert main(["trace", scheme, *SMALL, "-o", str(path)]) == 0
+        out[scheme] = path
+    return out
+
+
+def replay(path, **kw):
+    return Replay(load_trace(str(path)), Options(**kw)).run()
+
+
+@pytest.mark.parametrize("scheme", ["ring", "mars", "zigzag", "pd", "full"])
+def test_every_op_completes_and_links_conserve_frames(traces, scheme):
+    rp = replay(traces[scheme])
+    assert rp.incomplete() == []
+    c = rp.net.counters()
+    assert (c.offered_frames == c.delivered_frames + c.dropped_frames).all()
+    assert c.dropped_frames.sum() == 0
+    s = summarize(rp)
+    assert set(SUMMARY_KEYS) <= set(s)
+    assert s["ttft_s"] > 0 and s["decode_tokens_per_s"] > 0
+    assert not s["directory_errors"]
+
+
+def test_every_payload_byte_arrives_once_at_each_destination(traces):
+    rp = replay(traces["mars"])
+    ops = rp.trace.ops
+    kv = np.isin(ops["msg_op"], [MsgOp.kv_replica, MsgOp.kv_fetch_resp, MsgOp.kv_transfer])
+    ndst = np.diff(rp.trace.dst_ptr)
+    assert rp.kv_bytes == int((ops["bytes"][kv] * ndst[kv]).sum())
+    for tr in rp.cluster.transfers:
+        assert sorted(tr.delivered) == sorted(tr.dsts)
+
+
+def test_wire_bytes_equal_frames_times_hops_plus_acks(traces):
+    """Independent count: each message's frames cross the links of its route or tree once."""
+    rp = replay(traces["ring"])
+    mtu = int(rp.hw["mtu"])
+    expected = 0
+    for msg in rp.net.messages:
+        nfr, full, last = msg.nfrags, msg.frame_len, msg.last_len
+        per_link = (nfr - 1) * (max(full, 60) + WIRE_OVERHEAD) + max(last, 60) + WIRE_OVERHEAD
+        if len(msg.dsts) == 1:
+            links = len(rp.routes.path(msg.src, msg.dsts[0])) - 1
+        else:
+            links = sum(len(rp.net.first_hops(msg.route, v)) for v in range(rp.net.nodes))
+        expected += per_link * links
+    assert expected == summarize(rp)["wire_bytes"]
+    # And the data messages alone are what the trace scheduled, framed.
+    ops = rp.trace.ops
+    send = ops["kind"] == Kind.send
+    assert all(frame_sizes(int(b), mtu)[0] >= 1 for b in ops["bytes"][send])
+
+
+def test_ring_never_holds_replicas_and_mars_ends_owner_only(traces):
+    ring = replay(traces["ring"])
+    assert ring.cluster.directory.history().replica_bytes.max() == 0
+    mars = replay(traces["mars"])
+    s = summarize(mars)
+    assert s["final_layout_owner_only"]
+    assert mars.cluster.directory.history().replica_bytes.max() > 0  # replicas existed, then drained
+
+
+def test_same_trace_and_seed_give_identical_results_and_captures(traces, tmp_path):
+    outs = []
+    for k in range(2):
+        out = tmp_path / f"r{k}"
+        assert main(["replay", str(traces["mars"]), "--loss", "0.002", "--seed", "5", "--out", str(out),
+                     "--capture", "cap.pcap", "--json"]) == 0
+        s = json.loads((out / "summary.json").read_text())
+        s.pop("wall_s")
+        outs.append((s, (out / "cap.pcap").read_bytes()))
+    assert outs[0][0] == outs[1][0]
+    assert outs[0][1] == outs[1][1] and len(outs[0][1]) > 1000
+
+
+def test_loss_and_failure_still_complete_with_reliability(traces):
+    rp = replay(traces["mars"], loss=0.01, seed=3, scenario=("link 0-1 down at 0.2s up at 0.6s",))
+    assert rp.incomplete() == []
+    s = summarize(rp)
+    assert s["dropped_frames"] > 0 and s["retransmitted_frames"] > 0
+    assert s["final_layout_owner_only"]
+    c = rp.net.counters()
+    assert (c.offered_frames == c.delivered_frames + c.dropped_frames).all()
+
+
+def test_without_reliability_lost_frames_are_reported_not_hidden(traces, capsys):
+    status = main(["replay", str(traces["ring"]), "--loss", "0.01", "--no-reliable", "--no-results"])
+    out = capsys.readouterr().out
+    assert status == 1 and "INCOMPLETE" in out
+
+
+def test_results_folder_and_compare(traces, tmp_path, capsys):
+    out = tmp_path / "res"
+    assert main(["replay", str(traces["ring"]), "--out", str(out)]) == 0
+    for name in ("summary.json", "ops.parquet", "links.parquet", "nodes.parquet", "topology.json"):
+        assert (out / name).exists()
+    import pandas as pd
+
+    links = pd.read_parquet(out / "links.parquet")
+    assert links.utilization.between(0, 1).all() and links.wire_bytes.sum() == json.loads(
+        (out / "summary.json").read_text())["wire_bytes"]
+    capsys.readouterr()
+    assert main(["compare", str(out), str(out)]) == 0
+    assert "TTFT s" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("content,needle", [
+    ("{not json", "not valid JSON"),
+    ('{"meta": {}}', "meta"),
+])
+def test_malformed_trace_gives_one_line_and_status_2(tmp_path, content, needle):
+    bad = tmp_path / "bad.json"
+    bad.write_text(content)
+    proc = subprocess.run([sys.executable, "-m", "emu", "replay", str(bad), "--out", str(tmp_path / "o")],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+    assert not (tmp_path / "o").exists()
+
+
+def test_bad_options_fail_cleanly(traces, tmp_path):
+    for args, needle in [(["--set", "hw.nope=1"], "unknown field"), (["--topology", "torus:3x3"], "boards"),
+                         (["--fail", "link 0-9 down at 1s"], "no link"), (["--loss", "2"], "probability")]:
+        proc = subprocess.run([sys.executable, "-m", "emu", "replay", str(traces["ring"]), "--no-results", *args],
+                              capture_output=True, text=True)
+        assert proc.returncode == 2 and needle in proc.stderr and "Traceback" not in proc.stderr, (args, proc.stderr)
