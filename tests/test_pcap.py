@@ -8,6 +8,8 @@ import tracemalloc
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scapy.layers.l2 import Ether
 from scapy.utils import PcapNgWriter, PcapReader, rdpcap, wrpcap
 
@@ -308,3 +310,25 @@ def test_large_batches_are_written_in_pieces(tmp_path, monkeypatch):
             w.write_headers(h, np.arange(len(h)), pay)
         monkeypatch.setattr(pcap_mod, "_WRITE_BYTES", 1000)
         assert pieces.read_bytes() == whole.read_bytes()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(FORMATS), st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), min_size=1, max_size=8),
+       st.integers(0, 400), st.sampled_from([64, 1 << 20]))
+def test_fuzz_mutated_captures(tmp_path_factory, fmt, flips, cut, batch_bytes):
+    path = tmp_path_factory.mktemp("fuzz") / f"x.{fmt}"
+    h, pay = sample(3, seed=4)
+    with CaptureWriter(path, format=fmt, snaplen=100) as w:
+        w.write_headers(h, np.arange(len(h)) * 10**9, pay)
+    raw = bytearray(path.read_bytes())
+    for pos, val in flips:
+        raw[pos % len(raw)] = val
+    path.write_bytes(bytes(raw[: len(raw) - cut]))
+    try:
+        for b in read_capture(path, batch_bytes=batch_bytes):
+            try:
+                decode_frames(b.buf, b.offsets, wirelen=b.wirelen)
+            except DecodeError:
+                pass
+    except DecodeError:
+        pass
