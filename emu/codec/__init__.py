@@ -9,35 +9,33 @@
 - ``summary``: capture summaries for ``emu pcap``
 
 Imports nothing of the project but its errors, so the emulator, capture tools
-and board I/O share it.
+and board I/O share it. Names are loaded lazily: ``from emu.codec.enums import Op``
+stays cheap (no scapy).
 """
 
-from .batch import (
-    HEADER_DTYPE,
-    REASONS,
-    Frames,
-    as_headers,
-    check_headers,
-    decode_frames,
-    encode_frames,
-    frame_wirelen,
-    header_errors,
-    new_headers,
-    scan_frames,
-)
-from .enums import ENUM_FIELDS, ETHERTYPE, VERSION, Collective, Dtype, Flags, Op, ReduceOp, Stage
-from .errors import EncodeError, FrameError
-from .fragment import Message, Pending, Reassembler, fragment, max_payload
-from .layer import FRAME_HEADER_LEN, HEADER_LEN, MCF, dst_mac, group_mac, mcf_frame, node_mac
-from .pcap import HEADERS_ONLY, CaptureBatch, CaptureReader, CaptureWriter, read_capture, to_ns
+import importlib
 
-__all__ = [
-    "HEADER_DTYPE", "HEADER_LEN", "FRAME_HEADER_LEN", "HEADERS_ONLY", "REASONS", "ETHERTYPE", "VERSION",
-    "ENUM_FIELDS", "Stage", "Op", "Collective", "ReduceOp", "Dtype", "Flags",
-    "MCF", "mcf_frame", "node_mac", "group_mac", "dst_mac",
-    "Frames", "new_headers", "as_headers", "check_headers", "header_errors", "frame_wirelen",
-    "encode_frames", "decode_frames", "scan_frames",
-    "fragment", "max_payload", "Reassembler", "Message", "Pending",
-    "CaptureWriter", "CaptureReader", "CaptureBatch", "read_capture", "to_ns",
-    "FrameError", "EncodeError",
-]
+# name -> submodule; loaded on first use, so ``emu.codec.enums`` alone does not import scapy
+_EXPORTS = {
+    "batch": ["HEADER_DTYPE", "REASONS", "Frames", "as_headers", "check_headers", "decode_frames", "encode_frames",
+              "frame_wirelen", "header_errors", "new_headers", "scan_frames"],
+    "enums": ["ENUM_FIELDS", "ETHERTYPE", "VERSION", "Collective", "Dtype", "Flags", "Op", "ReduceOp", "Stage"],
+    "errors": ["EncodeError", "FrameError"],
+    "fragment": ["Message", "Pending", "Reassembler", "fragment", "max_payload"],
+    "layer": ["FRAME_HEADER_LEN", "HEADER_LEN", "MCF", "dst_mac", "group_mac", "mcf_frame", "node_mac"],
+    "pcap": ["HEADERS_ONLY", "CaptureBatch", "CaptureReader", "CaptureWriter", "read_capture", "to_ns"],
+}
+_WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str):
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{_WHERE[name]}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))
