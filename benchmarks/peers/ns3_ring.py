@@ -119,9 +119,9 @@ def run(ns, nodes: int, mib: float, hops: int, tc_layer: bool = False) -> dict:
         ring.Start(c.Get(i), c.Get(d), dst_addr, n, PAYLOAD + UDP_PAD, last + UDP_PAD, ns.PicoSeconds(full_ps))
     ring.TraceHops()
 
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     ns.Simulator.Run()
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     packet_hops, delivered, end_s = int(ring.hops), int(ring.delivered), ring.end.GetSeconds()
     ns.Simulator.Destroy()
     assert delivered == n * nodes, (delivered, n * nodes)
@@ -134,6 +134,7 @@ def run(ns, nodes: int, mib: float, hops: int, tc_layer: bool = False) -> dict:
         "nodes": nodes, "mib": mib, "hops": hops, "frames_per_flow": n,
         "packet_hops": packet_hops,
         "wall_s": wall,
+        "cpu_s": cpu,  # CPU seconds of the run: steadier than wall on a shared machine
         "sim_end_s": end_s,
         "packet_hops_per_s": packet_hops / wall,
         "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,

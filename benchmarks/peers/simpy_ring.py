@@ -76,9 +76,9 @@ def run(nodes: int, mib: float, hops: int) -> dict:
     for i in range(nodes):
         env.process(link(i))
         env.process(source(i))
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     env.run()  # ends when no events are left: every frame delivered (queues are unbounded)
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     assert stats["delivered"] == n * nodes, stats
     return {
         "engine": "simpy",
@@ -87,6 +87,7 @@ def run(nodes: int, mib: float, hops: int) -> dict:
         "nodes": nodes, "mib": mib, "hops": hops, "frames_per_flow": n,
         "packet_hops": stats["packet_hops"],
         "wall_s": wall,
+        "cpu_s": cpu,  # CPU seconds of the run: steadier than wall on a shared machine
         "sim_end_s": stats["end_ps"] / 1e12,
         "packet_hops_per_s": stats["packet_hops"] / wall,
         "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
