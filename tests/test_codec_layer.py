@@ -108,6 +108,12 @@ def test_public_names_resolve_and_enums_stay_light():
     import emu.codec
 
     assert all(getattr(emu.codec, name) is not None for name in emu.codec.__all__)
-    code = "import sys, emu.codec.enums, emu.codec.pcap; print('scapy' in sys.modules)"
+    code = ("import sys, emu.codec.enums, emu.codec.pcap, emu.codec.fragment\n"
+            "from emu.codec import Op, fragment, read_capture\n"
+            "print('scapy' in sys.modules, callable(fragment))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "False"  # the engine and workloads can use the enums and captures without scapy
+    assert out.split() == ["False", "True"]  # the engine and workloads can use these without scapy
+    # the submodule does not shadow the function, whatever was imported first
+    code = "from emu.codec.fragment import MAX_FRAGS\nfrom emu.codec import fragment\nprint(callable(fragment))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "True"

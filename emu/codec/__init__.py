@@ -9,24 +9,28 @@
 - ``summary``: capture summaries for ``emu pcap``
 
 Imports nothing of the project but its errors, so the emulator, capture tools
-and board I/O share it. Names are loaded lazily: ``from emu.codec.enums import Op``
-stays cheap (no scapy).
+and board I/O share it. Scapy is loaded only by the names that need it (the
+layer and the batch codec), so ``from emu.codec import Op`` stays cheap.
 """
 
 import importlib
 
-# name -> submodule; loaded on first use, so ``emu.codec.enums`` alone does not import scapy
-_EXPORTS = {
+# ``fragment`` is both a submodule and a function: importing the (light) submodule
+# here, once, leaves the package attribute bound to the function for good
+from .enums import ENUM_FIELDS, ETHERTYPE, VERSION, Collective, Dtype, Flags, Op, ReduceOp, Stage
+from .errors import EncodeError, FrameError
+from .fragment import Message, Pending, Reassembler, fragment, max_payload
+
+# the rest load on first use, so the enums, fragmentation and capture I/O do not import scapy
+_LAZY = {
     "batch": ["HEADER_DTYPE", "REASONS", "Frames", "as_headers", "check_headers", "decode_frames", "encode_frames",
               "frame_wirelen", "header_errors", "new_headers", "scan_frames"],
-    "enums": ["ENUM_FIELDS", "ETHERTYPE", "VERSION", "Collective", "Dtype", "Flags", "Op", "ReduceOp", "Stage"],
-    "errors": ["EncodeError", "FrameError"],
-    "fragment": ["Message", "Pending", "Reassembler", "fragment", "max_payload"],
     "layer": ["FRAME_HEADER_LEN", "HEADER_LEN", "MCF", "dst_mac", "group_mac", "mcf_frame", "node_mac"],
     "pcap": ["HEADERS_ONLY", "CaptureBatch", "CaptureReader", "CaptureWriter", "read_capture", "to_ns"],
 }
-_WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
-__all__ = sorted(_WHERE)
+_WHERE = {name: module for module, names in _LAZY.items() for name in names}
+__all__ = sorted([*_WHERE, "ENUM_FIELDS", "ETHERTYPE", "VERSION", "Collective", "Dtype", "Flags", "Op", "ReduceOp",
+                  "Stage", "EncodeError", "FrameError", "Message", "Pending", "Reassembler", "fragment", "max_payload"])
 
 
 def __getattr__(name: str):

@@ -12,21 +12,28 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .batch import HEADER_DTYPE, as_headers, new_headers
 from .enums import Flags
 from .errors import EncodeError, FrameError
-from .layer import HEADER_LEN
 
 MAX_PAY_LEN = 0xFFFF
 MAX_FRAGS = 0xFFFF
 MAX_MSG_LEN = 0xFFFFFFFF
 
 
+def _batch():
+    """The batch codec, loaded on first use: it imports scapy, while ``emu.codec`` imports
+    this module eagerly (so that ``emu.codec.fragment`` stays the function, not this module)."""
+    from . import batch
+
+    return batch
+
+
 def max_payload(mtu: int) -> int:
     """Payload bytes per frame under ``mtu`` (the maximum Ethernet payload, e.g. 1500)."""
-    if not HEADER_LEN < mtu <= HEADER_LEN + MAX_PAY_LEN:
-        raise EncodeError(f"mtu: {mtu}, must be in {HEADER_LEN + 1}..{HEADER_LEN + MAX_PAY_LEN}")
-    return mtu - HEADER_LEN
+    hdr = _batch().HEADER_LEN
+    if not hdr < mtu <= hdr + MAX_PAY_LEN:
+        raise EncodeError(f"mtu: {mtu}, must be in {hdr + 1}..{hdr + MAX_PAY_LEN}")
+    return mtu - hdr
 
 
 def fragment(template, msg_len=None, *, data=None, mtu: int = 1500):
@@ -42,7 +49,8 @@ def fragment(template, msg_len=None, *, data=None, mtu: int = 1500):
     carry the SYNTH flag and ``payload`` is None. ``seq`` of fragment i is the
     template's ``seq`` + i.
     """
-    rows = new_headers(1, **template) if isinstance(template, dict) else as_headers(template)
+    b = _batch()
+    rows = b.new_headers(1, **template) if isinstance(template, dict) else b.as_headers(template)
     m = len(rows)
     if data is not None:
         data = np.frombuffer(data, dtype=np.uint8) if not isinstance(data, np.ndarray) else data.reshape(-1).view(np.uint8)
@@ -174,7 +182,8 @@ class Reassembler:
         p.highest = max(p.highest, idx)
         p.parts[idx] = (off, n, data)
         if idx == 0:
-            p.header = np.array([tuple(int(header[f]) for f in HEADER_DTYPE.names)], dtype=HEADER_DTYPE)[0]
+            dtype = _batch().HEADER_DTYPE
+            p.header = np.array([tuple(int(header[f]) for f in dtype.names)], dtype=dtype)[0]
         if len(p.parts) < cnt:
             return None
         return self._finish(key, p)

@@ -195,9 +195,16 @@ def _check_range(name, values, lo, hi, what=None) -> None:
 # ---------------------------------------------------------------- reading
 
 
-def _prefix(ok: np.ndarray) -> int:
-    """Length of the leading run of True in ``ok``."""
-    return len(ok) if ok.all() else int(np.argmin(ok))
+def _guess_run(pos: int, end: int, size: int, alike):
+    """After many equal records: guess the next ones have the same ``size`` too.
+
+    Returns the positions of the leading records for which ``alike(positions)``
+    holds, and how many were guessed (0: not even one fits before ``end``).
+    """
+    k = min((end - pos) // size, 1 << 16)
+    at = pos + np.arange(k, dtype=np.int64) * size
+    ok = alike(at)
+    return at[: len(ok) if ok.all() else int(np.argmin(ok))], k
 
 
 def _swap32(v: int) -> int:
@@ -289,18 +296,14 @@ class CaptureReader:
         same_run, last = 0, -1
         while pos + 16 <= end:
             if same_run >= 32:
-                # many equal records in a row: guess the next k have that length too, keep the prefix that does
                 size = 16 + last
-                k = min((end - pos) // size, 1 << 16)
+                at, k = _guess_run(pos, end, size, lambda at: _u32(data, at + 8, self._order) == last)
                 if k == 0:
                     break
-                at = pos + np.arange(k, dtype=np.int64) * size
-                m = _prefix(_u32(data, at + 8, self._order) == last)
-                found.append(at[:m])
-                n_found += m
-                pos += m * size
-                if m < k:
-                    same_run = 0
+                found.append(at)
+                n_found += len(at)
+                pos += len(at) * size
+                same_run = same_run if len(at) == k else 0
                 continue
             walk = []
             while pos + 16 <= end and len(walk) < 4096 and same_run < 32:
@@ -345,17 +348,14 @@ class CaptureReader:
                 if walk:
                     found.append(np.array(walk, dtype=np.int64))
                     walk = []
-                # many equal packet blocks in a row: guess the next k are alike, keep the prefix that is
-                k = min((end - pos) // last, 1 << 16)
+                at, k = _guess_run(pos, end, last,
+                                   lambda at: (_u32(data, at, order) == _EPB) & (_u32(data, at + 4, order) == last))
                 if k == 0:
                     break
-                at = pos + np.arange(k, dtype=np.int64) * last
-                m = _prefix((_u32(data, at, order) == _EPB) & (_u32(data, at + 4, order) == last))
-                found.append(at[:m])
-                n_found += m
-                pos += m * last
-                if m < k:
-                    same_run = 0
+                found.append(at)
+                n_found += len(at)
+                pos += len(at) * last
+                same_run = same_run if len(at) == k else 0
                 continue
             btype = struct.unpack_from("<I", data, pos)[0]
             if btype == PCAPNG_SHB:
