@@ -117,23 +117,27 @@ def test_mars_attention_reads_exactly_the_blocks_it_needs(scheme):
 
 
 def test_mars_new_replicas_wait_for_the_holders_drains():
-    """Memory: a chunk's replicas reach a holder only after that holder finished reading
-    the replicas drained for this chunk."""
-    t = small("mars", kv_budget="1.5x")
+    """Memory: a chunk's replicas leave for a holder only once everything that holder's
+    drained replicas wait for (its last reads, its last pushes of them) is done, i.e.
+    together with their invalidation, never before."""
+    t = small("mars", nodes=8, seq=2048, chunk=256)
     anc = ancestors(t)
     o = t.ops
-    attn_last = {}
-    for (c, l, n), ops in attn_ops(t).items():
-        attn_last[(c, l, n)] = ops[-1]
-    drained_at = {(int(o["chunk"][i]), int(h)) for i in np.flatnonzero(o["kind"] == Kind.invalidate) for h in t.dst(i)}
+    retire = {}  # (decision, layer, holder) -> ops the invalidations there wait for
+    for i in np.flatnonzero(o["kind"] == Kind.invalidate):
+        waits = [int(d) for d in t.deps(i) if o["kind"][d] != Kind.drain]
+        assert any(o["kind"][d] == Kind.attn for d in waits)
+        for h in t.dst(i):
+            retire.setdefault((int(o["chunk"][i]), int(o["layer"][i]), int(h)), set()).update(waits)
     checked = 0
     for i in np.flatnonzero((o["msg_op"] == MsgOp.kv_replica)):
-        c, l = int(o["chunk"][i]), int(o["layer"][i])
         for h in t.dst(i):
-            if (c, int(h)) in drained_at:
-                assert anc[i] >> attn_last[(c - 1, l, int(h))] & 1
+            for w in retire.get((int(o["chunk"][i]), int(o["layer"][i]), int(h)), ()):
+                assert anc[i] >> w & 1
                 checked += 1
     assert checked > 0
+    # replicas that served other nodes wait for those pushes too
+    assert any(o["kind"][w] == Kind.send for ws in retire.values() for w in ws)
 
 
 def test_mars_prefetch_is_scheduled_not_on_demand():

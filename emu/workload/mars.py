@@ -128,35 +128,49 @@ def generate(b: OpBuilder, layout, model, net, plan: Plan) -> dict:
     mlp = [[[-1] * N for _ in range(L)] for _ in range(C)]
     mc = [[[-1] * L for _ in range(N)] for _ in range(C)]  # mc[c][o][l]
     seen = [set() for _ in range(N)]  # replica groups (j, o) an op at n already depended on
-    served: dict[tuple[int, int], dict[int, set]] = {}  # (j, o) -> holder -> consumers pushed to
+    # (j, o) -> replica holder h -> consumer x -> last chunk at which h pushed block (j, o) to x
+    served: dict[tuple[int, int], dict[int, dict[int, int]]] = {}
+    push_op: dict[tuple, int] = {}  # ("hist", c, l, x, h) or ("cur", c, l, x, o) -> op index
     trims_at: dict[int, list] = {}
     for d, j, old, new in plan.trims:
         trims_at.setdefault(d, []).append((j, old, new))
     stats = {"pushes": 0, "push_bytes": 0, "replica_bytes": 0, "multicasts": 0, "drains": 0}
 
-    def control_ops(d: int, l: int) -> None:
-        """Drain then invalidate the replicas trimmed at decision d (their last readers are
-        chunk d-1's attention)."""
+    def retired(j: int, o: int, h: int, d: int, l: int) -> list[int]:
+        """What must finish before holder h may drop its replica of block (j, o, l) at
+        decision d: its own last read (chunk d-1's attention) and every push it made of the
+        block (the last one per consumer: a consumer's pushes are ordered by its chain)."""
+        out = [attn_last[d - 1][l][h]]
+        for x, c in sorted(served.get((j, o), {}).get(h, {}).items()):
+            out.append(push_op[("cur", c, l, x, o)] if c == j else push_op[("hist", c, l, x, h)])
+        return out
+
+    def control_ops(d: int, l: int) -> dict[int, list[int]]:
+        """Drain, then invalidate, the replicas trimmed at decision d; returns, per holder,
+        the ops its memory is freed after (new replicas for chunk d wait for them)."""
+        freed: dict[int, set] = {}
         for j, old, new in trims_at.get(d, ()):
             for o in range(N):
                 gone = net.holders(o, old)[new - 1:]
                 if not gone:
                     continue
                 kv = layout.kv_id(j, o, l)
+                # DRAINING once the holders' last reads (chunk d-1) are under way
                 dr = b.control(Kind.drain, o, gone, kv, chunk=d, layer=l,
                                deps=[mc[j][o][l]] + [qkv[d - 1][l][h] for h in gone])
-                readers = set(gone)
+                deps = set()
                 for h in gone:
-                    readers |= served.get((j, o), {}).get(h, set())
-                b.control(Kind.invalidate, o, gone, kv, chunk=d, layer=l,
-                          deps=[dr] + [attn_last[d - 1][l][x] for x in sorted(readers)])
+                    r = retired(j, o, h, d, l)
+                    deps.update(r)
+                    freed.setdefault(h, set()).update(r)
+                b.control(Kind.invalidate, o, gone, kv, chunk=d, layer=l, deps=[dr] + sorted(deps))
                 stats["drains"] += 1
+        return {h: sorted(v) for h, v in freed.items()}
 
     # per (c, n): what node n reads, and from where (identical for every layer)
     for c in range(C):
         fac = plan.factor[c]
         valid = {(j, o): net.holders(o, fac[j]) for j in range(c + 1) for o in range(N)}
-        drained_now = {h for j, old, new in trims_at.get(c, ()) for o in range(N) for h in net.holders(o, old)[new - 1:]}
         reads = []
         load = np.zeros(N, dtype=np.int64)
         for n in range(N):
@@ -191,7 +205,7 @@ def generate(b: OpBuilder, layout, model, net, plan: Plan) -> dict:
                 blocks = hist_push[h]
                 for j, o in blocks:
                     if h != o:
-                        served.setdefault((j, o), {}).setdefault(h, set()).add(n)
+                        served.setdefault((j, o), {}).setdefault(h, {})[n] = c
                 # h's own chain up to attn(c-1) covers its older copies; chunk c-1's replicas
                 # that h held but did not read (causally later slices) need their own deps
                 unread = [(j, o) for j, o in blocks if j == c - 1 and h != o and layout.pairs(c - 1, h, j, o) == 0]
@@ -199,11 +213,11 @@ def generate(b: OpBuilder, layout, model, net, plan: Plan) -> dict:
                 batches.append((h, nbytes, max(blocks), unread))
             for h, o in cur_push:
                 if h != o:
-                    served.setdefault((c, o), {}).setdefault(h, set()).add(n)
+                    served.setdefault((c, o), {}).setdefault(h, {})[n] = c
             reads.append((step0_rep, step1_rep, batches, cur_push, kv0, pairs0, kv1, pairs1))
 
         for l in range(L):
-            control_ops(c, l)
+            freed = control_ops(c, l)
             for n in range(N):
                 prev = [mlp[c][l - 1][n]] if l else ([mlp[c - 1][L - 1][n]] if c else [])
                 qkv[c][l][n] = b.compute(Kind.qkv, Stage.prefill, n, c, l, -1, model.qkv(layout.tokens(c, n)), prev)
@@ -211,8 +225,9 @@ def generate(b: OpBuilder, layout, model, net, plan: Plan) -> dict:
                 hs = net.holders(o, plan.r[c])
                 if not hs:
                     continue
-                # memory: new replicas land only where this decision's drains have retired
-                wait = [attn_last[c - 1][l][h] for h in hs if h in drained_now] if c else []
+                # memory: new replicas leave only once the replicas this decision drains at
+                # their holders are retired (the invalidate fires on the same ops)
+                wait = sorted({x for h in hs for x in freed.get(h, ())})
                 nbytes = model.kv_bytes(layout.tokens(c, o))
                 mc[c][o][l] = b.send(Stage.prefill, MsgOp.kv_replica, o, hs, nbytes, chunk=c, layer=l,
                                      kv_id=layout.kv_id(c, o, l), dtype=_kv_dtype(model), residency=Residency.replica,
@@ -225,17 +240,21 @@ def generate(b: OpBuilder, layout, model, net, plan: Plan) -> dict:
                 pace = _pace(attn_last, c, l, n, L)
                 for h, nbytes, newest, unread in batches:
                     deps = pace + [attn_last[c - 1][l][h]] + [mc[j][o][l] for j, o in unread]
-                    pushes[n].append(b.send(Stage.prefill, MsgOp.kv_fetch_resp, h, [n], nbytes, chunk=c, layer=l,
-                                            step=1, kv_id=layout.kv_id(newest[0], newest[1], l), dtype=_kv_dtype(model),
-                                            residency=Residency.transient, deps=deps))
+                    push_op[("hist", c, l, n, h)] = b.send(
+                        Stage.prefill, MsgOp.kv_fetch_resp, h, [n], nbytes, chunk=c, layer=l, step=1,
+                        kv_id=layout.kv_id(newest[0], newest[1], l), dtype=_kv_dtype(model),
+                        residency=Residency.transient, deps=deps)
+                    pushes[n].append(push_op[("hist", c, l, n, h)])
                     stats["pushes"] += 1
                     stats["push_bytes"] += nbytes
                 for h, o in cur_push:
                     exist = qkv[c][l][o] if h == o else mc[c][o][l]
                     nbytes = model.kv_bytes(layout.tokens(c, o))
-                    pushes[n].append(b.send(Stage.prefill, MsgOp.kv_fetch_resp, h, [n], nbytes, chunk=c, layer=l,
-                                            step=1, kv_id=layout.kv_id(c, o, l), dtype=_kv_dtype(model),
-                                            residency=Residency.transient, deps=pace + [exist]))
+                    push_op[("cur", c, l, n, o)] = b.send(
+                        Stage.prefill, MsgOp.kv_fetch_resp, h, [n], nbytes, chunk=c, layer=l, step=1,
+                        kv_id=layout.kv_id(c, o, l), dtype=_kv_dtype(model), residency=Residency.transient,
+                        deps=pace + [exist])
+                    pushes[n].append(push_op[("cur", c, l, n, o)])
                     stats["pushes"] += 1
                     stats["push_bytes"] += nbytes
             step0 = [-1] * N
