@@ -5,7 +5,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scapy.layers.l2 import Ether
-from scapy.packet import Raw
 
 from emu.codec import (
     ENUM_FIELDS,

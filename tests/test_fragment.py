@@ -65,7 +65,8 @@ def test_many_messages_at_once():
 def test_limits():
     with pytest.raises(EncodeError, match="mtu: 48"):
         fragment(META, 10, mtu=48)
-    with pytest.raises(EncodeError, match="message 0: msg_len: 4294967295 bytes need 2957967 fragments at mtu 1500, at most 65535"):
+    with pytest.raises(EncodeError, match="message 0: msg_len: 4294967295 bytes need 2957967 fragments "
+                                          "at mtu 1500, at most 65535"):
         fragment(META, 2**32 - 1, mtu=1500)
     with pytest.raises(EncodeError, match="data: 3 bytes given, the messages total 4"):
         fragment(new_headers(2, dst_set=1), [2, 2], data=b"abc")

@@ -17,7 +17,6 @@ from emu.cli import main
 from emu.codec import (
     HEADERS_ONLY,
     MCF,
-    CaptureReader,
     CaptureWriter,
     Flags,
     decode_frames,
@@ -174,7 +173,8 @@ def pcap_bytes(records, snaplen=65535, magic=0xA1B23C4D):
     (b"GIF89a" + bytes(30), "not a pcap or pcapng file (magic 0x38464947)"),
     (pcap_bytes([])[:20], "truncated pcap file header"),
     (pcap_bytes([(0, 0, 10, 10, bytes(10)), (0, 0, 10, 10, bytes(4))]), "record 1 at byte 50: truncated"),
-    (pcap_bytes([(0, 0, 10, 10, bytes(10)), (0, 0, 1 << 20, 1 << 20, b"")]), "record 1 at byte 50: incl_len 1048576 exceeds"),
+    (pcap_bytes([(0, 0, 10, 10, bytes(10)), (0, 0, 1 << 20, 1 << 20, b"")]),
+     "record 1 at byte 50: incl_len 1048576 exceeds"),
     (pcap_bytes([(0, 0, 10, 10, bytes(10)), (0, 0, 4, 3, bytes(4))]), "record 1 at byte 50: orig_len 3 below incl_len 4"),
 ])
 def test_malformed_pcap(tmp_path, content, message):
@@ -313,7 +313,8 @@ def test_large_batches_are_written_in_pieces(tmp_path, monkeypatch):
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.sampled_from(FORMATS), st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), min_size=1, max_size=8),
+@given(st.sampled_from(FORMATS),
+       st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), min_size=1, max_size=8),
        st.integers(0, 400), st.sampled_from([64, 1 << 20]))
 def test_fuzz_mutated_captures(tmp_path_factory, fmt, flips, cut, batch_bytes):
     path = tmp_path_factory.mktemp("fuzz") / f"x.{fmt}"

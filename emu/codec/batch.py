@@ -16,7 +16,7 @@ import numpy as np
 from .enums import ENUM_FIELDS, ETHERTYPE, VERSION, Flags
 from .errors import EncodeError, FrameError
 from .layer import ETH_LEN, FRAME_HEADER_LEN, GROUP_MAC_PREFIX, HEADER_LEN, MAC_PREFIX, MCF, field_layout
-from .segments import copy_segments, gather_rows, scatter_rows
+from .segments import as_uint8, copy_segments, gather_rows, scatter_rows
 
 HEADER_DTYPE = np.dtype([(name, f">u{size}") for name, _, size in field_layout()])
 assert HEADER_DTYPE.itemsize == HEADER_LEN == 48
@@ -121,7 +121,8 @@ def describe(code: int, index: int, row=None, caplen: int | None = None, wirelen
         if wirelen is None:
             text = f"{v('pay_len')} but {caplen - FRAME_HEADER_LEN} payload bytes present"
         else:
-            text = f"{v('pay_len')} but the frame is {wirelen} bytes on the wire ({wirelen - FRAME_HEADER_LEN} of payload)"
+            text = (f"{v('pay_len')} but the frame is {wirelen} bytes on the wire "
+                    f"({wirelen - FRAME_HEADER_LEN} of payload)")
     elif reason == "frag_cnt":
         text = "0, must be at least 1"
     elif reason == "frag_idx":
@@ -203,7 +204,7 @@ def encode_frames(headers, payload=None, *, snaplen: int | None = None, eth_src=
             i = int(np.flatnonzero((h["flags"] & Flags.SYNTH) == 0)[0])
             raise FrameError(f"frame {i}: flags: payload bytes not given but SYNTH not set", field="flags", index=i)
     else:
-        payload = np.frombuffer(payload, dtype=np.uint8) if not isinstance(payload, np.ndarray) else payload.reshape(-1).view(np.uint8)
+        payload = as_uint8(payload)
         if len(payload) != int(pay.sum()):
             raise EncodeError(f"payload: {len(payload)} bytes given, the headers' pay_len sum to {int(pay.sum())}")
     wire = pay + FRAME_HEADER_LEN
@@ -273,12 +274,6 @@ class Frames:
             yield self.buf[s : s + k]
 
 
-def _as_buffer(buf) -> np.ndarray:
-    if isinstance(buf, np.ndarray):
-        return buf.reshape(-1).view(np.uint8)
-    return np.frombuffer(buf, dtype=np.uint8)
-
-
 def _check_offsets(buf: np.ndarray, offsets) -> np.ndarray:
     offsets = np.asarray(offsets)
     if offsets.ndim != 1 or len(offsets) == 0 or not np.issubdtype(offsets.dtype, np.integer):
@@ -287,7 +282,8 @@ def _check_offsets(buf: np.ndarray, offsets) -> np.ndarray:
     bad = np.flatnonzero(np.diff(offsets) < 0)
     if len(bad):
         i = int(bad[0])
-        raise FrameError(f"frame {i}: offsets: frame ends at {offsets[i + 1]} before it starts at {offsets[i]}", field="offsets", index=i)
+        raise FrameError(f"frame {i}: offsets: frame ends at {offsets[i + 1]} before it starts at {offsets[i]}",
+                         field="offsets", index=i)
     if offsets[0] < 0 or offsets[-1] > len(buf):
         i = int(np.argmax(offsets[1:] > len(buf))) if len(offsets) > 1 and 0 <= offsets[0] <= len(buf) else 0
         raise FrameError(f"frame {i}: offsets: outside the {len(buf)}-byte buffer", field="offsets", index=i)
@@ -295,12 +291,13 @@ def _check_offsets(buf: np.ndarray, offsets) -> np.ndarray:
 
 
 def scan_frames(buf, offsets, *, wirelen=None):
-    """Decode without raising: ``(headers, codes, ethertype, eth)`` with one REASONS code per frame.
+    """Decode without raising: ``(headers, codes, ethertype, raw)``.
 
-    Headers of truncated frames are zero. Used by ``decode_frames`` and by tools
+    ``codes`` holds one REASONS index per frame (0 = valid); ``raw`` the first 62
+    bytes of each frame, zero-padded where a frame is shorter (so are its headers). Used by ``decode_frames`` and by tools
     that count malformed frames instead of stopping at the first.
     """
-    buf = _as_buffer(buf)
+    buf = as_uint8(buf)
     offsets = _check_offsets(buf, offsets)
     n = len(offsets) - 1
     starts = offsets[:-1]
@@ -332,7 +329,7 @@ def decode_frames(buf, offsets, *, wirelen=None) -> Frames:
     ``wirelen`` (per frame, e.g. a capture's orig_len) a frame may be cut
     short of its wire length, as by a snaplen; pay_len must match the wire length.
     """
-    buf = _as_buffer(buf)
+    buf = as_uint8(buf)
     h, codes, ethertype, raw = scan_frames(buf, offsets, wirelen=wirelen)
     offsets = np.asarray(offsets, dtype=np.int64)
     caplen = np.diff(offsets)

@@ -40,12 +40,14 @@ def render_lua() -> str:
         kind = _LUA_INT[size]
         base = "base.HEX" if name in _HEX_FIELDS else "base.DEC"
         vs = f"vs_{name}" if name in ENUM_FIELDS else "nil"
-        out.append(f'f.{name} = ProtoField.{kind}("{PROTO}.{name}", "{name}", {base}, {vs}, nil, {_lua_str(FIELD_DOCS[name])})')
+        blurb = _lua_str(FIELD_DOCS[name])
+        out.append(f'f.{name} = ProtoField.{kind}("{PROTO}.{name}", "{name}", {base}, {vs}, nil, {blurb})')
     for flag in Flags:
         low = flag.name.lower()
         out.append(f'f.flag_{low} = ProtoField.bool("{PROTO}.flags.{low}", "{flag.name}", 8, nil, 0x{int(flag):02x})')
     out += [
-        f'local e_bad = ProtoExpert.new("{PROTO}.malformed", "Malformed MCF header", expert.group.MALFORMED, expert.severity.ERROR)',
+        f'local e_bad = ProtoExpert.new("{PROTO}.malformed", "Malformed MCF header",',
+        "  expert.group.MALFORMED, expert.severity.ERROR)",
         "p.experts = { e_bad }",
         'local data = Dissector.get("data")',
         "",

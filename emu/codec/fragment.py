@@ -14,6 +14,7 @@ import numpy as np
 
 from .enums import Flags
 from .errors import EncodeError, FrameError
+from .segments import as_uint8
 
 MAX_PAY_LEN = 0xFFFF
 MAX_FRAGS = 0xFFFF
@@ -53,7 +54,7 @@ def fragment(template, msg_len=None, *, data=None, mtu: int = 1500):
     rows = b.new_headers(1, **template) if isinstance(template, dict) else b.as_headers(template)
     m = len(rows)
     if data is not None:
-        data = np.frombuffer(data, dtype=np.uint8) if not isinstance(data, np.ndarray) else data.reshape(-1).view(np.uint8)
+        data = as_uint8(data)
     if msg_len is not None:
         lens = np.broadcast_to(np.asarray(msg_len, dtype=np.int64), (m,))
     elif data is not None and m == 1:

@@ -32,7 +32,8 @@ f.pay_len = ProtoField.uint16("mcfemu.pay_len", "pay_len", base.DEC, nil, nil, "
 f.flag_ack_req = ProtoField.bool("mcfemu.flags.ack_req", "ACK_REQ", 8, nil, 0x01)
 f.flag_retx = ProtoField.bool("mcfemu.flags.retx", "RETX", 8, nil, 0x02)
 f.flag_synth = ProtoField.bool("mcfemu.flags.synth", "SYNTH", 8, nil, 0x04)
-local e_bad = ProtoExpert.new("mcfemu.malformed", "Malformed MCF header", expert.group.MALFORMED, expert.severity.ERROR)
+local e_bad = ProtoExpert.new("mcfemu.malformed", "Malformed MCF header",
+  expert.group.MALFORMED, expert.severity.ERROR)
 p.experts = { e_bad }
 local data = Dissector.get("data")
 

@@ -1,7 +1,7 @@
 """pcap and pcapng capture files: batched writing, streaming reading.
 
 Writing takes whole batches of frames (flat buffer + offsets, as the batch
-codec makes them) and issues one ``write`` per batch. Reading streams the file
+codec makes them) and issues one ``write`` per ~8 MB of records. Reading streams the file
 in chunks of ``batch_bytes`` and yields one ``CaptureBatch`` per chunk, so memory
 stays constant however many frames the file holds. Timestamps are integer
 nanoseconds throughout: pcap files use the nanosecond magic, pcapng files
@@ -19,7 +19,7 @@ import numpy as np
 
 from ..atomic import atomic_file
 from .errors import DecodeError, EncodeError
-from .segments import copy_segments, scatter_rows
+from .segments import as_uint8, copy_segments, scatter_rows
 
 LINKTYPE_ETHERNET = 1
 MAX_RECORD = 0x40000  # Wireshark's largest packet (262144)
@@ -121,7 +121,7 @@ class CaptureWriter:
         """
         if self._fh is None:
             raise RuntimeError("CaptureWriter.write outside its with block")
-        buf = buf if isinstance(buf, np.ndarray) else np.frombuffer(buf, dtype=np.uint8)
+        buf = as_uint8(buf)
         offsets = np.asarray(offsets, dtype=np.int64)
         n = len(offsets) - 1
         if n <= 0:
@@ -178,7 +178,7 @@ class CaptureWriter:
 
     def write_headers(self, headers, ts_ns, payload=None, *, eth_src=None) -> None:
         """Encode header rows (see ``batch.encode_frames``) at this file's snaplen and append them."""
-        from .batch import as_headers, encode_frames, frame_wirelen
+        from .batch import as_headers, encode_frames, frame_wirelen  # here: it loads scapy, plain capture I/O does not
 
         h = as_headers(headers)
         buf, offsets = encode_frames(h, payload, snaplen=self.snaplen, eth_src=eth_src)
@@ -379,7 +379,8 @@ class CaptureReader:
                 same_run = same_run + 1 if blen == last else 0
                 last = blen
             elif btype in (_SPB, _OLD_PB):
-                raise self._err(record + n_found, base + pos, f"block type {btype} (simple/obsolete packet) not supported", "block")
+                raise self._err(record + n_found, base + pos,
+                                f"block type {btype} (simple/obsolete packet) not supported", "block")
             elif btype == _IDB:
                 self._add_interface(data[pos : pos + blen], order, record + n_found, base + pos)
             pos += blen  # other blocks (statistics, name resolution, ...) carry nothing we need
@@ -424,7 +425,8 @@ class CaptureReader:
         if (base == 10 and exp > 18) or (base == 2 and exp > 32):
             raise self._err(record, offset, f"if_tsresol {base}^-{exp} not supported", "block")
         if self._iface_link and link != self._iface_link[0]:
-            raise self._err(record, offset, f"interfaces with different link types ({self._iface_link[0]}, {link})", "block")
+            raise self._err(record, offset,
+                            f"interfaces with different link types ({self._iface_link[0]}, {link})", "block")
         self._iface_link.append(link)
         self._tsres.append(res)
         self.linktype = link

@@ -14,6 +14,13 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided, sliding_window_view
 
 
+def as_uint8(buf) -> np.ndarray:
+    """Any bytes-like object or array as a flat uint8 array, without copying."""
+    if isinstance(buf, np.ndarray):
+        return buf.reshape(-1).view(np.uint8)
+    return np.frombuffer(buf, dtype=np.uint8)
+
+
 def run_starts(lengths: np.ndarray, src_starts: np.ndarray, dst_starts: np.ndarray) -> np.ndarray:
     """Indices where a run of equal-length, equally-spaced segments begins."""
     n = len(lengths)

@@ -49,7 +49,8 @@ def render(s: dict) -> str:
         + (" (headers only)" if s["headers_only"] else ""),
     ]
     bad = s["malformed"]
-    out.append(f"malformed  {sum(bad.values()):,}" + (" (" + ", ".join(f"{k}: {v:,}" for k, v in bad.items()) + ")" if bad else ""))
+    reasons = ", ".join(f"{k}: {v:,}" for k, v in bad.items())
+    out.append(f"malformed  {sum(bad.values()):,}" + (f" ({reasons})" if bad else ""))
     out += [f"  {e}" for e in s["malformed_examples"]]
     m = s["messages"]
     out.append(f"messages   {m['total']:,}: {m['complete']:,} complete, {m['incomplete']:,} incomplete, "
