@@ -262,7 +262,8 @@ def test_emu_pcap_table(tmp_path, capsys):
     assert "reduce_result" in out and "incomplete messages (first 2)" in out
 
 
-@pytest.mark.parametrize("content", [b"not a capture at all", pcap_bytes([(0, 0, 10, 10, bytes(4))])])
+@pytest.mark.parametrize("content", [b"not a capture at all", pcap_bytes([(0, 0, 10, 10, bytes(4))])],
+                         ids=["not-a-capture", "truncated-record"])
 def test_emu_pcap_malformed_file_is_one_line(tmp_path, content):
     path = tmp_path / "bad.pcap"
     path.write_bytes(content)
