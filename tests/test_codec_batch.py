@@ -283,3 +283,12 @@ def test_scatter_and_gather_rows(rows_spec, width):
     assert np.array_equal(buf, ref)
     back = gather_rows(buf, starts, lengths, width)
     assert np.array_equal(back, np.where(np.arange(width) < lengths[:, None], rows, 0))
+
+
+def test_enum_checks_accept_exactly_the_members():
+    from emu.codec.batch import _not_member
+
+    h = np.zeros(256, dtype=HEADER_DTYPE)
+    for field, enum_cls in ENUM_FIELDS.items():
+        h[field] = np.arange(256)
+        assert np.flatnonzero(~_not_member(h, field)).tolist() == sorted(int(m) for m in enum_cls)
