@@ -26,8 +26,8 @@ PAYLOAD = 1400
 # and inter-frame gap on the line: payload + 86 B of line time. ns-3's point-to-point
 # frame is 2 (PPP) + 20 (IPv4) + 8 (UDP) + UDP payload, with no hidden overhead, so a
 # UDP payload of payload + 56 B gives every frame exactly our line time.
-UDP_PAD = 14 + 48 + 24 - (2 + 20 + 8)
-PORT = 9
+PPP_IP_UDP = 2 + 20 + 8
+UDP_PAD = 14 + 48 + 24 - PPP_IP_UDP
 
 CPP = r"""
 namespace ring {
@@ -112,7 +112,7 @@ def run(ns, nodes: int, mib: float, hops: int, tc_layer: bool = False) -> dict:
         ipv4 = c.Get(i).GetObject[ns.Ipv4]()
         devs, ifs = links[i]
         static.GetStaticRouting(ipv4).SetDefaultRoute(ifs.GetAddress(1), ipv4.GetInterfaceForDevice(devs.Get(0)))
-    full_ps = (PAYLOAD + UDP_PAD + 30) * 8000
+    full_ps = (PPP_IP_UDP + PAYLOAD + UDP_PAD) * 8000  # 1486 B at 8 ns/B
     for i in range(nodes):
         d = (i + hops) % nodes
         dst_addr = links[(d - 1) % nodes][1].GetAddress(1)  # d's address on its incoming link
