@@ -109,7 +109,7 @@ def test_loss_and_failure_still_complete_with_reliability(traces):
 
 
 def test_without_reliability_lost_frames_are_reported_not_hidden(traces, capsys):
-    status = main(["replay", str(traces["ring"]), "--loss", "0.01", "--no-reliable", "--no-results"])
+    status = main(["replay", str(traces["ring"]), "--loss", "0.01", "--reliable", "off", "--no-results"])
     out = capsys.readouterr().out
     assert status == 1 and "INCOMPLETE" in out
 

@@ -28,7 +28,9 @@ def register(sub) -> None:
     p.add_argument("--degrade", action="append", default=[], metavar="CLAUSE",
                    help="a rate change, e.g. 'link 3-4 degrade 0.25 at 1s until 2s' (repeatable)")
     p.add_argument("--detect", default="100us", help="failure detection delay before re-routing (default 100us)")
-    p.add_argument("--no-reliable", action="store_true", help="no acks or retransmission: a lost frame leaves its op incomplete")
+    p.add_argument("--reliable", choices=("auto", "on", "off"), default="auto",
+                   help="acks and retransmission in the NICs; auto (default): on when --loss or --fail can lose "
+                        "frames; off: a lost frame leaves its op incomplete")
     p.add_argument("--seed", default="0", help="seed of the loss streams (default 0)")
     p.add_argument("--capture", metavar="FILE", help="write the frames to a pcap/pcapng capture in the results folder")
     p.add_argument("--snaplen", default="62", help="bytes kept per captured frame (default 62: headers only)")
@@ -61,7 +63,7 @@ def run(args) -> int:
         capture = Capture(out.parent / f".{out.name}.{Path(args.capture).name}", parse_filters(args.capture_filter),
                           snaplen=parse_int(args.snaplen, "--snaplen"))
     opt = Options(topology=args.topology, overrides=tuple(args.overrides), scenario=tuple(args.fail + args.degrade),
-                  loss=loss, seed=parse_int(args.seed, "--seed"), reliable=not args.no_reliable,
+                  loss=loss, seed=parse_int(args.seed, "--seed"), reliable={"auto": None, "on": True, "off": False}[args.reliable],
                   detect_ps=parse_time(args.detect, "--detect"), progress=sys.stderr.isatty() and not args.json)
     rp = Replay(trace, opt)
     if capture:

@@ -22,15 +22,20 @@ def serialization_ps(frame_len: int, rate_bps: int) -> int:
     return -(-wire_bytes(frame_len) * 8 * PS_PER_S // rate_bps)
 
 
+_PER_MTU: dict[int, tuple[int, int]] = {}
+
+
 def frame_sizes(msg_len: int, mtu: int) -> tuple[int, int, int]:
     """(fragments, frame bytes of a full fragment, frame bytes of the last) for a message.
 
     The arithmetic twin of ``emu.codec.fragment``: same fragment count and
     payload split, without building header rows, for timing-mode messages.
     """
-    from ..codec import FRAME_HEADER_LEN, max_payload
+    known = _PER_MTU.get(mtu)
+    if known is None:
+        from ..codec import FRAME_HEADER_LEN, max_payload
 
-    per = max_payload(mtu)
+        known = _PER_MTU[mtu] = (max_payload(mtu), FRAME_HEADER_LEN)
+    per, hdr = known
     nfrags = max(1, -(-msg_len // per))
-    last = msg_len - (nfrags - 1) * per
-    return nfrags, FRAME_HEADER_LEN + min(per, msg_len), FRAME_HEADER_LEN + last
+    return nfrags, hdr + min(per, msg_len), hdr + msg_len - (nfrags - 1) * per

@@ -195,6 +195,7 @@ class Network:
         self.log_sinks: list[Callable[[np.ndarray], None]] = []
         self._wake_ev = None
         self._wake_at = None
+        self._upcall_ev = None
         self._routes_fw: list[np.ndarray] = []
         self.max_out = max((topology.out_degree(n) for n in topology.nodes), default=1)
         self._fw_rows = 0
@@ -224,6 +225,7 @@ class Network:
                 h = next_hop[v, d]
                 if v != d and h >= 0:
                     rows[d * V + v, 1] = self._out_link(v, int(h))
+        self._hops = {}
         if self.FW.shape[0] >= N * V:
             self.FW[: N * V] = rows
         else:
@@ -249,8 +251,11 @@ class Network:
         return route
 
     def first_hops(self, route: int, node: int) -> list[int]:
-        row = self.FW[route * self.nodes + node]
-        return [int(x) for x in row[1:] if x >= 0]
+        key = route * self.nodes + node
+        hops = self._hops.get(key)
+        if hops is None:
+            hops = self._hops[key] = [int(x) for x in self.FW[key, 1:] if x >= 0]
+        return hops
 
     # ---- messages -------------------------------------------------------------
 
@@ -290,21 +295,20 @@ class Network:
         nd = len(dsts)
         if self._nmd + nd > self.MD.shape[0]:
             self.MD = _grow(self.MD, self._nmd + nd, 0)
-        ms = self.MS[mid]
-        ms[K.M_SRC], ms[K.M_NFRAGS], ms[K.M_FLEN], ms[K.M_LLEN] = src, nfrags, frame_len, last_len
-        ms[K.M_FLAGS] = (K.MF_FRAME_UPCALL if frame_upcalls else 0) | (K.MF_TRACK if track else 0)
-        ms[K.M_DPTR], ms[K.M_DEND] = self._nmd, self._nmd + nd
-        for i, d in enumerate(dsts):
-            row = self.MD[self._nmd + i]
-            row[K.D_NODE], row[K.D_GOT] = d, 0
-            if track:
-                nbytes = (nfrags + 7) // 8
-                if self._nbits + nbytes > self.BITS.shape[0]:
-                    self.BITS = _grow(self.BITS, self._nbits + nbytes, 0)
-                row[K.D_BITS] = self._nbits
-                self._nbits += nbytes
-            else:
-                row[K.D_BITS] = -1
+        flags = (K.MF_FRAME_UPCALL if frame_upcalls else 0) | (K.MF_TRACK if track else 0)
+        # Whole-row assignments: one numpy call per row instead of one per field.
+        self.MS[mid] = (src, nfrags, frame_len, last_len, flags, self._nmd, self._nmd + nd)
+        md = self.MD[self._nmd : self._nmd + nd]
+        md[:, K.D_NODE] = dsts
+        md[:, K.D_GOT] = 0
+        if track:
+            nbytes = (nfrags + 7) // 8
+            if self._nbits + nd * nbytes > self.BITS.shape[0]:
+                self.BITS = _grow(self.BITS, self._nbits + nd * nbytes, 0)
+            md[:, K.D_BITS] = np.arange(self._nbits, self._nbits + nd * nbytes, nbytes)
+            self._nbits += nd * nbytes
+        else:
+            md[:, K.D_BITS] = -1
         self._nmd += nd
         msg = Message(mid, src, dsts, route, nfrags, frame_len, last_len, on_event, meta, set(dsts))
         self.messages.append(msg)
@@ -417,11 +421,13 @@ class Network:
         if self._wake_at is not None and self._wake_at <= self.sim.now:
             self._run(self.sim.now)
 
+    # There is at most one pending wake-up (at the kernel's next event) and at most one
+    # pending hand-over of upcalls; neither is ever forgotten while it is scheduled.
+
     def _rearm(self) -> None:
-        nxt = int(self.HP[0, 0]) if self.SC[K.SC_HEAP] else None
-        if nxt is None:
+        if not self.SC[K.SC_HEAP]:
             return
-        nxt = max(nxt, self.sim.now)
+        nxt = max(int(self.HP[0, 0]), self.sim.now)
         if self._wake_ev is not None:
             if self._wake_at <= nxt:
                 return
@@ -432,6 +438,9 @@ class Network:
     def _wake(self) -> None:
         self._wake_ev = None
         self._wake_at = None
+        self._advance()
+
+    def _advance(self) -> None:
         limit = self.sim.peek()
         self._run(K.INF if limit is None else limit)
 
@@ -458,18 +467,17 @@ class Network:
                     if nxt is not None:
                         limit = min(limit, nxt)
                     continue
-                self._wake_at = t
-                self._wake_ev = self.sim.at(t, self._upcalls_due)
+                if self._upcall_ev is None:
+                    self._upcall_ev = self.sim.at(t, self._upcalls_due)
                 return
             else:
                 self._rearm()
                 return
 
     def _upcalls_due(self) -> None:
-        self._wake_ev = None
-        self._wake_at = None
+        self._upcall_ev = None
         self._flush_upcalls()
-        self._wake()
+        self._advance()
 
     def _flush_upcalls(self) -> None:
         n = int(self.SC[K.SC_UP])

@@ -236,7 +236,7 @@ class Cluster:
         tr = part.transfer
         if self.config.reliable:
             self._control(node, tr.src, Op.ack, lambda t, p=part, n=node: self._acked(p, n))
-        if all(self.net.received(p.msg, node) == p.msg.nfrags for p in tr.parts):
+        if len(tr.parts) == 1 or all(self.net.received(p.msg, node) == p.msg.nfrags for p in tr.parts):
             self._delivered(tr, node)
 
     def _delivered(self, tr: Transfer, node: int) -> None:

@@ -43,7 +43,7 @@ class Options:
     scenario: tuple = ()            # timeline clauses (failures, degrades, loss changes)
     loss: float = 0.0               # Bernoulli loss on every link from the start
     seed: int = 0
-    reliable: bool = True
+    reliable: bool | None = None    # None: on when frames can be lost (loss or failures)
     detect_ps: int = 100 * US       # failure detection delay before re-routing
     bin_ps: int | None = None       # link time-series bin; default from the trace's size
     progress: bool = False
@@ -66,7 +66,8 @@ class Replay:
         self.sim = Simulator()
         self.net = Network(self.sim, self.G, self.routes.next_hop, boards=self.nodes,
                            nic_latency_ps=int(hw["nic_latency_ps"]), seed=options.seed)
-        self.cluster = Cluster(self.net, self.routes, NicConfig(mtu=int(hw["mtu"]), reliable=options.reliable,
+        reliable = options.reliable if options.reliable is not None else bool(options.loss or options.scenario)
+        self.cluster = Cluster(self.net, self.routes, NicConfig(mtu=int(hw["mtu"]), reliable=reliable,
                                                                 fifo_bytes=max(int(hw["comm_buffer"]), 1 << 20)))
         if options.loss:
             for l in range(len(self.net.links)):

@@ -42,9 +42,11 @@ class OpBuilder:
         return i
 
     def compute(self, kind: Kind, stage: Stage, node: int, chunk: int, layer: int, step: int,
-                work: tuple[int, int], deps=()) -> int:
+                work: tuple[int, int], deps=(), *, produces: tuple[int, int] | None = None) -> int:
+        """A compute op; ``produces`` = (kv_id, bytes) of the KV block a QKV op creates at its node."""
         flops, mem = work
-        return self._add((int(kind), int(stage), node, chunk, layer, step, flops, mem, _NONE, 0, 0, _NONE, 0, 0, 0),
+        kv, nbytes, res = (produces[0], produces[1], int(Residency.owner)) if produces else (_NONE, 0, 0)
+        return self._add((int(kind), int(stage), node, chunk, layer, step, flops, mem, _NONE, 0, 0, kv, nbytes, 0, res),
                          deps, (), ())
 
     def send(self, stage: Stage, msg_op: MsgOp, src: int, dst, nbytes: int, *, chunk=_NONE, layer=_NONE,

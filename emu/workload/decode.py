@@ -32,7 +32,9 @@ def generate(b: OpBuilder, model, layers: int, leader: int, shards: dict[int, in
         placed.append(x)
         step_moves = {}
         for l in range(layers):
-            q = b.compute(Kind.decode_qkv, Stage.decode, leader, t, l, -1, model.qkv(1), [prev])
+            # The new token's KV stays at the leader when it is the smallest shard, else moves.
+            q = b.compute(Kind.decode_qkv, Stage.decode, leader, t, l, -1, model.qkv(1), [prev],
+                          produces=(kv_id(t, x, l), model.kv_bytes(1)) if x == leader else None)
             if x != leader:
                 step_moves[l] = (x, b.send(Stage.decode, MsgOp.kv_transfer, leader, [x], model.kv_bytes(1), chunk=t,
                                            layer=l, kv_id=kv_id(t, x, l), dtype=kvd, residency=Residency.owner, deps=[q]))

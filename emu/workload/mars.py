@@ -220,7 +220,8 @@ def generate(b: OpBuilder, layout, model, net, plan: Plan) -> dict:
             freed = control_ops(c, l)
             for n in range(N):
                 prev = [mlp[c][l - 1][n]] if l else ([mlp[c - 1][L - 1][n]] if c else [])
-                qkv[c][l][n] = b.compute(Kind.qkv, Stage.prefill, n, c, l, -1, model.qkv(layout.tokens(c, n)), prev)
+                qkv[c][l][n] = b.compute(Kind.qkv, Stage.prefill, n, c, l, -1, model.qkv(layout.tokens(c, n)), prev,
+                                         produces=(layout.kv_id(c, n, l), model.kv_bytes(layout.tokens(c, n))))
             for o in range(N):
                 hs = net.holders(o, plan.r[c])
                 if not hs:

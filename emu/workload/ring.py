@@ -31,7 +31,8 @@ def generate(b: OpBuilder, layout, model, nodes: list[int] | None = None) -> dic
         for l in range(L):
             for n in range(N):
                 prev = [mlp[c][l - 1][n]] if l else ([mlp[c - 1][L - 1][n]] if c else [])
-                qkv[c][l][n] = b.compute(Kind.qkv, Stage.prefill, board[n], c, l, -1, model.qkv(layout.tokens(c, n)), prev)
+                qkv[c][l][n] = b.compute(Kind.qkv, Stage.prefill, board[n], c, l, -1, model.qkv(layout.tokens(c, n)), prev,
+                                         produces=(layout.kv_id(c, board[n], l), model.kv_bytes(layout.tokens(c, n))))
             last = [-1] * N
             for n in range(N):
                 q = layout.tokens(c, n)

@@ -10,7 +10,7 @@ import numpy as np
 
 from ..errors import ConfigError, TraceError
 from . import columns, profiles
-from .enums import ENUM_COLUMNS, Collective, Kind, MsgOp, ReduceOp
+from .enums import ENUM_COLUMNS, Collective, Kind, MsgOp, ReduceOp, Residency
 
 SCHEMES = ("mars", "ring", "zigzag", "pd", "full")
 _META_INTS = {"nodes": 1, "seq": 1, "chunk": 1, "n_chunks": 1, "decode_tokens": 0, "leader": 0}
@@ -159,8 +159,18 @@ def validate(trace, path: str) -> None:
     coll, msg, red = (ops[c].astype(np.int64) for c in ("collective", "msg_op", "reduce_op"))
     need(compute & (coll != -1), "collective", lambda i: f"compute op must have collective -1, got {coll[i]}")
     need(~compute & (coll == -1), "collective", lambda i: "communication/control op needs a collective")
-    for name in ("msg_op", "reduce_op", "bytes", "residency"):
+    for name in ("msg_op", "reduce_op"):
         need(compute & (ops[name] != 0), name, lambda i, name=name: f"compute op must have {name} 0, got {ops[name][i]}")
+    # A QKV op may name the KV block it produces: kv_id, its bytes, residency owner.
+    produces = np.isin(kind, [int(Kind.qkv), int(Kind.decode_qkv)])
+    owner = ops["residency"] == Residency.owner
+    need(compute & ~produces & ((ops["bytes"] != 0) | (ops["residency"] != 0)), "residency",
+         lambda i: f"only qkv ops name a block they produce; {Kind(kind[i]).name} op has bytes {ops['bytes'][i]}, "
+                   f"residency {ops['residency'][i]}")
+    need(produces & ~owner & ((ops["residency"] != 0) | (ops["bytes"] != 0)), "residency",
+         lambda i: f"a qkv op either produces a block (residency owner) or has residency 0 and bytes 0")
+    need(produces & owner & ((ops["kv_id"] < 0) | (ops["bytes"] <= 0)), "kv_id",
+         lambda i: "a qkv op that produces a block needs its kv_id and bytes")
     need(~compute & (msg == MsgOp.none), "msg_op", lambda i: "communication/control op needs a msg_op")
     need((kind == Kind.drain) & (msg != MsgOp.drain), "msg_op", lambda i: "a drain op carries msg_op drain")
     need((kind == Kind.invalidate) & (msg != MsgOp.invalidate), "msg_op", lambda i: "an invalidate op carries msg_op invalidate")
