@@ -24,6 +24,7 @@ class LinkStats:
         self.bytes = np.zeros((n_links, 64), np.int64)
         self.frames = np.zeros((n_links, 64), np.int64)
         self.queue = np.zeros((n_links, 64), np.int64)
+        self.lost = np.zeros((n_links, 64), np.int64)
         self.records = 0
 
     def _ensure(self, nbins: int) -> None:
@@ -31,7 +32,7 @@ class LinkStats:
         if nbins <= have:
             return
         new = max(nbins, 2 * have)
-        for name in ("busy", "bytes", "frames", "queue"):
+        for name in ("busy", "bytes", "frames", "queue", "lost"):
             a = getattr(self, name)
             b = np.zeros((self.n_links, new), np.int64)
             b[:, :have] = a
@@ -65,6 +66,11 @@ class LinkStats:
                 nxt = min(e, (b + 1) * w)
                 self.busy[l, b] += nxt - t
                 t = nxt
+        # Frames lost on the wire (loss, corruption) count where their transmission ended.
+        bad = rows[:, K.G_FATE] != 0
+        if bad.any():
+            flat1 = link[bad] * nb + (end[bad] - 1) // w
+            self.lost.ravel()[:] += np.bincount(flat1, minlength=self.n_links * nb)
         # Queue depth: the largest backlog a frame found when it was queued, per bin.
         qb = rows[:, K.G_QB]
         flatq = link * nb + rows[:, K.G_ENQ] // w
@@ -96,4 +102,5 @@ class LinkStats:
             "busy_s": busy / 1e12,
             "utilization": np.minimum(busy / width, 1.0),
             "queue_bytes_max": self.queue[:, :n].ravel(),
+            "lost_frames": self.lost[:, :n].ravel(),
         })

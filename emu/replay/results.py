@@ -6,6 +6,7 @@ Folder layout (docs/results.md):
   links.parquet   per link direction and time bin: frames, wire bytes, utilization, peak queue
   nodes.parquet   per node, at each change: owner, replica and transient KV bytes; replica factor
   topology.json   the topology the run used
+  schedule.json   the scheduler's decisions recorded in the trace (r per chunk, drains, ...)
   capture.pcap    the frames, when a capture was asked for
 """
 
@@ -90,12 +91,17 @@ def summarize(rp) -> dict:
 
 
 def ops_frame(rp) -> pd.DataFrame:
-    ops = rp.trace.ops
+    ops, tr = rp.trace.ops, rp.trace
+    nsrc = np.diff(tr.src_ptr)
+    first_src = np.where(nsrc > 0, tr.src_idx[np.minimum(tr.src_ptr[:-1], max(len(tr.src_idx) - 1, 0))], -1) \
+        if len(tr.src_idx) else np.full(tr.n_ops, -1)
     return pd.DataFrame({
         "op": np.arange(rp.trace.n_ops),
         "kind": pd.Categorical.from_codes(ops["kind"], [k.name for k in Kind]),
         "stage": np.where(ops["stage"] == TStage.decode, "decode", "prefill"),
         "node": ops["node"],
+        "src": first_src,
+        "dsts": np.diff(tr.dst_ptr),
         "chunk": ops["chunk"],
         "layer": ops["layer"],
         "bytes": ops["bytes"],
@@ -123,6 +129,7 @@ def write(rp, summary: dict, out: str | os.PathLike, capture_from: str | None = 
         rp.linkstats.frame(rp.net.links, rp.net.LK[:, K.L_RATE], max(rp.sim.now, 1)).to_parquet(tmp / "links.parquet", index=False)
         nodes_frame(rp).to_parquet(tmp / "nodes.parquet", index=False)
         (tmp / "topology.json").write_text(json.dumps(to_json(rp.G), indent=1) + "\n")
+        (tmp / "schedule.json").write_text(json.dumps(rp.trace.schedule, indent=1, default=int) + "\n")
         if capture_from:
             os.replace(capture_from, tmp / os.path.basename(capture_from))
     return out
