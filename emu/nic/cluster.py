@@ -41,7 +41,7 @@ from ..topology import multicast_tree, reduction_tree
 from . import reduce as R
 from .directory import Directory
 
-CONTROL_LEN = 16  # payload bytes of an ack, probe or control frame
+CONTROL_LEN = 0  # acks, probes, drains and invalidates are header-only: the Meta says it all
 
 
 @dataclass(frozen=True)
@@ -313,7 +313,7 @@ class Cluster:
         if missing.size == 0:
             self._control(node, src, Op.ack, lambda t, p=part, n=node: self._acked(p, n))
         else:
-            nack_len = max(CONTROL_LEN, (part.msg.nfrags + 7) // 8)
+            nack_len = (part.msg.nfrags + 7) // 8  # the missing-fragment bitmap
             self._control(node, src, Op.nack, lambda t, p=part, n=node, m=missing: self._resend(p, n, m), nack_len)
 
     def _resend(self, part: _Part, node: int, missing: np.ndarray) -> None:
