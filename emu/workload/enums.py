@@ -1,14 +1,18 @@
 """Enumerations of the trace's op columns, declared once.
 
-The values of ``Stage``, ``Collective``, ``MsgOp``, ``ReduceOp`` and ``Dtype`` equal the
-codec's (``emu.codec.enums``) so a replay can copy them into frame headers as they are;
-tests/test_trace_format.py checks that they agree. We do not import the codec here: a
-trace is data, and the workload must not pull in scapy.
+``Collective``, ``ReduceOp`` and ``Dtype`` are the codec's own (``emu.codec.enums``, which
+loads no scapy); ``Stage`` and ``MsgOp`` keep the codec's values for what a trace can
+name, so a replay copies them into frame headers as they are (tests/test_trace_format.py
+checks that they agree).
 """
 
 from __future__ import annotations
 
 import enum
+
+# The wire's own enumerations: a trace names collectives, reductions and payload types
+# exactly as frames do (emu.codec.enums imports nothing heavy).
+from ..codec.enums import Collective, Dtype, ReduceOp  # noqa: F401
 
 
 class Kind(enum.IntEnum):
@@ -40,14 +44,6 @@ class Stage(enum.IntEnum):
     decode = 1
 
 
-class Collective(enum.IntEnum):
-    unicast = 0
-    multicast = 1
-    all_to_all = 2
-    reduce = 3
-    all_reduce = 4
-
-
 class MsgOp(enum.IntEnum):
     none = 0  # compute ops
     kv_replica = 1
@@ -59,21 +55,6 @@ class MsgOp(enum.IntEnum):
     query = 7
     partial_state = 8
     reduce_result = 9
-
-
-class ReduceOp(enum.IntEnum):
-    none = 0
-    max = 1
-    sum = 2
-    merge = 3
-
-
-class Dtype(enum.IntEnum):
-    raw = 0
-    int4 = 1
-    int8 = 2
-    fp16 = 3
-    fp32 = 4
 
 
 class Residency(enum.IntEnum):
