@@ -1,0 +1,200 @@
+"""Run a sweep's points on a ``concurrent.futures`` executor: a local process pool or a Dask
+cluster's (``distributed.Client(address).get_executor()``), through the same code.
+
+Points go out as small dicts and come back as rows (``worker.run_point``); the process that
+runs the sweep writes each row as a part as soon as it arrives, so stopping a sweep at any
+moment loses no finished point, and the next run submits only the points without a part.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import contextlib
+import json
+import multiprocessing
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..atomic import atomic_file
+from ..errors import ConfigError
+from . import dataset
+from .spec import Sweep, point_id
+from .worker import run_point
+
+CONNECT_TIMEOUT_S = 10
+
+
+@dataclass
+class Report:
+    sweep: Sweep
+    out: Path
+    earlier: int = 0        # points finished by an earlier run, not run again
+    ran: int = 0            # points run now
+    lost: list[str] = field(default_factory=list)  # points whose worker died: "index: error"
+    rows: list[dict] = field(default_factory=list)  # every finished point, in sweep order
+    wall_s: float = 0.0
+    results: Path | None = None
+
+    def count(self, status: str) -> int:
+        return sum(r["status"] == status for r in self.rows)
+
+    @property
+    def ok(self) -> bool:
+        return not self.lost and all(r["status"] == "ok" for r in self.rows) and len(self.rows) == len(self.sweep.points)
+
+
+class Progress:
+    """``sweep NAME [####....] 12/40  done 11  failed 1  remaining 28  0:42`` on a terminal."""
+
+    def __init__(self, name: str, total: int, enabled: bool, stream=None):
+        self.name, self.total, self.enabled = name, total, enabled
+        self.stream = stream or sys.stderr
+        self.done = self.failed = 0
+        self.t0 = time.monotonic()
+
+    def add(self, status: str) -> None:
+        if status == "ok":
+            self.done += 1
+        else:
+            self.failed += 1
+        self.show()
+
+    def show(self) -> None:
+        if not self.enabled:
+            return
+        n = self.done + self.failed
+        fill = int(30 * n / self.total) if self.total else 30
+        el = int(time.monotonic() - self.t0)
+        print(f"\r  sweep {self.name} [{'#' * fill:<30}] {n}/{self.total}  done {self.done}  failed {self.failed}  "
+              f"remaining {self.total - n}  {el // 60}:{el % 60:02d}", end="", file=self.stream, flush=True)
+
+    def close(self) -> None:
+        if self.enabled:
+            print(file=self.stream, flush=True)
+
+
+def default_workers() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+@contextlib.contextmanager
+def executor(scheduler: str | None = None, workers: int | None = None):
+    """A ``concurrent.futures.Executor``: a Dask cluster's when ``scheduler`` is given, else a
+    pool of ``workers`` fresh processes (spawned: no state inherited from this process)."""
+    if scheduler:
+        try:
+            from distributed import Client
+        except ImportError:
+            raise ConfigError("--scheduler needs dask.distributed: pip install 'mcf-emu[dask]'") from None
+        try:
+            client = Client(scheduler, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
+        except (OSError, TimeoutError, ValueError) as exc:
+            raise ConfigError(f"--scheduler {scheduler}: cannot connect ({' '.join(str(exc).split())})") from None
+        ex = client.get_executor(pure=False)
+        try:
+            if not client.scheduler_info().get("workers"):
+                print(f"emu sweep: {scheduler} has no workers yet; points wait for them", file=sys.stderr)
+            yield ex
+        except BaseException:
+            ex.shutdown(wait=False)
+            raise
+        finally:
+            client.close()
+    else:
+        ex = cf.ProcessPoolExecutor(max_workers=workers or default_workers(),
+                                    mp_context=multiprocessing.get_context("spawn"))
+        try:
+            yield ex
+        except BaseException:
+            # Interrupted: drop the queue and stop the points in flight (their parts were
+            # never written, so the next run redoes them).
+            procs = list((getattr(ex, "_processes", None) or {}).values())
+            ex.shutdown(wait=False, cancel_futures=True)
+            for proc in procs:
+                proc.terminate()
+            raise
+        ex.shutdown(wait=True)
+
+
+def _cost(point: dict) -> tuple:
+    """Longest first (replay cost grows with the square of the prompt), so the pool drains evenly."""
+    return (-point["seq"] ** 2, -point["nodes"], -point["decode_tokens"])
+
+
+def _check_out(sweep: Sweep, out: Path) -> None:
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out}: exists and is not a folder")
+    info = out / "sweep.json"
+    if info.is_file():
+        try:
+            name = json.loads(info.read_text()).get("name")
+        except (OSError, ValueError):
+            name = None
+        if name != sweep.name:
+            raise ConfigError(f"--out {out}: holds sweep {name!r}, not {sweep.name!r}; choose another --out")
+
+
+def status(sweep: Sweep, out: Path) -> list[dict | None]:
+    """The finished row of each point (None: not run yet)."""
+    return [dataset.read_part(out, pid) for pid in sweep.ids()] if out.is_dir() else [None] * len(sweep.points)
+
+
+def run(sweep: Sweep, out: str | Path, *, scheduler: str | None = None, workers: int | None = None,
+        keep_runs: bool = False, retry_failed: bool = False, progress: bool = False,
+        make_executor=None) -> Report:
+    """Run the points of ``sweep`` that have no result in ``out`` yet; consolidate; report."""
+    out = Path(out)
+    _check_out(sweep, out)
+    t0 = time.monotonic()
+    rep = Report(sweep, out)
+    have = status(sweep, out)
+    todo = [i for i, row in enumerate(have)
+            if row is None or (retry_failed and row["status"] in ("failed", "incomplete"))]
+    rep.earlier = len(sweep.points) - len(todo)
+    rows: dict[int, dict] = {i: row for i, row in enumerate(have) if row is not None and i not in todo}
+
+    out.mkdir(parents=True, exist_ok=True)
+    meta = sweep.to_json()
+    with atomic_file(out / "sweep.json", "w") as fh:
+        json.dump(meta, fh, indent=1)
+        fh.write("\n")
+    runs = (out / "runs").resolve() if keep_runs else None
+
+    bar = Progress(sweep.name, len(sweep.points), progress)
+    bar.done = sum(r["status"] == "ok" for r in rows.values())
+    bar.failed = len(rows) - bar.done
+    try:
+        if todo:
+            bar.show()
+            make = make_executor or (lambda: executor(scheduler, min(workers or default_workers(), len(todo))))
+            with make() as ex:
+                futures = {}
+                for i in sorted(todo, key=lambda i: (_cost(sweep.points[i]), i)):
+                    p = sweep.points[i]
+                    keep = str(runs / f"{p['scheme']}-{point_id(p)}") if runs else None
+                    futures[ex.submit(run_point, p, sweep.name, i, keep)] = i
+                for fut in cf.as_completed(futures):
+                    i = futures[fut]
+                    try:
+                        row = fut.result()
+                    except Exception as exc:  # the worker, not the point: not recorded, rerun resumes it
+                        rep.lost.append(f"point {i}: {type(exc).__name__}: {' '.join(str(exc).split())}"[:500])
+                        bar.add("lost")
+                        continue
+                    dataset.write_part(out, row)
+                    rows[i] = row
+                    rep.ran += 1
+                    bar.add(row["status"])
+    finally:
+        bar.close()
+        rep.rows = [rows[i] for i in sorted(rows)]
+        meta_short = {k: v for k, v in meta.items() if k != "points"} | {"points": len(sweep.points)}
+        rep.results = dataset.consolidate(out, rep.rows, meta_short)
+        rep.wall_s = time.monotonic() - t0
+    return rep

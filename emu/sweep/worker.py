@@ -1,0 +1,140 @@
+"""One sweep point, run where a worker runs it: a small dict in, a small dict (one row) out.
+
+``run_point`` generates the point's trace and replays it in this process; nothing but the
+parameters and the row crosses a process boundary. It never raises for a problem of the
+point itself (a parameter the generator or the replay refuses, or a bug): that becomes a
+row with ``status = "failed"`` and the error, so a sweep records it and goes on.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import traceback
+from pathlib import Path
+
+import numpy as np
+
+from .spec import overrides, point_id
+
+_LIST_MAX = ("final_node_kv_bytes", "owner_only_node_kv_bytes")
+_SKIP = {"trace", "incomplete"}  # the trace has no file; incomplete: the count is incomplete_ops
+
+
+def base_row(point: dict, sweep: str, index: int) -> dict:
+    """The parameter columns of a point (see docs/sweeps.md)."""
+    row = {"sweep": sweep, "index": index, "point": point_id(point), "status": None, "error": None}
+    for k, v in point.items():
+        if k == "set":
+            continue
+        row[k] = str(v) if (k in ("kv_budget", "link_rate") or "." in k) and v is not None else v
+    row["chunk_mode"] = "auto" if point["chunk"] == "auto" else "fixed"
+    row["chunk"] = None if point["chunk"] == "auto" else point["chunk"]
+    row["overrides"] = "; ".join(overrides(point))
+    return row
+
+
+def flatten_summary(s: dict) -> dict:
+    """The replay summary's scalars; nested values become scalar columns."""
+    out = {}
+    for k, v in s.items():
+        if k in _SKIP:
+            continue
+        if k == "dropped_by_cause":
+            out.update({f"dropped_{c}": int(n) for c, n in v.items()})
+        elif k == "busiest_link":
+            out.update({f"busiest_link_{f}": x for f, x in v.items()})
+        elif k in _LIST_MAX:
+            out[f"{k}_max"] = int(max(v)) if v else 0
+        elif k == "directory_errors":
+            out[k] = len(v)
+        elif isinstance(v, (list, dict)):
+            continue
+        else:
+            out[k] = v
+    return out
+
+
+def replica_stats(rp, prefill_s: float) -> dict:
+    """Measured cluster replica factor (copies per owned block): peak, and its time average
+    over the prefill; peak replica and transient bytes on any node."""
+    h = rp.cluster.directory.history()
+    if not len(h):
+        return {"replica_factor_peak": 1.0, "replica_factor_mean": 1.0, "peak_node_replica_bytes": 0,
+                "peak_node_transient_bytes": 0}
+    t = h["t_ps"].to_numpy(np.int64)
+    f = h["replica_factor"].to_numpy(np.float64)
+    end = int(round(prefill_s * 1e12))
+    # the factor at a time is the last record at or before it
+    last = np.r_[t[1:] != t[:-1], True]
+    t, f = t[last], f[last]
+    nxt = np.minimum(np.r_[t[1:], max(end, t[-1])], end)
+    w = np.clip(nxt - np.minimum(t, end), 0, None)
+    span = int(w.sum())
+    mean = float((f * w).sum() / span) if span > 0 else float(f[0])
+    return {"replica_factor_peak": float(h["replica_factor"].max()), "replica_factor_mean": mean,
+            "peak_node_replica_bytes": int(h["replica_bytes"].max()),
+            "peak_node_transient_bytes": int(h["transient_bytes"].max())}
+
+
+def trace_stats(trace) -> dict:
+    """What the generator decided: chunk size, S_node, the replica factor plan r(c)."""
+    sch, meta = trace.schedule, trace.meta
+    r = [int(x) for x in sch.get("r", [])]
+    return {"chunk": int(meta["chunk"]), "n_chunks": int(meta["n_chunks"]),
+            "kv_budget_bytes": int(sch["kv_budget_bytes"]), "owner_share_bytes": int(sch["owner_share_bytes"]),
+            "r_schedule": ",".join(map(str, r)), "r_max": max(r) if r else None,
+            "r_mean": float(np.mean(r)) if r else None}
+
+
+def _error(exc: BaseException) -> str:
+    from ..errors import EmuError
+
+    msg = " ".join(str(exc).split())
+    text = f"{type(exc).__name__}: {msg}" if msg else type(exc).__name__
+    if not isinstance(exc, EmuError):  # a bug, not a parameter: say where
+        tb = traceback.extract_tb(exc.__traceback__)
+        if tb:
+            f = tb[-1]
+            text += f" (at {os.path.relpath(f.filename) if f.filename.startswith(os.getcwd()) else f.filename}:{f.lineno})"
+    return text[:1000]
+
+
+def run_point(point: dict, sweep: str = "", index: int = 0, keep_dir: str | None = None) -> dict:
+    """Generate and replay one point; return its dataset row (never raises for the point's problems)."""
+    row = base_row(point, sweep, index)
+    try:
+        from ..replay.results import summarize, write
+        from ..replay.run import Options, Replay
+        from ..workload.generate import Params, generate
+
+        ov = overrides(point)
+        trace = generate(Params(
+            scheme=point["scheme"], seq=point["seq"], nodes=point["nodes"], chunk=point["chunk"],
+            model=point["model"], hw=point["hw"], decode_tokens=point["decode_tokens"],
+            kv_budget=point["kv_budget"], alpha=point["alpha"] if point["alpha"] is not None else 1.0,
+            overrides=ov, pd_mode=point["pd_mode"] or "bulk", prefill_nodes=point["prefill_nodes"],
+            topology=None if point["topology"] == "auto" else point["topology"]))
+        row.update(trace_stats(trace))
+        rp = Replay(trace, Options(topology=point["topology"], overrides=tuple(ov), loss=point["loss"],
+                                   seed=point["seed"])).run()
+        s = summarize(rp)
+        if keep_dir:
+            run = Path(keep_dir)
+            if run.exists():  # left by an interrupted earlier try of this same point
+                shutil.rmtree(run)
+            write(rp, s, run)
+            row["run_dir"] = f"{run.parent.name}/{run.name}"
+        flat = flatten_summary(s)
+        for k in ("scheme", "nodes", "seq", "chunk", "model", "hw", "seed", "decode_tokens"):
+            flat.pop(k)  # parameters already in the row (chunk: the resolved one, from the trace)
+        row["topology_name"] = flat.pop("topology")
+        row["link_rate_bps"] = int(rp.hw["link_rate"])
+        row.update(flat)
+        row.update(replica_stats(rp, s["prefill_s"]))
+        row["status"] = "incomplete" if s["incomplete_ops"] else "ok"
+    except Exception as exc:  # noqa: BLE001 - a point's failure is data; KeyboardInterrupt still stops
+        row["status"] = "failed"
+        row["error"] = _error(exc)
+    return row
+
