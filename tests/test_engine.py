@@ -231,3 +231,29 @@ def test_tracked_messages_discard_duplicates_and_resend_completes():
     net.run()
     assert [e[0] for e in ev].count("done") == 1 and net.duplicates == 1
     assert list(net.missing(m, 1)) == []
+
+
+def test_link_time_series_split_busy_time_exactly_across_bins():
+    from emu.net import kernel as K
+    from emu.net.linkstats import LinkStats
+
+    rng = np.random.default_rng(1)
+    n, w = 5000, 7000
+    rows = np.zeros((n, K.G_NCOLS), np.int64)
+    rows[:, K.G_LINK] = rng.integers(0, 4, n)
+    rows[:, K.G_START] = rng.integers(0, 10**7, n)
+    rows[:, K.G_END] = rows[:, K.G_START] + rng.integers(1, 50_000, n)  # some span several bins
+    rows[:, K.G_ENQ] = rows[:, K.G_START]
+    rows[:, K.G_LEN] = 1462
+    stats = LinkStats(4, w)
+    stats(rows)
+    ref = np.zeros_like(stats.busy)
+    for l, a, b in rows[:, [K.G_LINK, K.G_START, K.G_END]].tolist():
+        t = a
+        while t < b:
+            nxt = min(b, (t // w + 1) * w)
+            ref[l, t // w] += nxt - t
+            t = nxt
+    assert np.array_equal(stats.busy, ref)
+    df = stats.frame([(0, 1), (1, 0), (1, 2), (2, 1)], np.full(4, 10**9), int(rows[:, K.G_END].max()))
+    assert df.frames.sum() == n and df.busy_s.sum() == pytest.approx((rows[:, K.G_END] - rows[:, K.G_START]).sum() / 1e12)

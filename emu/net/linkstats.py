@@ -56,16 +56,18 @@ class LinkStats:
         flat0 = link * nb + b0
         self.bytes.ravel()[:] += np.bincount(flat0, weights=wire, minlength=self.n_links * nb).astype(np.int64)
         self.frames.ravel()[:] += np.bincount(flat0, minlength=self.n_links * nb)
-        # Busy time: frames inside one bin go in whole; the few that straddle are split.
-        one = b0 == b1
-        self.busy.ravel()[:] += np.bincount(flat0[one], weights=(end - start)[one], minlength=self.n_links * nb).astype(np.int64)
-        for l, s, e in zip(link[~one].tolist(), start[~one].tolist(), end[~one].tolist()):
-            t = s
-            while t < e:
-                b = t // w
-                nxt = min(e, (b + 1) * w)
-                self.busy[l, b] += nxt - t
-                t = nxt
+        # Busy time: a frame's part in its first bin, its part in its last bin, and whole
+        # bins in between (only for frames longer than a bin).
+        size = self.n_links * nb
+        edge = (b0 + 1) * w
+        first = np.where(b0 == b1, end, edge) - start
+        busy = np.bincount(flat0, weights=first, minlength=size)
+        cross = b1 > b0
+        if cross.any():
+            busy += np.bincount(link[cross] * nb + b1[cross], weights=(end - b1 * w)[cross], minlength=size)
+            for l, lo, hi in zip(link[cross].tolist(), (b0[cross] + 1).tolist(), b1[cross].tolist()):
+                self.busy[l, lo:hi] += w
+        self.busy.ravel()[:] += busy.astype(np.int64)
         # Frames lost on the wire (loss, corruption) count where their transmission ended.
         bad = rows[:, K.G_FATE] != 0
         if bad.any():
