@@ -1,0 +1,296 @@
+"""`emu hw send|listen|serve|check`: MCF frames on a real network interface (raw layer-2 sockets).
+
+See docs/hardware.md for bring-up of a KR260 with these commands.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import sys
+import threading
+
+from ..errors import ConfigError, EmuError
+from ..units import parse_int, parse_rate, parse_time
+
+IFACE_HELP = "network interface (in this network namespace), e.g. enp3s0 or a veth end"
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("hw", help="send, receive, serve and check MCF frames on a network interface",
+                              description="The hardware path: MCF frames on a real interface through a raw "
+                                          "layer-2 socket (root or CAP_NET_RAW). See docs/hardware.md.")
+    sub = p.add_subparsers(dest="hw_command", metavar="SUBCOMMAND")
+    p.set_defaults(func=lambda args: (p.print_help(), 0)[1])
+
+    s = sub.add_parser("send", help="put MCF frames from a capture or a trace on the wire",
+                       description="Send the frames of a pcap/pcapng capture byte for byte (headers-only records "
+                                   "are zero-padded to their wire length), or the frames of a trace's replay, "
+                                   "paced by a rate or by the capture's timestamps.")
+    s.add_argument("--iface", required=True, help=IFACE_HELP)
+    src = s.add_mutually_exclusive_group(required=True)
+    src.add_argument("--pcap", metavar="FILE", help="capture to send (pcap or pcapng)")
+    src.add_argument("trace", nargs="?", metavar="TRACE",
+                     help="a trace: replayed on the emulator (headers-only capture), its frames sent")
+    pace = s.add_mutually_exclusive_group()
+    pace.add_argument("--rate", help="line rate to pace at, e.g. 100Mbps, 1Gbps (frame + FCS + preamble + IFG)")
+    pace.add_argument("--timing", choices=("original",), help="original: keep the capture's inter-frame times")
+    s.add_argument("--count", help="send this many frames (going through the source again if it has fewer)")
+    s.add_argument("--topology", default="auto", help="topology of the trace's replay (default auto)")
+    s.add_argument("--capture-filter", action="append", default=[], metavar="F",
+                   help="with a TRACE: frames to keep, as `emu replay --capture-filter` (link=U-V, node=N, op=NAME, "
+                        "from=T, to=T; repeatable)")
+    s.set_defaults(func=run_send)
+
+    s = sub.add_parser("listen", help="receive MCF frames, validate, count, capture",
+                       description="Receive MCF frames (kernel filter on EtherType 0x88B5), validate them in "
+                                   "batches, count frames, bytes, malformed frames by reason and incomplete "
+                                   "messages, optionally write a capture. Stops at --count, --timeout or Ctrl-C.")
+    s.add_argument("--iface", required=True, help=IFACE_HELP)
+    s.add_argument("--out", metavar="FILE", help="write the frames to a capture (.pcapng for pcapng, else pcap)")
+    s.add_argument("--count", help="stop after this many frames")
+    s.add_argument("--timeout", help="stop after this long, e.g. 10s or 500ms (plain number: seconds)")
+    s.add_argument("--snaplen", default="65535", help="bytes kept per captured frame (62: headers only)")
+    s.add_argument("--json", action="store_true", help="print the counters as JSON")
+    s.set_defaults(func=run_listen)
+
+    s = sub.add_parser("serve", help="run the emulated NIC of board K as a live device on an interface",
+                       description="The NIC of board K answering the wire as the board should: forwarding and "
+                                   "multicast (one copy back out, ttl - 1), delivery with reassembly, acks and "
+                                   "nacks, reductions (emu.nic.reduce) to the parent, the replica directory. "
+                                   "Runs until Ctrl-C, SIGTERM or --duration. See docs/hardware.md.")
+    s.add_argument("--iface", required=True, help=IFACE_HELP)
+    s.add_argument("--node", required=True, help="this board's id K")
+    _board_options(s)
+    s.add_argument("--rto", default="2ms", help="time before probing an unacknowledged message (default 2ms)")
+    s.add_argument("--max-retries", default="20", help="probes before giving up on a message (default 20)")
+    s.add_argument("--duration", help="stop after this long (default: run until stopped)")
+    s.add_argument("-v", "--verbose", action="store_true", help="log every delivery, reduction and directory change")
+    s.add_argument("--wrong-reduce-op", choices=("max", "sum", "merge"), metavar="OP",
+                   help="TEST ONLY: reduce with OP (and stamp it in the result) whatever the frames ask, "
+                        "to see `emu hw check` fail")
+    s.set_defaults(func=run_serve)
+
+    from ..hw.defaults import SCENARIOS
+
+    s = sub.add_parser("check", help="drive a device with a scenario and diff its frames against the model",
+                       description="Send a scenario's frames to the device (a KR260 or `emu hw serve`), playing "
+                                   "every other board, and compare the frames it returns with the NIC model's, "
+                                   "field by field. Exit 0 when all match, 1 on any difference, 2 when the "
+                                   "device never answers. Scenarios: "
+                                   + "; ".join(f"{k}: {v}" for k, v in SCENARIOS.items()))
+    s.add_argument("--iface", required=True, help=IFACE_HELP)
+    s.add_argument("--scenario", required=True, choices=[*SCENARIOS, "all"], metavar="NAME",
+                   help=f"one of {', '.join(SCENARIOS)}, or all")
+    s.add_argument("--node", default="1", help="the device's board id K (default 1)")
+    _board_options(s)
+    s.add_argument("--head-dim", default="128", help="head dimension of the merged states (default 128)")
+    s.add_argument("--dtype", choices=("fp32", "fp16"), default="fp32", help="reduction payload type (default fp32)")
+    s.add_argument("--no-ack-req", action="store_true", help="send without ACK_REQ (expect no acks)")
+    s.add_argument("--timeout", default="2s", help="how long to wait for the device's frames (default 2s)")
+    s.add_argument("--settle", default="100ms", help="how long to keep listening for extra frames (default 100ms)")
+    s.add_argument("--rtol", default="1e-5", help="relative tolerance of reduced values (default 1e-5)")
+    s.add_argument("--atol", default="1e-6", help="absolute tolerance of reduced values (default 1e-6)")
+    s.add_argument("--seed", help="seed of the scenario's data (default: fresh each run)")
+    s.set_defaults(func=run_check)
+
+
+def _board_options(s) -> None:
+    from ..hw.defaults import DEFAULT_HEADS, DEFAULT_TOPOLOGY
+
+    s.add_argument("--topology", default=DEFAULT_TOPOLOGY,
+                   help=f"the cluster the board belongs to (default {DEFAULT_TOPOLOGY}); same syntax as emu replay")
+    s.add_argument("--root", default="0", help="root of the installed reduction tree (default 0)")
+    s.add_argument("--heads", default=str(DEFAULT_HEADS),
+                   help=f"attention heads of a merged (m, l, o~) state (default {DEFAULT_HEADS})")
+    s.add_argument("--mtu", default="1500", help="MCF mtu of the frames the board sends (default 1500)")
+    s.add_argument("--group", action="append", default=[], metavar="ID=BOARDS",
+                   help="install multicast group ID (route_id) with BOARDS, e.g. 7=0,2,3 or 7=0-3 (repeatable)")
+
+
+def seconds(value, what: str) -> float:
+    """A duration: "2s", "500ms", or a plain number of seconds."""
+    text = str(value).strip()
+    if re.fullmatch(r"[+]?(\d+(\.\d*)?|\.\d+)([eE][+-]?\d+)?", text):
+        return float(text)
+    return parse_time(text, what) / 1e12
+
+
+def _groups(items) -> dict:
+    out = {}
+    for item in items:
+        rid, _, members = item.partition("=")
+        try:
+            boards = set()
+            for part in members.split(","):
+                a, _, b = part.strip().partition("-")
+                boards.update(range(int(a), int(b or a) + 1))
+            out[int(rid)] = tuple(sorted(boards))
+        except ValueError:
+            raise ConfigError(f"--group {item!r}: expected ID=BOARDS, e.g. 7=0,2,3 or 7=0-3") from None
+    return out
+
+
+def _board(args, node):
+    from ..hw.model import Board
+
+    return Board(node=node, topology=args.topology, root=parse_int(args.root, "--root"),
+                 heads=parse_int(args.heads, "--heads"), mtu=parse_int(args.mtu, "--mtu"), groups=_groups(args.group))
+
+
+def _stop_on_sigterm() -> threading.Event:
+    stop = threading.Event()
+
+    def handler(signum, frame):
+        stop.set()
+
+    signal.signal(signal.SIGTERM, handler)
+    return stop
+
+
+# ---- send ------------------------------------------------------------------------------------
+
+
+def run_send(args) -> int:
+    from ..hw import send as S
+    from ..hw.rawsock import RawSocket
+
+    rate = parse_rate(args.rate, "--rate") if args.rate else None
+    if rate is not None and rate <= 0:
+        raise ConfigError(f"--rate {args.rate}: must be positive")
+    count = parse_int(args.count, "--count") if args.count is not None else None
+    if count is not None and count < 1:
+        raise ConfigError(f"--count {args.count}: must be at least 1")
+    if args.pcap is None and args.capture_filter and not args.trace:  # pragma: no cover - argparse needs a source
+        raise ConfigError("--capture-filter applies to a TRACE")
+    sock = RawSocket(args.iface)  # first: a missing interface or permission fails before any work
+    stop = _stop_on_sigterm()
+    with sock:
+        if args.pcap:
+            return _send_file(S, sock, args.pcap, args.pcap, rate, args.timing == "original", count, stop)
+        print(f"replaying {args.trace} on the emulator to get its frames ...", file=sys.stderr)
+        with S.trace_capture(args.trace, topology=args.topology, filters=args.capture_filter,
+                             progress=sys.stderr.isatty()) as path:
+            if sys.stderr.isatty():
+                print(file=sys.stderr)
+            return _send_file(S, sock, path, args.trace, rate, args.timing == "original", count, stop)
+
+
+def _send_file(S, sock, path, name, rate, original, count, stop) -> int:
+    try:
+        sv = S.survey(path)
+    except OSError as exc:
+        raise EmuError(f"cannot read {name}: {exc.strerror or exc}") from None
+    if sv.frames == 0:
+        raise ConfigError(f"{name}: no frames to send")
+    S.check_mtu(sock, sv, name)
+    if sv.malformed:
+        print(f"note: {sv.malformed:,} of {sv.frames:,} frames are malformed MCF frames; sending them as they are",
+              file=sys.stderr)
+    st = S.send(sock, path, rate_bps=rate, original=original, count=count, frames_in_source=sv.frames,
+                stop=stop.is_set)
+    print(st.line() + f" on {sock.iface}")
+    return 0
+
+
+# ---- listen ------------------------------------------------------------------------------------
+
+
+def run_listen(args) -> int:
+    from ..codec.pcap import CaptureWriter
+    from ..hw.listen import listen, render
+    from ..hw.rawsock import RawSocket
+
+    count = parse_int(args.count, "--count") if args.count is not None else None
+    timeout = seconds(args.timeout, "--timeout") if args.timeout is not None else None
+    snaplen = parse_int(args.snaplen, "--snaplen")
+    sock = RawSocket(args.iface, batch=1024)
+    stop = _stop_on_sigterm()
+    print(f"listening on {args.iface} (mtu {sock.mtu})", file=sys.stderr, flush=True)
+    with sock:
+        writer = None
+        if args.out:
+            fmt = "pcapng" if args.out.endswith(".pcapng") else "pcap"
+            writer = CaptureWriter(args.out, format=fmt, snaplen=snaplen)
+            writer.__enter__()
+        try:
+            st = listen(sock, count=count, timeout=timeout, writer=writer, stop=stop.is_set)
+        except KeyboardInterrupt:
+            st = None
+        finally:
+            if writer is not None:
+                try:
+                    writer.__exit__(None, None, None)
+                except OSError as exc:
+                    raise EmuError(f"cannot write {args.out}: {exc.strerror or exc}") from None
+    if st is None:
+        return 130
+    s = st.as_dict()
+    print(json.dumps(s, indent=2) if args.json else render(s, args.iface, args.out))
+    return 0
+
+
+# ---- serve -------------------------------------------------------------------------------------
+
+
+def run_serve(args) -> int:
+    from ..codec import ReduceOp
+    from ..hw.errors import MtuTooSmall
+    from ..hw.rawsock import RawSocket
+    from ..hw.serve import Device
+
+    board = _board(args, parse_int(args.node, "--node"))
+    sock = RawSocket(args.iface)
+    if board.mtu > sock.mtu:
+        sock.close()
+        raise MtuTooSmall(f"{args.iface} has MTU {sock.mtu}, the board sends {board.mtu}-byte frames "
+                          f"(--mtu); ip link set {args.iface} mtu {board.mtu}")
+    wrong = int(ReduceOp[args.wrong_reduce_op]) if args.wrong_reduce_op else None
+    dev = Device(board, sock, rto=seconds(args.rto, "--rto"), max_retries=parse_int(args.max_retries, "--max-retries"),
+                 wrong_reduce_op=wrong, verbose=args.verbose)
+    stop = _stop_on_sigterm()
+    duration = seconds(args.duration, "--duration") if args.duration else None
+    parent = f"parent {board.parent}" if board.parent is not None else "the root"
+    print(f"serving node {board.node} of {board.topology} on {args.iface} (mtu {board.mtu}; reduction tree to "
+          f"{board.root}: children {board.children() or 'none'}, {parent})"
+          + (f"; FAULT: reducing with {args.wrong_reduce_op}" if wrong is not None else "") + ": ready", flush=True)
+    with sock:
+        try:
+            dev.run(duration=duration, stop=stop.is_set)
+        except KeyboardInterrupt:
+            pass
+    print(dev.summary(), flush=True)
+    return 0
+
+
+# ---- check -------------------------------------------------------------------------------------
+
+
+def run_check(args) -> int:
+    from ..codec import Dtype
+    from ..hw import check as C
+    from ..hw.rawsock import RawSocket
+    from ..units import parse_float
+
+    board = _board(args, parse_int(args.node, "--node"))
+    names = list(C.SCENARIOS) if args.scenario == "all" else [args.scenario]
+    seed = parse_int(args.seed, "--seed") if args.seed is not None else None
+    scenarios = []
+    for name in names:
+        try:
+            scenarios.append(C.build(name, board, reliable=not args.no_ack_req, seed=seed, dtype=Dtype[args.dtype],
+                                     head_dim=parse_int(args.head_dim, "--head-dim")))
+        except ConfigError as exc:
+            if args.scenario != "all":
+                raise
+            print(f"scenario {name}: skipped: {exc}")
+    sock = RawSocket(args.iface)
+    failed = 0
+    with sock:
+        for sc in scenarios:
+            res = C.run(sc, sock, timeout=seconds(args.timeout, "--timeout"), settle=seconds(args.settle, "--settle"),
+                        rtol=parse_float(args.rtol, "--rtol"), atol=parse_float(args.atol, "--atol"))
+            print(C.report(res, args.iface), flush=True)
+            failed += not res.ok
+    return 1 if failed else 0

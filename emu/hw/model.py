@@ -1,0 +1,244 @@
+"""The board NIC's wire semantics as `emu hw serve` implements them and `emu hw check` expects them.
+
+One place for what both sides must agree on, built from the emulator's own
+pieces (routes, multicast trees and reduction trees of ``emu.topology``, the
+arithmetic of ``emu.nic.reduce``, fragmentation of ``emu.codec``):
+
+- ``Board``: board K of a topology, as installed on the device (node id,
+  topology, reduction root, attention heads, MTU, multicast groups by route id);
+- the forwarding rule on one interface (``Board.role``);
+- the reduction tree (``reduction_parents``, the same rule as
+  ``emu.nic.Cluster.board_tree``) and contribution folding (``combine``);
+- the fields of the header-only ``ack`` / probe / ``nack`` control frames
+  (``control_meta``, ``nack_bitmap``), which the NIC model leaves open.
+
+See docs/hardware.md ("What serve answers") for the prose.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import numpy as np
+
+from ..codec import Collective, Dtype, Flags, Op, ReduceOp, Stage, fragment, max_payload
+from ..errors import ConfigError
+from ..nic import reduce as R
+from .defaults import DEFAULT_HEADS, DEFAULT_TOPOLOGY, DEFAULT_TTL
+
+REDUCING = (int(Collective.reduce), int(Collective.all_reduce))
+REDUCE_OPS = (int(ReduceOp.max), int(ReduceOp.sum), int(ReduceOp.merge))
+
+
+def nack_bitmap(frag_cnt: int, missing) -> bytes:
+    """Payload of a ``nack``: one bit per fragment of the message (LSB first), set = missing."""
+    bits = np.zeros((frag_cnt + 7) // 8 * 8, dtype=np.uint8)
+    bits[np.asarray(list(missing), dtype=np.int64)] = 1
+    return np.packbits(bits, bitorder="little").tobytes()
+
+
+def missing_of(payload) -> list[int]:
+    """Fragments a ``nack`` names (an empty bitmap: the receiver has none, resend all)."""
+    bits = np.unpackbits(np.frombuffer(bytes(payload), np.uint8), bitorder="little")
+    return np.flatnonzero(bits).tolist()
+
+
+def control_meta(src: int, dst: int, op: Op, *, msg_id: int = 0, seq: int = 0, probe: bool = False) -> dict:
+    """Header of an ack / nack / probe: ``emu.nic.Cluster._control``'s meta plus the message it is about.
+
+    Control frames are header-only (a nack carries its bitmap): ``msg_id`` and ``seq``
+    name the message (its id and its first fragment's seq); its source is the
+    ack's destination, or the probe's own source. A probe is an ``ack`` frame
+    with ACK_REQ set (it asks for an answer).
+    """
+    return dict(op=int(op), stage=int(Stage.control), collective=int(Collective.unicast), src_node=src,
+                dst_set=1 << dst, ttl=DEFAULT_TTL, msg_id=msg_id & 0xFFFFFFFF, seq=seq & 0xFFFFFFFF,
+                flags=int(Flags.ACK_REQ) if probe else 0)
+
+
+def reduction_parents(G, routes, boards: int, root: int, members) -> dict[int, int]:
+    """Parent board of each member (but the root) in a reduction towards ``root``.
+
+    The rule of ``emu.nic.Cluster.board_tree``: the in-tree of the routes to the
+    root; switches cannot reduce, so a board reports to the first board on its path.
+    """
+    from ..topology import reduction_tree
+
+    members = [m for m in members if m != root]
+    tree = reduction_tree(G, routes, root, members)
+    parent_of = {c: p for p, cs in tree.items() for c in cs}
+    out = {}
+    for m in members:
+        p = parent_of[m]
+        while p >= boards:
+            p = parent_of[p]
+        out[m] = p
+    return out
+
+
+@dataclass(frozen=True)
+class Role:
+    """Board K's part in delivering one frame from ``src`` to ``dsts``."""
+
+    member: bool           # K is a destination: deliver
+    forwards: bool         # K has children in the multicast tree: send one copy on
+    upstream: int | None   # the board whose copy K takes (nearest board above K in the tree)
+
+
+@dataclass
+class Board:
+    """Board ``node`` of ``topology`` as installed on the device (and assumed by the checker)."""
+
+    node: int
+    topology: str = DEFAULT_TOPOLOGY
+    root: int = 0
+    heads: int = DEFAULT_HEADS
+    mtu: int = 1500
+    groups: dict = field(default_factory=dict)  # route_id -> tuple of boards
+
+    def __post_init__(self):
+        from ..topology import Routes, build
+
+        self.G = build(self.topology)
+        self.routes = Routes(self.G)
+        self.boards = int(self.G.graph["boards"])
+        for what, b in (("--node", self.node), ("--root", self.root)):
+            if not 0 <= b < self.boards:
+                raise ConfigError(f"{what} {b}: {self.topology} has boards 0..{self.boards - 1}")
+        if self.boards > 64:
+            raise ConfigError(f"{self.topology}: {self.boards} boards; dst_set addresses boards 0..63 only")
+        if self.heads < 1:
+            raise ConfigError(f"--heads {self.heads}: must be at least 1")
+        max_payload(self.mtu)
+        for rid, members in self.groups.items():
+            if not 0 < rid <= 0xFFFF:
+                raise ConfigError(f"--group {rid}: route ids are 1..65535")
+            bad = [b for b in members if not 0 <= b < self.boards]
+            if bad or not members:
+                raise ConfigError(f"--group {rid}: boards {bad or 'none'} not in 0..{self.boards - 1}")
+        self.parents = reduction_parents(self.G, self.routes, self.boards, self.root, range(self.boards))
+        self._roles: dict = {}
+
+    # ---- reduction tree ----------------------------------------------------------------
+
+    @property
+    def parent(self) -> int | None:
+        return self.parents.get(self.node)
+
+    def children(self, node: int | None = None) -> list[int]:
+        node = self.node if node is None else node
+        return sorted(c for c, p in self.parents.items() if p == node)
+
+    def subtree(self, node: int) -> list[int]:
+        out, todo = [], [node]
+        while todo:
+            v = todo.pop()
+            out.append(v)
+            todo += self.children(v)
+        return sorted(out)
+
+    @property
+    def group_bits(self) -> int:
+        return (1 << self.boards) - 1
+
+    # ---- forwarding ----------------------------------------------------------------------
+
+    def destinations(self, dst_set: int, route_id: int) -> tuple[int, ...] | None:
+        """Boards a frame is for: an installed group for a route id, else the dst_set bits."""
+        if route_id:
+            return self.groups.get(route_id)
+        return tuple(i for i in range(min(64, self.boards)) if dst_set >> i & 1)
+
+    def role(self, src: int, dsts: tuple[int, ...]) -> Role:
+        """Member, forwarder, and upstream board of this board for a frame from ``src`` to ``dsts``.
+
+        The tree is ``emu.topology.multicast_tree`` (the emulator's multicast engine;
+        for one destination it is the unicast route).
+        """
+        key = (src, dsts)
+        role = self._roles.get(key)
+        if role is None:
+            role = self._roles[key] = self._role(src, dsts)
+        return role
+
+    def _role(self, src: int, dsts: tuple[int, ...]) -> Role:
+        from ..topology import multicast_tree
+
+        K = self.node
+        member = K in dsts
+        others = [d for d in dsts if d != src and d < self.boards]
+        if not 0 <= src < self.boards or not others:
+            return Role(member, False, None)
+        try:
+            tree = multicast_tree(self.G, self.routes, src, others)
+        except ConfigError:
+            return Role(member, False, None)
+        if K not in tree or K == src:
+            return Role(member, False, None)
+        parent_of = {c: p for p, cs in tree.items() for c in cs}
+        up = parent_of[K]
+        while up >= self.boards:
+            up = parent_of[up]
+        return Role(member, bool(tree[K]), up)
+
+
+@lru_cache(maxsize=None)
+def head_dim_of(msg_len: int, heads: int, dtype: int) -> int:
+    """head_dim of a packed (m, l, o~) state of ``msg_len`` bytes with ``heads`` heads; -1 if none fits."""
+    item = R.WIRE_DTYPES[Dtype(dtype)].itemsize
+    values, rest = divmod(msg_len, item)
+    if rest or values % heads or values // heads < 2:
+        return -1
+    return values // heads - 2
+
+
+def combine(op: int, dtype: int, heads: int, acc: bytes | None, payload: bytes) -> bytes:
+    """Fold one contribution into an accumulator with ``emu.nic.reduce.combine``."""
+    if acc is None:
+        return payload
+    hd = head_dim_of(len(payload), heads, dtype) if op == ReduceOp.merge else 0
+    return R.combine(ReduceOp(op), acc, payload, dtype=Dtype(dtype), heads=heads, head_dim=hd)
+
+
+def check_contribution(op: int, dtype: int, heads: int, msg_len: int) -> str | None:
+    """Why a contribution cannot be reduced (None if it can)."""
+    if op not in REDUCE_OPS:
+        return f"reduce_op {ReduceOp(op).name} is not a reduction"
+    if dtype not in (int(Dtype.fp32), int(Dtype.fp16)):
+        return f"dtype {Dtype(dtype).name}: reductions carry fp32 or fp16"
+    item = R.WIRE_DTYPES[Dtype(dtype)].itemsize
+    if msg_len % item:
+        return f"msg_len {msg_len} is not a whole number of {Dtype(dtype).name} values"
+    if op == ReduceOp.merge and head_dim_of(msg_len, heads, dtype) < 0:
+        return f"msg_len {msg_len} is not a (m, l, o~) state of {heads} heads"
+    return None
+
+
+def result_meta(board: Board, key: tuple, *, op: int, ack_req: bool) -> dict:
+    """Header fields of the message a board sends when a reduction ``key`` is complete.
+
+    ``key`` = (stage, layer, kv_id, collective, reduce_op, dtype). Below the root:
+    ``partial_state`` to the parent. At the root of an ``all_reduce``: ``reduce_result``
+    multicast to the whole group. At the root of a ``reduce``: nothing (delivered locally).
+    """
+    stage, layer, kv_id, collective, _, dtype = key
+    meta = dict(stage=stage, layer=layer, kv_id=kv_id, collective=collective, reduce_op=op, dtype=dtype,
+                src_node=board.node, flags=int(Flags.ACK_REQ) if ack_req else 0, ttl=DEFAULT_TTL)
+    if board.node != board.root:
+        return dict(meta, op=int(Op.partial_state), dst_set=1 << board.parent)
+    if collective == Collective.all_reduce:
+        return dict(meta, op=int(Op.reduce_result), dst_set=board.group_bits)
+    return {}
+
+
+def message(meta: dict, data: bytes | None, mtu: int, msg_id: int | None = None, seq: int | None = None):
+    """Fragment one message into header rows (``data`` None: a timing-mode message of ``meta['msg_len']``)."""
+    tmpl = dict(meta)
+    if msg_id is not None:
+        tmpl["msg_id"] = msg_id & 0xFFFFFFFF
+    if seq is not None:
+        tmpl["seq"] = seq & 0xFFFFFFFF
+    if data is None:
+        return fragment(tmpl, tmpl.get("msg_len", 0), mtu=mtu)
+    return fragment(tmpl, data=data, mtu=mtu)

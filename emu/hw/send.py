@@ -1,0 +1,216 @@
+"""`emu hw send`: put MCF frames from a capture (or a trace's replay) on the wire, paced.
+
+Frames are sent as the capture holds them, byte for byte (no scapy on the way:
+``sendmmsg`` of the capture's own bytes); a frame captured shorter than its
+wire length (a headers-only capture) is padded with zeros to it. Pacing:
+
+- as fast as possible (default);
+- ``rate``: bits per second of line time, counting each frame as the emulator's
+  links do (``emu.net.ethernet.wire_bytes``: frame, FCS, preamble, inter-frame gap);
+- ``original``: the capture's own timestamps, relative to its first frame.
+
+``count`` stops after that many frames, going through the source again if it holds fewer.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..codec import ETHERTYPE, FRAME_HEADER_LEN
+from ..codec.batch import scan_frames
+from ..codec.pcap import LINKTYPE_ETHERNET, read_capture
+from ..codec.segments import copy_segments
+from ..errors import ConfigError, DecodeError
+from ..net.ethernet import WIRE_OVERHEAD, MIN_FRAME
+from .errors import MtuTooSmall
+from .rawsock import ETH_LEN, RawSocket
+
+
+@dataclass
+class Survey:
+    """What a first pass over the source found."""
+
+    frames: int
+    largest: int          # longest frame on the wire (bytes, Ethernet header included)
+    largest_at: int       # its record number
+    malformed: int        # frames the MCF decoder would reject (sent anyway: boards must reject them too)
+    first_ns: int | None
+    last_ns: int | None
+
+
+def batches(path, *, batch_bytes: int = 4 << 20):
+    """The capture's frames, whole (zero-padded to their wire length): (buf, offsets, ts_ns, first_record)."""
+    for b in read_capture(path, batch_bytes=batch_bytes):
+        if b.linktype != LINKTYPE_ETHERNET:
+            raise DecodeError(f"{path}: link type {b.linktype}, expected Ethernet ({LINKTYPE_ETHERNET})")
+        caplen = np.diff(b.offsets)
+        wire = b.wirelen
+        if (caplen == wire).all():
+            yield b.buf, b.offsets, b.ts_ns, b.first_record
+            continue
+        offsets = np.zeros(len(wire) + 1, np.int64)
+        np.cumsum(wire, out=offsets[1:])
+        buf = np.zeros(int(offsets[-1]), np.uint8)
+        copy_segments(buf, offsets[:-1], b.buf, b.offsets[:-1], np.minimum(caplen, wire))
+        yield buf, offsets, b.ts_ns, b.first_record
+
+
+def survey(path) -> Survey:
+    """First pass: count frames, find the longest, check every frame is an MCF (EtherType 0x88B5) frame."""
+    frames = largest = largest_at = malformed = 0
+    first = last = None
+    for buf, offsets, ts, rec in batches(path):
+        n = len(offsets) - 1
+        if not n:
+            continue
+        lens = np.diff(offsets)
+        short = np.flatnonzero(lens < ETH_LEN)
+        if len(short):
+            raise DecodeError(f"{path}: record {rec + int(short[0])}: {int(lens[short[0]])} bytes, not an Ethernet frame")
+        et = buf[offsets[:-1] + 12].astype(np.uint16) << 8 | buf[offsets[:-1] + 13]
+        other = np.flatnonzero(et != ETHERTYPE)
+        if len(other):
+            i = int(other[0])
+            raise ConfigError(f"{path}: record {rec + i}: EtherType 0x{int(et[i]):04x}, not an MCF frame "
+                              f"(0x{ETHERTYPE:04x}); send puts MCF frames only")
+        _, codes, _, _ = scan_frames(buf, offsets)
+        malformed += int((codes != 0).sum())
+        k = int(lens.argmax())
+        if lens[k] > largest:
+            largest, largest_at = int(lens[k]), rec + k
+        first = int(ts[0]) if first is None else first
+        last = int(ts[-1])
+        frames += n
+    return Survey(frames, largest, largest_at, malformed, first, last)
+
+
+@contextmanager
+def trace_capture(trace: str, *, topology: str = "auto", filters=(), progress: bool = False):
+    """Replay ``trace`` on the emulator with a headers-only capture; yields the capture's path."""
+    from ..replay.capture import Capture, parse_filters
+    from ..replay.run import Options, Replay
+    from ..workload.trace import load_trace
+
+    tr = load_trace(trace)
+    fd, path = tempfile.mkstemp(prefix="mcfemu-send-", suffix=".pcap")
+    os.close(fd)
+    os.unlink(path)
+    try:
+        cap = Capture(path, parse_filters(list(filters)), snaplen=FRAME_HEADER_LEN)
+        rp = Replay(tr, Options(topology=topology, progress=progress))
+        cap.attach(rp)
+        try:
+            rp.run()
+        finally:
+            cap.close()
+        yield path
+    finally:
+        if os.path.exists(path):
+            os.unlink(path)
+
+
+@dataclass
+class SendStats:
+    frames: int = 0
+    bytes: int = 0
+    elapsed: float = 0.0
+    late_ns: int = 0  # how far behind schedule the last frame left (paced sends)
+
+    def line(self) -> str:
+        fps = self.frames / self.elapsed if self.elapsed > 0 else 0.0
+        bps = self.bytes * 8 / self.elapsed if self.elapsed > 0 else 0.0
+        return (f"sent {self.frames:,} frames ({self.bytes:,} bytes) in {self.elapsed:.3f} s: "
+                f"{fps:,.0f} frames/s, {bps / 1e6:,.1f} Mbit/s of frames")
+
+
+def check_mtu(sock: RawSocket, sv: Survey, where: str) -> None:
+    if sv.largest - ETH_LEN > sock.mtu:
+        need = sv.largest - ETH_LEN
+        raise MtuTooSmall(f"{where}: record {sv.largest_at} is a {sv.largest}-byte frame (MCF mtu {need}), "
+                          f"{sock.iface} has MTU {sock.mtu}; raise it: ip link set {sock.iface} mtu {need}")
+
+
+def send(sock: RawSocket, path, *, rate_bps: int | None = None, original: bool = False, count: int | None = None,
+         frames_in_source: int | None = None, stop=None) -> SendStats:
+    """Send the capture's frames (all, or ``count``, cycling) paced by ``rate_bps`` or the original timing."""
+    st = SendStats()
+    t0 = time.perf_counter_ns()
+    base = 0          # schedule time (ns from t0) of the current pass's first frame
+    prev_pass_span = 0
+    sent = 0
+    total = count
+    while total is None or sent < total:
+        pass_first_ts = None
+        any_frames = False
+        for buf, offsets, ts, _ in batches(path):
+            n = len(offsets) - 1
+            if n == 0:
+                continue
+            any_frames = True
+            if total is not None and sent + n > total:
+                n = total - sent
+                offsets = offsets[: n + 1]
+                ts = ts[:n]
+            if pass_first_ts is None:
+                pass_first_ts = int(ts[0])
+            lens = np.diff(offsets)
+            if rate_bps:
+                line = (np.maximum(lens, MIN_FRAME) + WIRE_OVERHEAD) * 8 * 1_000_000_000
+                before = np.concatenate([[0], np.cumsum(line)[:-1]]) // rate_bps
+                due = base + before
+                base = base + int(line.sum() // rate_bps)
+            elif original:
+                due = base + (ts - pass_first_ts)
+                prev_pass_span = int(ts[-1] - pass_first_ts)
+            else:
+                due = None
+            _paced(sock, buf, offsets, due, t0, st, stop)
+            sent += n
+            if stop is not None and stop():
+                total = sent
+                break
+            if total is not None and sent >= total:
+                break
+        if not any_frames:
+            break
+        if count is None:
+            break
+        if original:
+            # the next pass starts one average gap after this one ended
+            gap = prev_pass_span // max(1, (frames_in_source or 2) - 1)
+            base += prev_pass_span + gap
+    st.elapsed = (time.perf_counter_ns() - t0) / 1e9
+    return st
+
+
+def _paced(sock: RawSocket, buf, offsets, due, t0: int, st: SendStats, stop) -> None:
+    n = len(offsets) - 1
+    if due is None:
+        sock.send(buf, offsets, 0, n)
+        st.frames += n
+        st.bytes += int(offsets[n] - offsets[0])
+        return
+    i = 0
+    while i < n:
+        now = time.perf_counter_ns() - t0
+        k = int(np.searchsorted(due, now, side="right"))
+        if k > i:
+            sock.send(buf, offsets, i, k)
+            st.frames += k - i
+            st.bytes += int(offsets[k] - offsets[i])
+            st.late_ns = max(0, now - int(due[k - 1]))
+            i = k
+            continue
+        wait = int(due[i]) - now
+        if wait > 200_000:
+            time.sleep((wait - 100_000) / 1e9)
+            if stop is not None and stop():
+                return
+        elif wait > 20_000:
+            time.sleep(0)
