@@ -73,10 +73,21 @@ class RefLink:
 
 
 class RefNet:
-    def __init__(self, links, nodes, next_hop, nic_ps, capacity, lossless=True, seed=0):
-        """links: list of (u, v, rate_bps, latency_ps) sorted by (u, v); capacity: (frames, bytes)."""
-        self.links = [RefLink(i, u, v, r, lat + nic_ps, capacity[0], capacity[1], seed)
+    def __init__(self, links, nodes, next_hop, nic_ps, capacity, lossless=True, seed=0, nic_rate=0):
+        """links: list of (u, v, rate_bps, latency_ps) sorted by (u, v); capacity: (frames, bytes).
+
+        With ``nic_rate`` every node parses arriving frames one at a time at that rate: a
+        FIFO server behind its ports (modelled here as one more link per node, v -> v).
+        """
+        lat_in = 0 if nic_rate else nic_ps
+        self.links = [RefLink(i, u, v, r, lat + lat_in, capacity[0], capacity[1], seed)
                       for i, (u, v, r, lat) in enumerate(links)]
+        self.nic = {}
+        if nic_rate:
+            for k, v in enumerate(range(nodes)):
+                link = RefLink(len(self.links), v, v, nic_rate, nic_ps, 0, 0, seed)
+                self.links.append(link)
+                self.nic[v] = link
         self.by_uv = {(l.u, l.v): l for l in self.links}
         self.nodes = nodes
         self.next_hop = next_hop
@@ -160,8 +171,12 @@ class RefNet:
                         heapq.heappush(self.heap, (t, 2, li, 0, None))
             elif kind == 1:  # arrival at the far node
                 frame, start, end = data
-                self.log.append((li, frame.msg, frame.frag, start, end, t, frame.fate))
+                if link.u != link.v:
+                    self.log.append((li, frame.msg, frame.frag, start, end, t, frame.fate))
                 if frame.fate:
+                    continue
+                if link.u != link.v and link.v in self.nic:
+                    self.enqueue(self.nic[link.v], frame, t, True)
                     continue
                 local, outs = self.out(frame.route, link.v)
                 if local and link.v in self.msgs[frame.msg][3]:

@@ -257,3 +257,20 @@ def test_link_time_series_split_busy_time_exactly_across_bins():
     assert np.array_equal(stats.busy, ref)
     df = stats.frame([(0, 1), (1, 0), (1, 2), (2, 1)], np.full(4, 10**9), int(rows[:, K.G_END].max()))
     assert df.frames.sum() == n and df.busy_s.sum() == pytest.approx((rows[:, K.G_END] - rows[:, K.G_START]).sum() / 1e12)
+
+
+def test_a_finite_rate_nic_datapath_serializes_frames_from_all_ports():
+    link = LinkDefaults(rate_bps=GBPS, latency_ps=0, mtu=1500)
+    ends = []
+    for rate in (0, GBPS):
+        sim = Simulator()
+        G = ring(3, link=link)
+        net = Network(sim, G, Routes(G).next_hop, nic_rate_bps={1: rate})
+        ev, cb = recorder()
+        net.send(0, [1], 10, 1462, on_event=cb)
+        net.send(2, [1], 10, 1462, on_event=cb)
+        net.run()
+        ends.append(max(t for k, *_x, t in ev if k == "done"))
+    ser = serialization_ps(1462, GBPS)
+    # Unlimited: both ports deliver in parallel. At the port rate, 20 frames pass one datapath.
+    assert ends == [10 * ser, 21 * ser]

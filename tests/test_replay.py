@@ -149,3 +149,25 @@ def test_bad_options_fail_cleanly(traces, tmp_path):
         proc = subprocess.run([sys.executable, "-m", "emu", "replay", str(traces["ring"]), "--no-results", *args],
                               capture_output=True, text=True)
         assert proc.returncode == 2 and needle in proc.stderr and "Traceback" not in proc.stderr, (args, proc.stderr)
+
+
+def test_capture_filters_keep_only_what_was_asked(traces, tmp_path):
+    from emu.codec import Op, decode_frames, read_capture
+
+    out = tmp_path / "cap"
+    assert main(["replay", str(traces["ring"]), "--out", str(out), "--capture", "kv.pcapng",
+                 "--capture-filter", "op=kv_transfer", "--capture-filter", "link=0>1",
+                 "--capture-filter", "from=1ms"]) == 0
+    frames = 0
+    for batch in read_capture(out / "kv.pcapng"):
+        f = decode_frames(batch.buf, batch.offsets, wirelen=batch.wirelen)
+        frames += len(f.headers)
+        assert (f.headers["op"] == Op.kv_transfer).all()
+        assert (batch.ts_ns >= 1_000_000).all()
+        # Transmitted by board 0 (source MAC 02:4d:43:46:00:00) on link 0->1.
+        assert (f.eth_src == np.array([2, 0x4D, 0x43, 0x46, 0, 0], np.uint8)).all()
+    assert frames > 0
+    with pytest.raises(Exception):
+        main(["replay", str(traces["ring"]), "--out", str(tmp_path / "x"), "--capture", "c.pcap",
+              "--capture-filter", "op=nonsense"])
+    assert not (tmp_path / "x").exists()

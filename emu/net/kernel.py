@@ -46,7 +46,7 @@ SC_SIZE = 12
 L_SRC = 0
 L_DST = 1
 L_RATE = 2        # bits per second
-L_LAT = 3         # propagation + receiving NIC latency, ps
+L_LAT = 3         # propagation (+ the receiving NIC's latency when it has no datapath link), ps
 L_MTU = 4         # max Ethernet payload bytes
 L_CAPF = 5        # queue capacity in frames (0: none)
 L_CAPB = 6        # queue capacity in bytes (0: none)
@@ -77,7 +77,8 @@ L_DL_END = 30
 L_BLOCKED = 31    # 1: the packetizer waits for the queue to drain
 L_SER_LEN = 32    # memo of the last serialization: frame bytes ...
 L_SER_PS = 33     # ... and its time at the current rate
-L_NCOLS = 34
+L_NICQ = 34       # the receiving node's NIC datapath, as a link of its own (-1: none)
+L_NCOLS = 35
 
 # ---- link parameters (LF, float64) ------------------------------------------
 LF_P = 0          # Bernoulli loss p, or Gilbert-Elliott good->bad
@@ -424,7 +425,7 @@ def _arrival(SC, LK, LF, LR, LD, DL, FP, FREE, HP, LG, FW, MS, MD, BITS, UP, lin
     LK[link, L_TX_F] += 1
     LK[link, L_TX_B] += max(flen, MIN_FRAME) + WIRE_OVERHEAD
     LK[link, L_BUSY] += FP[e, F_END] - FP[e, F_START]
-    if SC[SC_LOGGING] == 1:
+    if SC[SC_LOGGING] == 1 and link < SC[SC_NLINKS]:
         g = SC[SC_LOG]
         LG[g, G_LINK] = link
         LG[g, G_MSG] = FP[e, F_MSG]
@@ -440,6 +441,15 @@ def _arrival(SC, LK, LF, LR, LD, DL, FP, FREE, HP, LG, FW, MS, MD, BITS, UP, lin
     if fate != 0:
         _drop(LK, LD, link, fate, flen)
         _free_frame(SC, FREE, e)
+        return
+    nic = LK[link, L_NICQ]
+    if nic >= 0:
+        # A node with a finite-rate NIC datapath parses frames one at a time: the frame
+        # queues there, and is forwarded when it leaves the datapath.
+        LK[link, L_DLV_F] += 1
+        LK[link, L_DLV_B] += flen
+        if not enqueue(SC, LK, LF, LR, LD, DL, FP, HP, nic, e, t, True):
+            _free_frame(SC, FREE, e)
         return
     node = LK[link, L_DST]
     row = FP[e, F_ROUTE] * SC[SC_NNODES] + node

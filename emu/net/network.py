@@ -105,6 +105,9 @@ class Network:
     nodes ``0..boards-1`` are boards. ``next_hop[node, board]`` gives the next
     node towards each board (-1 where unreachable). ``nic_latency_ps`` is added
     when a frame reaches a node (parse and dispatch) and may be a per-node mapping.
+    ``nic_rate_bps`` (0: unlimited) makes each node's NIC datapath a FIFO server of
+    that rate behind its ports: frames from all ingress ports are parsed one at a
+    time, each taking (bytes + 24) * 8 / rate, before the latency and forwarding.
 
     Queues: each link direction's egress queue holds ``queue_bytes`` /
     ``queue_frames`` (64 KiB when the topology gives neither). A packetizer never
@@ -122,6 +125,7 @@ class Network:
         *,
         boards: int | None = None,
         nic_latency_ps: int | dict = 0,
+        nic_rate_bps: int | dict = 0,
         lossless: bool = True,
         seed: int = 0,
         log: bool = True,
@@ -139,8 +143,12 @@ class Network:
         self.link_id = {e: i for i, e in enumerate(edges)}
         nl = len(edges)
         nic = nic_latency_ps if isinstance(nic_latency_ps, dict) else {n: nic_latency_ps for n in topology.nodes}
+        nic_rate = nic_rate_bps if isinstance(nic_rate_bps, dict) else {n: nic_rate_bps for n in topology.nodes}
+        # A NIC datapath with a finite rate is one more FIFO "link" per node, behind its ports.
+        datapath = {v: nl + k for k, v in enumerate(sorted(v for v, r in nic_rate.items() if r and r > 0))}
+        total = nl + len(datapath)
 
-        LK = np.zeros((nl, K.L_NCOLS), np.int64)
+        LK = np.zeros((total, K.L_NCOLS), np.int64)
         for i, (u, v) in enumerate(edges):
             a = topology.edges[u, v]
             try:
@@ -154,24 +162,32 @@ class Network:
             if qb is None and qf is None:
                 qb = DEFAULT_QUEUE_BYTES
             LK[i, K.L_SRC], LK[i, K.L_DST] = u, v
-            LK[i, K.L_RATE], LK[i, K.L_LAT], LK[i, K.L_MTU] = rate, lat + int(nic.get(v, 0)), mtu
+            LK[i, K.L_RATE], LK[i, K.L_MTU] = rate, mtu
+            LK[i, K.L_LAT] = lat if v in datapath else lat + int(nic.get(v, 0))
             LK[i, K.L_CAPF], LK[i, K.L_CAPB] = int(qf or 0), int(qb or 0)
+        for v, i in datapath.items():
+            LK[i, K.L_SRC], LK[i, K.L_DST] = v, v
+            LK[i, K.L_RATE], LK[i, K.L_LAT], LK[i, K.L_MTU] = int(nic_rate[v]), int(nic.get(v, 0)), 1 << 30
         LK[:, K.L_UP] = 1
+        LK[:, K.L_NICQ] = -1
+        for i, (u, v) in enumerate(edges):
+            LK[i, K.L_NICQ] = datapath.get(v, -1)
+        self.datapath = datapath
         for col in (K.L_HEAD, K.L_TAIL, K.L_TXQ, K.L_ARR_PEND, K.L_SRC_PEND, K.L_SHEAD, K.L_STAIL, K.L_SER_LEN):
             LK[:, col] = -1
         self.prop_ps = np.array([int(topology.edges[e]["latency_ps"]) for e in edges], np.int64)
         self.nic_ps = nic
         self.LK = LK
-        self.LF = np.zeros((nl, K.LF_NCOLS), np.float64)
-        self.LR = np.zeros((nl, 2), np.uint64)
-        for i in range(nl):
+        self.LF = np.zeros((total, K.LF_NCOLS), np.float64)
+        self.LR = np.zeros((total, 2), np.uint64)
+        for i in range(total):
             for j in range(2):
                 self.LR[i, j] = _splitmix((seed * 1_000_003 + i) * 2 + j)
-        self.LD = np.zeros((nl, K.N_CAUSES, 2), np.int64)
+        self.LD = np.zeros((total, K.N_CAUSES, 2), np.int64)
         self.DL = np.zeros(0, np.int64)
         self.FP = np.zeros((frames, K.F_NCOLS), np.int64)
         self.FREE = np.arange(frames - 1, -1, -1, dtype=np.int64)
-        self.HP = np.zeros((4 * nl + 64, 2), np.int64)
+        self.HP = np.zeros((4 * total + 64, 2), np.int64)
         self.LG = np.zeros((65536 if log else 1, K.G_NCOLS), np.int64)
         self.MS = np.zeros((1024, K.M_NCOLS), np.int64)
         self.MD = np.zeros((1024, K.D_NCOLS), np.int64)
@@ -524,9 +540,10 @@ class Network:
         """One row per link direction: offered, transmitted, delivered, dropped by cause, busy."""
         import pandas as pd
 
-        LK = self.LK
+        nl = len(self.links)
+        LK, LD = self.LK[:nl], self.LD[:nl]
         data = {
-            "link": np.arange(len(self.links)),
+            "link": np.arange(nl),
             "src": LK[:, K.L_SRC],
             "dst": LK[:, K.L_DST],
             "rate_bps": LK[:, K.L_RATE],
@@ -540,7 +557,7 @@ class Network:
             "peak_queue_bytes": LK[:, K.L_MAXQ],
         }
         for c, name in enumerate(K.CAUSE_NAMES):
-            data[f"dropped_{name}"] = self.LD[:, c, 0]
-        data["dropped_frames"] = self.LD[:, :, 0].sum(axis=1)
-        data["dropped_bytes"] = self.LD[:, :, 1].sum(axis=1)
+            data[f"dropped_{name}"] = LD[:, c, 0]
+        data["dropped_frames"] = LD[:, :, 0].sum(axis=1)
+        data["dropped_bytes"] = LD[:, :, 1].sum(axis=1)
         return pd.DataFrame(data)

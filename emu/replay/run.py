@@ -64,8 +64,11 @@ class Replay:
             raise ConfigError(f"topology {options.topology!r} has {self.G.graph['boards']} boards, the trace {self.nodes}")
         self.routes = Routes(self.G)
         self.sim = Simulator()
+        # Boards have the compute-NIC datapath; switches forward at line rate.
         self.net = Network(self.sim, self.G, self.routes.next_hop, boards=self.nodes,
-                           nic_latency_ps=int(hw["nic_latency_ps"]), seed=options.seed)
+                           nic_latency_ps=int(hw["nic_latency_ps"]),
+                           nic_rate_bps={b: int(hw.get("nic_rate", 0)) for b in range(self.nodes)},
+                           seed=options.seed)
         reliable = options.reliable if options.reliable is not None else bool(options.loss or options.scenario)
         self.cluster = Cluster(self.net, self.routes, NicConfig(mtu=int(hw["mtu"]), reliable=reliable,
                                                                 fifo_bytes=max(int(hw["comm_buffer"]), 1 << 20)))

@@ -49,6 +49,7 @@ SCHEMA: dict[str, dict[str, str]] = {
         "link_latency_ps": "time",
         "mtu": "size",
         "nic_latency_ps": "time",
+        "nic_rate": "rate",
         "ports": "int",
         "gamma": "float",
     },
