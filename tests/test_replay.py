@@ -171,3 +171,17 @@ def test_capture_filters_keep_only_what_was_asked(traces, tmp_path):
         main(["replay", str(traces["ring"]), "--out", str(tmp_path / "x"), "--capture", "c.pcap",
               "--capture-filter", "op=nonsense"])
     assert not (tmp_path / "x").exists()
+
+
+def test_topology_and_degraded_links_change_what_a_run_costs(traces):
+    from test_replay_shipped import expected_wire_bytes
+
+    base = summarize(replay(traces["ring"]))
+    slow = summarize(replay(traces["ring"], scenario=("link * degrade 0.05 at 0s",)))
+    rp = replay(traces["ring"], topology="star")
+    star = summarize(rp)
+    assert slow["ttft_s"] > base["ttft_s"]
+    assert star["topology"] == "star4" and base["topology"] == "full4"
+    # Through a switch a transfer takes two hops (a multicast shares the first).
+    assert base["wire_bytes"] < star["wire_bytes"] == expected_wire_bytes(rp) < 2 * base["wire_bytes"]
+    assert star["kv_bytes"] == base["kv_bytes"]
