@@ -455,7 +455,6 @@ def run(scenario: Scenario, sock: RawSocket, *, timeout: float = 2.0, settle: fl
     if need > sock.mtu + 14:
         raise MtuTooSmall(f"{sock.iface}: MTU {sock.mtu} is too small for the scenario's {need}-byte frames "
                           f"(MCF mtu {board.mtu}); ip link set {sock.iface} mtu {board.mtu}")
-    my_mac = node_mac(K)
     got: list[Got] = []
     probes = 0
     acked: set = set()
@@ -472,22 +471,13 @@ def run(scenario: Scenario, sock: RawSocket, *, timeout: float = 2.0, settle: fl
             buf, offsets, _ = sock.recv(timeout=min(0.05, until - now))
             if len(offsets) == 1:
                 continue
-            h, codes, _, raw = scan_frames(buf, offsets)
-            for i in range(len(h)):
-                src_mac = ":".join(f"{x:02x}" for x in raw[i, 6:12])
-                if src_mac != my_mac:
-                    continue  # not sent by the device
-                s = int(offsets[i])
-                row = _row(h[i])
-                payload = bytes(buf[s + FRAME_HEADER_LEN : int(offsets[i + 1])])
-                if codes[i]:
-                    row["_malformed"] = REASONS[codes[i]]
-                if row["op"] == Op.ack and row["flags"] & Flags.ACK_REQ:
+            for g in received(buf, offsets, K, now - t0):
+                if g.header["op"] == Op.ack and g.header["flags"] & Flags.ACK_REQ:
                     probes += 1  # the device probing for an ack: answer it, do not count it
-                    _answer(sock, row, K)
+                    _answer(sock, g.header, K)
                     continue
-                got.append(Got(row, payload, ":".join(f"{x:02x}" for x in raw[i, 0:6]), src_mac, now - t0))
-                _ack_device_message(sock, row, payload, K, board, acked, partial)
+                got.append(g)
+                _ack_device_message(sock, g.header, K, board, acked, partial)
 
     for s in scenario.sends:
         if s.pause:
@@ -495,10 +485,17 @@ def run(scenario: Scenario, sock: RawSocket, *, timeout: float = 2.0, settle: fl
         buf, offsets = encode_frames(s.headers, s.payload, eth_src=s.eth_src)
         sock.send(buf, offsets)
     collect(time.monotonic() + timeout, True)
-    if not got:
+    if not got and not probes:
         raise NoAnswer(f"board {K} sent nothing back on {sock.iface} within {timeout:g} s (is it cabled, is the "
                        f"link up, does it run as node {K} of {board.topology}?)")
     collect(time.monotonic() + settle, False)
+    pairs, problems = compare(scenario, got, rtol=rtol, atol=atol)
+    return Result(scenario, got, pairs, problems, probes, time.monotonic() - t0)
+
+
+def compare(scenario: Scenario, got: list[Got], *, rtol: float = 1e-5, atol: float = 1e-6):
+    """Match the received frames to the expected ones; (pairs, problems) as in ``Result``."""
+    K = scenario.board.node
     pairs = match(scenario.expected, got, K)
     problems = []
     for i, j in pairs:
@@ -515,7 +512,26 @@ def run(scenario: Scenario, sock: RawSocket, *, timeout: float = 2.0, settle: fl
     for j, f, text in numbering_problems(scenario.expected, got, pairs):
         i = next(a for a, b in pairs if b == j)
         problems.append((i, j, f, text))
-    return Result(scenario, got, pairs, problems, probes, time.monotonic() - t0)
+    return pairs, problems
+
+
+def received(buf, offsets, K: int, t: float = 0.0) -> list[Got]:
+    """The frames of a batch that board ``K`` sent (source MAC), as ``Got`` records."""
+    h, codes, _, raw = scan_frames(buf, offsets)
+    mac = np.frombuffer(bytes.fromhex(node_mac(K).replace(":", "")), np.uint8)
+    out = []
+    for i in np.flatnonzero((raw[:, 6:12] == mac).all(axis=1)).tolist():
+        row = _row(h[i])
+        if codes[i]:
+            row["_malformed"] = REASONS[codes[i]]
+        s = int(offsets[i])
+        out.append(Got(row, bytes(buf[s + FRAME_HEADER_LEN : int(offsets[i + 1])]), _mac(raw[i, 0:6]),
+                       _mac(raw[i, 6:12]), t))
+    return out
+
+
+def _mac(b) -> str:
+    return ":".join(f"{x:02x}" for x in b)
 
 
 def _all_matched(expected: list[Expect], got: list[Got], K: int) -> bool:
@@ -538,7 +554,7 @@ def _answer(sock, row, K) -> None:
     sock.send(buf, offsets)
 
 
-def _ack_device_message(sock, row, payload, K, board, acked, partial) -> None:
+def _ack_device_message(sock, row, K, board, acked, partial) -> None:
     """Acknowledge the device's messages that ask for it, as each destination board would."""
     if not row["flags"] & Flags.ACK_REQ or row["src_node"] != K:
         return

@@ -31,6 +31,7 @@ class Stats:
     last_ns: int | None = None
     started: float = 0.0
     elapsed: float = 0.0
+    cpu: float = 0.0      # CPU seconds of this process while listening
     kernel_drops: int = 0
     truncated: int = 0
     malformed: np.ndarray = field(default_factory=lambda: np.zeros(len(REASONS), np.int64))
@@ -97,6 +98,7 @@ class Stats:
             "bytes": self.bytes,
             "valid_frames": self.valid,
             "elapsed_s": round(self.elapsed, 6),
+            "cpu_s": round(self.cpu, 6),
             "arrival_span_s": span,
             "frames_per_s": round((self.frames - 1) / span, 1) if span > 0 else None,
             "kernel_drops": self.kernel_drops,
@@ -115,6 +117,7 @@ def listen(sock: RawSocket, *, count: int | None = None, timeout: float | None =
            stop=None, on_batch=None) -> Stats:
     """Receive until ``count`` frames, ``timeout`` seconds, or ``stop()``; count and optionally capture."""
     st = Stats(started=time.monotonic())
+    cpu0 = time.process_time()
     end = None if timeout is None else st.started + timeout
     sock.kernel_stats()  # reset the kernel's counters
     try:
@@ -138,6 +141,7 @@ def listen(sock: RawSocket, *, count: int | None = None, timeout: float | None =
                 on_batch(st)
     finally:
         st.elapsed = time.monotonic() - st.started
+        st.cpu = time.process_time() - cpu0
         st.kernel_drops += sock.kernel_stats()[1]
         st.truncated = sock.truncated
     return st
