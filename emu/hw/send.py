@@ -132,7 +132,7 @@ class SendStats:
 def check_mtu(sock: RawSocket, sv: Survey, where: str) -> None:
     if sv.largest - ETH_LEN > sock.mtu:
         need = sv.largest - ETH_LEN
-        raise MtuTooSmall(f"{where}: record {sv.largest_at} is a {sv.largest}-byte frame (MCF mtu {need}), "
+        raise MtuTooSmall(f"{where}: record {sv.largest_at}: a frame of {sv.largest} bytes needs MTU {need}, "
                           f"{sock.iface} has MTU {sock.mtu}; raise it: ip link set {sock.iface} mtu {need}")
 
 
