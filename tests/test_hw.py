@@ -248,3 +248,49 @@ def test_board_rejects_what_it_cannot_be():
         M.Board(node=4)
     with pytest.raises(Exception, match="mtu"):
         M.Board(node=1, mtu=40)
+
+
+def _capture(path, n=200, size=1000, gap_ns=500_000):
+    from emu.codec import CaptureWriter, new_headers
+
+    h = new_headers(n, op=int(Op.kv_transfer), src_node=0, dst_set=2, msg_len=size, pay_len=size)
+    h["msg_id"] = np.arange(n)
+    buf, off = encode_frames(h, np.zeros(n * size, np.uint8))
+    with CaptureWriter(path) as w:
+        w.write(buf, off, np.arange(n, dtype=np.int64) * gap_ns)
+    return buf, off
+
+
+def test_send_paces_by_rate_and_by_original_timing(tmp_path):
+    from emu.hw import send as S
+
+    path = tmp_path / "f.pcap"
+    _capture(path)  # 200 frames of 1062 bytes, 0.5 ms apart: 99.5 ms
+    sock = FakeSock()
+    st = S.send(sock, path, rate_bps=20_000_000)  # (1062 + 24) * 8 bits each: 86.9 ms at 20 Mbps
+    assert st.frames == 200 and 0.08 < st.elapsed < 0.2
+    st = S.send(sock, path, original=True)
+    assert st.frames == 200 and 0.095 < st.elapsed < 0.2
+    st = S.send(sock, path, count=450)
+    assert st.frames == 450 and len(sock.frames) == 850
+
+
+def test_send_pads_headers_only_records_and_refuses_other_ethertypes(tmp_path):
+    from emu.codec import CaptureWriter
+    from emu.hw import send as S
+
+    buf, off = _capture(tmp_path / "full.pcap", n=3, size=100)
+    with CaptureWriter(tmp_path / "hdr.pcap", snaplen=62) as w:
+        w.write(buf, off, np.zeros(3, np.int64))
+    sv = S.survey(tmp_path / "hdr.pcap")
+    assert (sv.frames, sv.largest, sv.malformed) == (3, 162, 0)
+    sock = FakeSock()
+    S.send(sock, tmp_path / "hdr.pcap")
+    assert [len(f) for f in sock.frames] == [162] * 3 and sock.frames[0][:62] == bytes(buf[:62])
+    assert sock.frames[0][62:] == bytes(100)
+    other = buf.copy()
+    other[12:14] = (0x08, 0x00)
+    with CaptureWriter(tmp_path / "ip.pcap") as w:
+        w.write(other, off, np.zeros(3, np.int64))
+    with pytest.raises(Exception, match="EtherType 0x0800, not an MCF frame"):
+        S.survey(tmp_path / "ip.pcap")

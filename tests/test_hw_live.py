@@ -209,3 +209,22 @@ def test_raw_sockets_without_privilege_say_so(lab):
         pytest.skip(f"setpriv cannot drop CAP_NET_RAW here: {r.stderr.strip()}")
     assert r.returncode == 2, r.stderr
     assert "need root or CAP_NET_RAW" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_send_a_trace_replays_it_and_puts_its_frames_on_the_wire(lab, tmp_path):
+    trace = tmp_path / "tiny.json"
+    made = run([sys.executable, "-m", "emu", "trace", "ring", "--seq", "1024", "--nodes", "4", "--chunk", "256",
+                "--set", "model.layers=1", "-o", str(trace)])
+    assert made.returncode == 0, made.stderr
+    rx, tx = lab.pair()
+    listener = Served(rx.emu("hw", "listen", "--iface", rx.iface, "--count", "300", "--timeout", "30", "--json"),
+                      "listening", "stderr")
+    sent = run(tx.emu("hw", "send", "--iface", tx.iface, str(trace), "--capture-filter", "node=1", "--count", "300",
+                      "--rate", "1Gbps"))
+    assert sent.returncode == 0, sent.stderr
+    rc, out, err = listener.wait()
+    import json
+
+    s = json.loads(out)
+    assert rc == 0 and s["frames"] == 300 and not s["malformed"], err
+    assert set(s["per_op"]) <= {o.name for o in Op}
