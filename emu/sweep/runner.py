@@ -157,7 +157,9 @@ def run(sweep: Sweep, out: str | Path, *, scheduler: str | None = None, workers:
     todo = [i for i, row in enumerate(have)
             if row is None or (retry_failed and row["status"] in ("failed", "incomplete"))]
     rep.earlier = len(sweep.points) - len(todo)
-    rows: dict[int, dict] = {i: row for i, row in enumerate(have) if row is not None and i not in todo}
+    # (a part written when the grid was different has an older index; a failed point run
+    # again keeps its old row until the new one arrives)
+    rows: dict[int, dict] = {i: {**row, "index": i, "sweep": sweep.name} for i, row in enumerate(have) if row is not None}
 
     out.mkdir(parents=True, exist_ok=True)
     meta = sweep.to_json()
@@ -167,8 +169,9 @@ def run(sweep: Sweep, out: str | Path, *, scheduler: str | None = None, workers:
     runs = (out / "runs").resolve() if keep_runs else None
 
     bar = Progress(sweep.name, len(sweep.points), progress)
-    bar.done = sum(r["status"] == "ok" for r in rows.values())
-    bar.failed = len(rows) - bar.done
+    again = set(todo)
+    bar.done = sum(row["status"] == "ok" for i, row in rows.items() if i not in again)
+    bar.failed = rep.earlier - bar.done
     try:
         if todo:
             bar.show()
