@@ -139,7 +139,9 @@ def open_packet_socket(iface: str) -> socket.socket:
     """An AF_PACKET raw socket bound to ``iface`` and EtherType 0x88B5, with the BPF filter attached."""
     interface_index(iface)
     try:
-        s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETHERTYPE))
+        # protocol 0: the socket hears nothing until bind() names the interface and the EtherType,
+        # so no frame of another interface slips in before the bind
+        s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
     except PermissionError:
         raise NoPermission("raw sockets need root or CAP_NET_RAW (run with sudo, or grant the interpreter "
                            "the capability: setcap cap_net_raw+ep $(readlink -f $(which python3)))") from None
