@@ -5,7 +5,6 @@ inside them, runs ``emu hw`` commands there with ``ip netns exec``, and removes
 everything in a finalizer, even on failure. No traffic leaves these namespaces.
 """
 
-import os
 import signal
 import subprocess
 import sys
@@ -62,7 +61,7 @@ class Served:
 
 def frames_capture(path, rng):
     """A capture of MCF messages of many sizes (fragmented), plus one malformed frame."""
-    bufs, offs, n = [], [], 0
+    n = 0
     with CaptureWriter(path) as w:
         for m in range(12):
             size = int(rng.integers(0, 5000))

@@ -443,10 +443,6 @@ class Result:
         return not self.problems
 
 
-def _headers_of(h: np.ndarray) -> list[dict]:
-    return [_row(r) for r in h]
-
-
 def run(scenario: Scenario, sock: RawSocket, *, timeout: float = 2.0, settle: float = 0.1, rtol: float = 1e-5,
         atol: float = 1e-6) -> Result:
     """Send the scenario's frames, collect what the device sends back, compare."""
