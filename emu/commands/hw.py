@@ -216,16 +216,12 @@ def run_listen(args) -> int:
             writer.__enter__()
         try:
             st = listen(sock, count=count, timeout=timeout, writer=writer, stop=stop.is_set)
-        except KeyboardInterrupt:
-            st = None
         finally:
             if writer is not None:
                 try:
                     writer.__exit__(None, None, None)
                 except OSError as exc:
                     raise EmuError(f"cannot write {args.out}: {exc.strerror or exc}") from None
-    if st is None:
-        return 130
     s = st.as_dict()
     print(json.dumps(s, indent=2) if args.json else render(s, args.iface, args.out))
     return 0

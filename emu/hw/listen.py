@@ -33,6 +33,7 @@ class Stats:
     elapsed: float = 0.0
     cpu: float = 0.0      # CPU seconds of this process while listening
     kernel_drops: int = 0
+    interrupted: bool = False
     truncated: int = 0
     malformed: np.ndarray = field(default_factory=lambda: np.zeros(len(REASONS), np.int64))
     per_op: np.ndarray = field(default_factory=lambda: np.zeros(256, np.int64))
@@ -139,6 +140,8 @@ def listen(sock: RawSocket, *, count: int | None = None, timeout: float | None =
                 writer.write(buf, offsets, ts)
             if on_batch is not None:
                 on_batch(st)
+    except KeyboardInterrupt:  # Ctrl-C ends a listen like --timeout: the counters still count
+        st.interrupted = True
     finally:
         st.elapsed = time.monotonic() - st.started
         st.cpu = time.process_time() - cpu0
