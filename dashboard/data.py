@@ -1,0 +1,598 @@
+"""Results folders as the dashboard reads them: a registry of runs, validated loading, and
+server-side aggregation (time bins, downsampling) so figures stay small.
+
+Reads the files of docs/results.md only; imports nothing of the engine. Runs are addressed
+by a key from the registry, never by a path that came from a request.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+# the columns each file must have (docs/results.md)
+COLUMNS = {
+    "ops.parquet": ("op", "kind", "stage", "node", "src", "dsts", "chunk", "layer", "bytes", "start_s", "end_s"),
+    "links.parquet": ("link", "src", "dst", "t_start_s", "t_end_s", "frames", "wire_bytes", "busy_s", "utilization",
+                      "queue_bytes_max", "lost_frames"),
+    "nodes.parquet": ("t_s", "node", "owner_bytes", "replica_bytes", "transient_bytes", "replica_factor"),
+}
+SUMMARY_NEEDS = ("scheme", "nodes", "ttft_s", "wire_bytes", "kv_bytes")
+CAPTURE_SUFFIXES = (".pcap", ".pcapng")
+
+# what a screen shows: about this many columns of a time axis
+SCREEN_BINS = 600
+
+
+class ResultsError(Exception):
+    """A results folder (or one of its files) that cannot be shown; the message says why."""
+
+
+class LRU:
+    """A small thread-safe least-recently-used cache."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self._d: OrderedDict = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key, make):
+        with self._lock:
+            if key in self._d:
+                self._d.move_to_end(key)
+                return self._d[key]
+        value = make()  # outside the lock: two threads may both build; the result is the same
+        with self._lock:
+            self._d[key] = value
+            self._d.move_to_end(key)
+            while len(self._d) > self.size:
+                self._d.popitem(last=False)
+        return value
+
+    def drop(self, prefix) -> None:
+        with self._lock:
+            for k in [k for k in self._d if isinstance(k, tuple) and k[:1] == (prefix,)]:
+                del self._d[k]
+
+
+_FILES = LRU(24)  # loaded tables, keyed by (run key, file name)
+
+
+@dataclass
+class Run:
+    """One results folder in the registry."""
+
+    key: str
+    path: Path
+    origin: str = "given"  # given | what-if
+    summary: dict = field(default_factory=dict)
+    error: str | None = None  # set when the folder cannot be shown at all
+
+    @property
+    def label(self) -> str:
+        s = self.summary
+        if self.error or not s:
+            return f"{self.key} (unreadable)"
+        return f"{self.key}: {s.get('scheme')} {s.get('nodes')} nodes, seq {s.get('seq')}, {s.get('topology')}"
+
+    # -- files ------------------------------------------------------------------------------
+
+    def _file(self, name: str) -> Path:
+        return self.path / name
+
+    def table(self, name: str) -> pd.DataFrame:
+        """A parquet file of the folder, validated against its columns; cached."""
+        if self.error:
+            raise ResultsError(self.error)
+
+        def load():
+            f = self._file(name)
+            if not f.is_file():
+                raise ResultsError(f"{self.key}: {name} is missing (docs/results.md lists the files of a results folder)")
+            try:
+                df = pd.read_parquet(f)
+            except Exception as exc:  # pyarrow raises several types for a damaged file
+                raise ResultsError(f"{self.key}: {name} is not a readable Parquet file ({type(exc).__name__}: "
+                                   f"{str(exc).splitlines()[0][:200] if str(exc) else ''})") from None
+            missing = [c for c in COLUMNS[name] if c not in df.columns]
+            if missing:
+                raise ResultsError(f"{self.key}: {name} lacks the column{'s' if len(missing) > 1 else ''} "
+                                   f"{', '.join(missing)} (docs/results.md)")
+            return df
+
+        return _FILES.get((self.key, name), load)
+
+    def ops(self) -> pd.DataFrame:
+        return self.table("ops.parquet")
+
+    def links(self) -> pd.DataFrame:
+        return self.table("links.parquet")
+
+    def nodes(self) -> pd.DataFrame:
+        return self.table("nodes.parquet")
+
+    def json_file(self, name: str, required: bool = False) -> dict | None:
+        if self.error:
+            raise ResultsError(self.error)
+
+        def load():
+            f = self._file(name)
+            if not f.is_file():
+                if required:
+                    raise ResultsError(f"{self.key}: {name} is missing")
+                return None
+            try:
+                doc = json.loads(f.read_text())
+            except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+                raise ResultsError(f"{self.key}: {name} is not valid JSON ({exc})") from None
+            if not isinstance(doc, dict):
+                raise ResultsError(f"{self.key}: {name} is not a JSON object")
+            return doc
+
+        return _FILES.get((self.key, name), load)
+
+    def topology(self) -> dict | None:
+        return self.json_file("topology.json")
+
+    def schedule(self) -> dict | None:
+        return self.json_file("schedule.json")
+
+    def capture(self) -> Path | None:
+        """The capture file in the folder, if any (the first by name)."""
+        if self.error or not self.path.is_dir():
+            return None
+        caps = sorted(p for p in self.path.iterdir() if p.suffix in CAPTURE_SUFFIXES and p.is_file())
+        return caps[0] if caps else None
+
+
+def read_summary(path: Path) -> dict:
+    f = path / "summary.json"
+    if not f.is_file():
+        raise ResultsError(f"{path.name}: not a results folder (no summary.json)")
+    try:
+        s = json.loads(f.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ResultsError(f"{path.name}: summary.json is not valid JSON ({exc})") from None
+    if not isinstance(s, dict):
+        raise ResultsError(f"{path.name}: summary.json is not a JSON object")
+    missing = [k for k in SUMMARY_NEEDS if k not in s]
+    if missing:
+        raise ResultsError(f"{path.name}: summary.json lacks {', '.join(missing)} (docs/results.md)")
+    return s
+
+
+class Registry:
+    """The runs the app serves, by key. Keys are made here from folder names; a request
+    only ever names a key, and an unknown key finds nothing."""
+
+    def __init__(self):
+        self._runs: OrderedDict[str, Run] = OrderedDict()
+        self._lock = threading.Lock()
+        self.version = 0  # bumps when a run is added
+
+    def _unique_key(self, name: str) -> str:
+        base = re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-.") or "run"
+        key, i = base, 2
+        while key in self._runs:
+            key, i = f"{base}-{i}", i + 1
+        return key
+
+    def add(self, path, origin: str = "given", key: str | None = None) -> Run:
+        path = Path(path).resolve()
+        with self._lock:
+            for r in self._runs.values():
+                if r.path == path:
+                    return r
+            run = Run(self._unique_key(key or path.name), path, origin)
+            try:
+                run.summary = read_summary(path)
+            except ResultsError as exc:
+                run.error = str(exc)
+            self._runs[run.key] = run
+            self.version += 1
+            return run
+
+    def add_tree(self, path, origin: str = "given") -> list[Run]:
+        """A results folder, or a folder of results folders (each child with a summary.json)."""
+        path = Path(path)
+        if (path / "summary.json").exists() or not path.is_dir():
+            return [self.add(path, origin)]
+        kids = sorted(p for p in path.iterdir() if p.is_dir() and not p.name.startswith(".")
+                      and (p / "summary.json").exists())
+        if not kids:
+            return [self.add(path, origin)]  # shown as unreadable, with the reason
+        return [self.add(k, origin) for k in kids]
+
+    def get(self, key) -> Run | None:
+        if not isinstance(key, str):
+            return None
+        with self._lock:
+            return self._runs.get(key)
+
+    def runs(self) -> list[Run]:
+        with self._lock:
+            return list(self._runs.values())
+
+    def keys(self) -> list[str]:
+        with self._lock:
+            return list(self._runs)
+
+
+# ------------------------------------------------------------------------------ aggregation
+
+
+def time_bins(lo: float, hi: float, n: int = SCREEN_BINS) -> np.ndarray:
+    """n + 1 edges over [lo, hi]."""
+    if not hi > lo:
+        hi = lo + 1e-9
+    return np.linspace(lo, hi, n + 1)
+
+
+@dataclass
+class LinkMatrix:
+    """Utilization per link direction (rows) and time column, downsampled to the screen."""
+
+    links: np.ndarray  # link ids, row order
+    src: np.ndarray
+    dst: np.ndarray
+    t0: np.ndarray  # column start times
+    t1: np.ndarray
+    util: np.ndarray  # [rows, cols], 0..1
+    busy_s: np.ndarray  # [rows, cols]
+    wire_bytes: np.ndarray
+    lost: np.ndarray
+    queue_max: np.ndarray
+    frames: np.ndarray
+
+
+def _bin_index(t_start: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    starts, idx = np.unique(t_start, return_inverse=True)
+    return starts, idx
+
+
+def link_matrix(df: pd.DataFrame, max_cols: int = SCREEN_BINS) -> LinkMatrix:
+    """Pivot links.parquet to link x bin and merge neighbouring bins down to ``max_cols``."""
+    ids, row = np.unique(df["link"].to_numpy(), return_inverse=True)
+    starts, col = _bin_index(df["t_start_s"].to_numpy(float))
+    nb = len(starts)
+    k = max(1, math.ceil(nb / max_cols))
+    g = col // k
+    ng = int(g.max()) + 1 if len(g) else 0
+    R = len(ids)
+
+    def acc(values, how="sum"):
+        out = np.zeros((R, ng))
+        if how == "sum":
+            np.add.at(out, (row, g), values)
+        else:
+            np.maximum.at(out, (row, g), values)
+        return out
+
+    busy = acc(df["busy_s"].to_numpy(float))
+    t_end = df["t_end_s"].to_numpy(float)
+    t_start = df["t_start_s"].to_numpy(float)
+    # column bounds and widths from the bins themselves (the last bin may be short)
+    c0 = np.full(ng, np.inf)
+    c1 = np.full(ng, -np.inf)
+    np.minimum.at(c0, g, t_start)
+    np.maximum.at(c1, g, t_end)
+    width = np.maximum(c1 - c0, 1e-15)
+    util = np.clip(busy / width, 0, 1)
+    first = np.zeros(R, dtype=np.int64)
+    order = np.argsort(row, kind="stable")
+    first[row[order]] = order  # any row of each link: its src and dst
+    return LinkMatrix(ids, df["src"].to_numpy()[first], df["dst"].to_numpy()[first], c0, c1, util, busy,
+                      acc(df["wire_bytes"].to_numpy(float)), acc(df["lost_frames"].to_numpy(float)),
+                      acc(df["queue_bytes_max"].to_numpy(float), "max"), acc(df["frames"].to_numpy(float)))
+
+
+def link_totals(df: pd.DataFrame, span_s: float | None = None) -> pd.DataFrame:
+    """Per link direction over the run (or a window already cut from df): utilization, bytes, drops."""
+    g = df.groupby("link", sort=True)
+    out = g.agg(src=("src", "first"), dst=("dst", "first"), busy_s=("busy_s", "sum"), wire_bytes=("wire_bytes", "sum"),
+                frames=("frames", "sum"), lost_frames=("lost_frames", "sum"), queue_bytes_max=("queue_bytes_max", "max"),
+                t0=("t_start_s", "min"), t1=("t_end_s", "max")).reset_index()
+    span = span_s if span_s else max(float(out["t1"].max() - out["t0"].min()) if len(out) else 0.0, 1e-12)
+    out["utilization"] = (out["busy_s"] / span).clip(0, 1)
+    return out
+
+
+def link_series(df: pd.DataFrame, link: int, max_points: int = 1500) -> pd.DataFrame:
+    """One link direction's bins over time; merged (sum / max) when there are more than a screen's worth."""
+    d = df[df["link"] == link].sort_values("t_start_s")
+    if len(d) <= max_points:
+        return d.reset_index(drop=True)
+    k = math.ceil(len(d) / max_points)
+    grp = np.arange(len(d)) // k
+    a = d.groupby(grp).agg(t_start_s=("t_start_s", "min"), t_end_s=("t_end_s", "max"), busy_s=("busy_s", "sum"),
+                           wire_bytes=("wire_bytes", "sum"), frames=("frames", "sum"), lost_frames=("lost_frames", "sum"),
+                           queue_bytes_max=("queue_bytes_max", "max"))
+    a["utilization"] = (a["busy_s"] / (a["t_end_s"] - a["t_start_s"]).clip(lower=1e-15)).clip(0, 1)
+    a["link"], a["src"], a["dst"] = link, d["src"].iloc[0], d["dst"].iloc[0]
+    return a.reset_index(drop=True)
+
+
+def step_resample(t: np.ndarray, values: dict[str, np.ndarray], lo: float, hi: float,
+                  n: int = SCREEN_BINS, peak_of: str | None = None) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """Downsample a step function (each row holds until the next) to ``n`` points over [lo, hi].
+
+    Each bin shows the row with the largest ``peak_of`` value that held in it (so peaks
+    survive), or the state carried in from before the bin when no row falls in it.
+    """
+    t = np.asarray(t, float)
+    if len(t) <= n:
+        return t, {k: np.asarray(v) for k, v in values.items()}
+    edges = time_bins(lo, hi, n)
+    b = np.clip(np.searchsorted(edges, t, side="right") - 1, 0, n - 1)
+    key = np.asarray(values[peak_of] if peak_of else next(iter(values.values())), float)
+    # the row with the largest key per bin: sort by (bin, key) and take each bin's last
+    order = np.lexsort((key, b))
+    last = np.r_[np.flatnonzero(np.diff(b[order])), len(order) - 1]
+    pick = order[last]
+    # bins without rows carry the state in from the last row before them
+    has = np.zeros(n, bool)
+    has[b[pick]] = True
+    carry = np.searchsorted(t, edges[:-1], side="right") - 1
+    rows = np.full(n, -1, np.int64)
+    rows[b[pick]] = pick
+    rows[~has] = carry[~has]
+    keep = rows >= 0
+    tt = np.where(has, t[np.maximum(rows, 0)], edges[:-1])[keep]
+    rows = rows[keep]
+    return tt, {k: np.asarray(v)[rows] for k, v in values.items()}
+
+
+def time_weighted_bins(t: np.ndarray, v: np.ndarray, lo: float, hi: float, n: int = SCREEN_BINS):
+    """Time-weighted mean per bin of a step function (each value holds until the next t)."""
+    t = np.asarray(t, float)
+    v = np.asarray(v, float)
+    edges = time_bins(lo, hi, n)
+    if not len(t):
+        return edges[:-1], np.full(n, np.nan)
+    # integrate the step function at the edges
+    seg_t = np.r_[t, max(hi, t[-1])]
+    area = np.r_[0.0, np.cumsum(v * np.diff(seg_t))]
+
+    def integral(x):
+        i = np.clip(np.searchsorted(t, x, side="right") - 1, -1, len(t) - 1)
+        base = np.where(i >= 0, area[np.maximum(i, 0)], 0.0)
+        return base + np.where(i >= 0, v[np.maximum(i, 0)] * (x - t[np.maximum(i, 0)]), 0.0)
+
+    I = integral(edges)
+    w = np.diff(edges)
+    mean = np.diff(I) / w
+    mean[edges[1:] <= t[0]] = np.nan  # before the first row: nothing known
+    return (edges[:-1] + edges[1:]) / 2, mean
+
+
+# ------------------------------------------------------------------------------- timeline
+
+COMPUTE_KINDS = {"qkv": "qkv", "attn": "attn", "mlp": "mlp", "lm_head": "lm head"}
+COMM_KINDS = {"send": "send", "reduce": "reduce", "all_to_all": "all-to-all", "drain": "drain / invalidate",
+              "invalidate": "drain / invalidate"}
+CATEGORY_ORDER = ["qkv", "attn", "mlp", "lm head", "decode", "send", "reduce", "all-to-all", "drain / invalidate"]
+
+
+def categorize(ops: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(category, lane node, lane kind 0 compute / 1 NIC) for each op."""
+    kind = ops["kind"].astype(str).to_numpy()
+    cat = np.array([COMPUTE_KINDS.get(k) or COMM_KINDS.get(k) or ("decode" if k.startswith("decode_") else k)
+                    for k in kind], dtype=object)
+    comm = np.isin(cat, ["send", "reduce", "all-to-all", "drain / invalidate"])
+    node = ops["node"].to_numpy()
+    src = ops["src"].to_numpy()
+    lane_node = np.where(comm & (node < 0), src, node)
+    return cat, lane_node, comm.astype(np.int64)
+
+
+@dataclass
+class Segments:
+    cat: list  # per category: (x list, y list, text list)
+    lanes: list[str]
+    n_ops: int
+    n_segments: int
+    t0: float
+    t1: float
+    exact: bool = False
+
+
+def timeline_segments(ops: pd.DataFrame, n_nodes: int, lo: float | None = None, hi: float | None = None,
+                      max_segments: int = 6000, px: int = 1000, exact_below: int = 2500) -> Segments:
+    """Compute and NIC activity per node over [lo, hi] at screen resolution.
+
+    With at most ``exact_below`` ops in the window every op is drawn as it ran. Otherwise the
+    window is cut into ``px`` columns; in each lane and column the category that kept the lane
+    busiest wins, and neighbouring columns with the same winner merge into one segment (so a
+    compute lane alternating qkv/attn/mlp faster than a pixel shows what dominated).
+    """
+    t_s = ops["start_s"].to_numpy(float)
+    t_e = ops["end_s"].to_numpy(float)
+    ran = np.isfinite(t_s) & np.isfinite(t_e)
+    t_all0 = float(t_s[ran].min()) if ran.any() else 0.0
+    t_all1 = float(t_e[ran].max()) if ran.any() else 1.0
+    lo = t_all0 if lo is None else max(float(lo), t_all0)
+    hi = t_all1 if hi is None else min(float(hi), t_all1)
+    if not hi > lo:
+        hi = lo + 1e-9
+    vis = ran & (t_e >= lo) & (t_s <= hi)
+    sub = ops[vis]
+    s, e = np.maximum(t_s[vis], lo), np.minimum(t_e[vis], hi)
+    cat, lane_node, comm = categorize(sub)
+    lane = np.where(lane_node >= 0, lane_node * 2 + comm, -1)
+    ok = (lane >= 0) & (lane < 2 * n_nodes)
+    cat, lane, s, e, sub = cat[ok], lane[ok], s[ok], e[ok], sub[ok]
+    present = set(cat.tolist())
+    cats = [c for c in CATEGORY_ORDER if c in present] + sorted(present - set(CATEGORY_ORDER))
+    n_lanes = 2 * n_nodes
+    lanes = [f"node {i // 2} {'NIC' if i % 2 else 'compute'}" for i in range(n_lanes)]
+    series = []
+    total = 0
+    min_w = (hi - lo) / 1500  # make instant ops at least about a pixel wide
+    if len(s) <= exact_below:
+        kinds = sub["kind"].astype(str).to_numpy()
+        chunk, layer, opid, nbytes = (sub[c].to_numpy() for c in ("chunk", "layer", "op", "bytes"))
+        for c in cats:
+            m = np.flatnonzero(cat == c)
+            xs, ys, ts = [], [], []
+            for i in m.tolist():
+                a, b = float(s[i]), float(max(e[i], s[i] + min_w))
+                txt = (f"{kinds[i]} (op {int(opid[i])})<br>{lanes[lane[i]]}<br>chunk {int(chunk[i])}, layer {int(layer[i])}"
+                       f"<br>{int(nbytes[i]):,} B<br>{a:.6f} – {float(e[i]):.6f} s")
+                xs += [a, b, None]
+                ys += [lanes[lane[i]]] * 2 + [None]
+                ts += [txt, txt, None]
+            series.append((c, xs, ys, ts))
+            total += len(m)
+        return Segments(series, lanes, int(len(s)), total, lo, hi, exact=True)
+    while True:
+        w = (hi - lo) / px
+        c0 = np.clip(((s - lo) / w).astype(np.int64), 0, px - 1)
+        c1 = np.clip(((e - lo) / w).astype(np.int64), 0, px - 1)
+        k = c1 - c0 + 1
+        rep = np.repeat(np.arange(len(s)), k)
+        first = np.repeat(np.cumsum(k) - k, k)
+        col = c0[rep] + (np.arange(int(k.sum())) - first)
+        ov = np.minimum(e[rep], lo + (col + 1) * w) - np.maximum(s[rep], lo + col * w)
+        ov = np.maximum(ov, min(w, min_w) * 0.5)  # an instant op still counts a little
+        ci = {c: i for i, c in enumerate(cats)}
+        cat_i = np.array([ci[c] for c in cat.tolist()], np.int64)
+        nc = len(cats)
+        flat = (lane[rep] * px + col) * nc + cat_i[rep]
+        busy = np.bincount(flat, weights=ov, minlength=n_lanes * px * nc).reshape(n_lanes, px, nc)
+        tot = busy.sum(axis=2)
+        win = busy.argmax(axis=2)
+        act = tot > 0
+        # run-length segments of (lane, winner) along the columns
+        key = np.where(act, win, -1)
+        brk = np.ones((n_lanes, px), bool)
+        brk[:, 1:] = key[:, 1:] != key[:, :-1]
+        starts = brk & act
+        total = int(starts.sum())
+        if total <= max_segments or px <= 100:
+            break
+        px //= 2
+    seg_id = np.cumsum(brk.ravel()).reshape(n_lanes, px) - 1
+    sl, sc = np.nonzero(starts)
+    sid = seg_id[sl, sc]
+    # end column of each segment: last active column with the same segment id
+    lanes_idx, cols_idx = np.nonzero(act)
+    ends = np.zeros(int(seg_id.max()) + 1, np.int64)
+    np.maximum.at(ends, seg_id[lanes_idx, cols_idx], cols_idx)
+    busy_sum = np.zeros(int(seg_id.max()) + 1)
+    np.add.at(busy_sum, seg_id[lanes_idx, cols_idx], np.minimum(tot[lanes_idx, cols_idx] / w, 1.0))
+    ec = ends[sid]
+    ncols = ec - sc + 1
+    frac = busy_sum[sid] / ncols
+    wc = win[sl, sc]
+    for ci_, c in enumerate(cats):
+        m = np.flatnonzero(wc == ci_)
+        if not len(m):
+            series.append((c, [], [], []))
+            continue
+        a = lo + sc[m] * w
+        b = lo + (ec[m] + 1) * w
+        ys = [lanes[i] for i in sl[m].tolist()]
+        x = np.empty(len(m) * 3, dtype=object)
+        y = np.empty(len(m) * 3, dtype=object)
+        t = np.empty(len(m) * 3, dtype=object)
+        txt = [f"mostly {c}<br>{ln}<br>{p:.6f} – {q:.6f} s<br>busy {f:.0%} of the time"
+               for ln, p, q, f in zip(ys, a.tolist(), b.tolist(), frac[m].tolist())]
+        x[0::3], x[1::3], x[2::3] = a, b, None
+        y[0::3], y[1::3], y[2::3] = ys, ys, None
+        t[0::3], t[1::3], t[2::3] = txt, txt, None
+        series.append((c, x.tolist(), y.tolist(), t.tolist()))
+    return Segments(series, lanes, int(len(s)), total, lo, hi, exact=False)
+
+
+# ------------------------------------------------------------------------------- memory
+
+
+def node_memory(nodes: pd.DataFrame, node: int, lo: float, hi: float, n: int = 1200):
+    d = nodes[nodes["node"] == node].sort_values("t_s", kind="stable")
+    total = (d["owner_bytes"] + d["replica_bytes"] + d["transient_bytes"]).to_numpy(float)
+    cols = {"owner": d["owner_bytes"].to_numpy(float), "replica": d["replica_bytes"].to_numpy(float),
+            "transient": d["transient_bytes"].to_numpy(float), "total": total}
+    return step_resample(d["t_s"].to_numpy(float), cols, lo, hi, n, peak_of="total")
+
+
+def memory_matrix(nodes: pd.DataFrame, n_nodes: int, lo: float, hi: float, n: int = SCREEN_BINS):
+    """Per node and time bin: the largest total KV held in the bin (state carried across empty bins)."""
+    edges = time_bins(lo, hi, n)
+    z = np.full((n_nodes, n), np.nan)
+    for node, d in nodes.groupby("node", sort=True):
+        if not 0 <= node < n_nodes:
+            continue
+        d = d.sort_values("t_s", kind="stable")
+        t = d["t_s"].to_numpy(float)
+        tot = (d["owner_bytes"] + d["replica_bytes"] + d["transient_bytes"]).to_numpy(float)
+        b = np.clip(np.searchsorted(edges, t, side="right") - 1, 0, n - 1)
+        mx = np.full(n, -np.inf)
+        np.maximum.at(mx, b, tot)
+        carry_i = np.searchsorted(t, edges[:-1], side="right") - 1
+        carry = np.where(carry_i >= 0, tot[np.maximum(carry_i, 0)], np.nan)
+        z[int(node)] = np.fmax(np.where(np.isfinite(mx), mx, np.nan), carry)
+    return (edges[:-1] + edges[1:]) / 2, z
+
+
+def replica_factor_series(nodes: pd.DataFrame, lo: float, hi: float, n: int = SCREEN_BINS):
+    """The cluster-wide replica factor over time (time-weighted per bin) and its per-bin max."""
+    d = nodes.sort_values("t_s", kind="stable")
+    t = d["t_s"].to_numpy(float)
+    v = d["replica_factor"].to_numpy(float)
+    # one value per instant: the last row at each time
+    if len(t):
+        last = np.r_[t[1:] != t[:-1], True]
+        t, v = t[last], v[last]
+    mid, mean = time_weighted_bins(t, v, lo, hi, n)
+    edges = time_bins(lo, hi, n)
+    b = np.clip(np.searchsorted(edges, t, side="right") - 1, 0, n - 1)
+    mx = np.full(n, np.nan)
+    if len(t):
+        tmp = np.full(n, -np.inf)
+        np.maximum.at(tmp, b, v)
+        mx = np.where(np.isfinite(tmp), tmp, np.nan)
+        mx = np.fmax(mx, mean)
+    return mid, mean, mx
+
+
+def chunk_spans(ops: pd.DataFrame) -> pd.DataFrame:
+    """Per prefill chunk: when its compute started and ended."""
+    o = ops[(ops["stage"].astype(str) == "prefill") & (ops["node"] >= 0) & (ops["chunk"] >= 0)]
+    o = o[o["kind"].astype(str).isin(["qkv", "attn", "mlp"])]
+    g = o.groupby("chunk").agg(start_s=("start_s", "min"), end_s=("end_s", "max"))
+    return g.reset_index()
+
+
+def value_at(t: np.ndarray, v: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """The step function (t, v) evaluated at ``at`` (NaN before its first row)."""
+    i = np.searchsorted(t, at, side="right") - 1
+    return np.where(i >= 0, v[np.maximum(i, 0)], np.nan)
+
+
+def fmt_bytes(n) -> str:
+    if n is None or (isinstance(n, float) and not math.isfinite(n)):
+        return "-"
+    n = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
+        n /= 1024
+    return f"{n:.2f} TiB"
+
+
+def fmt_s(t) -> str:
+    if t is None or not isinstance(t, (int, float)) or not math.isfinite(t):
+        return "-"
+    if t >= 1:
+        return f"{t:.3f} s"
+    if t >= 1e-3:
+        return f"{t * 1e3:.3f} ms"
+    return f"{t * 1e6:.2f} µs"

@@ -1,0 +1,436 @@
+"""Plotly figures of one or more runs, shared by the Dash app and the static report.
+
+Every builder takes data already loaded from a results folder and returns a small figure:
+the aggregation (time bins, merged segments, downsampled series) happens here, on the
+server, so what reaches the browser is about what a screen can show.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.colors import get_colorscale, sample_colorscale
+from plotly.subplots import make_subplots
+
+from . import data as D
+
+SCHEME_COLORS = {"mars": "#d1495b", "ring": "#00798c", "zigzag": "#6a4c93", "pd": "#edae49", "full": "#30638e"}
+CATEGORY_COLORS = {"qkv": "#8ecae6", "attn": "#219ebc", "mlp": "#023047", "lm head": "#000000", "decode": "#8d99ae",
+                   "send": "#fb8500", "reduce": "#e63946", "all-to-all": "#9d4edd", "drain / invalidate": "#2a9d8f"}
+MEM_COLORS = {"owner": "#30638e", "replica": "#edae49", "transient": "#d1495b"}
+UTIL_SCALE = "YlOrRd"
+FONT = dict(family="Inter, Segoe UI, Helvetica, Arial, sans-serif", size=12)
+
+
+def _base(fig: go.Figure, title: str | None = None, height: int = 380) -> go.Figure:
+    fig.update_layout(template="plotly_white", height=height, font=FONT, margin=dict(l=60, r=20, t=48 if title else 16, b=44),
+                      title=dict(text=title, x=0.01, xanchor="left", font=dict(size=15)) if title else None,
+                      legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1.0),
+                      hoverlabel=dict(namelength=-1))
+    return fig
+
+
+def message_figure(text: str, height: int = 260) -> go.Figure:
+    fig = go.Figure()
+    fig.add_annotation(text=text, x=0.5, y=0.5, xref="paper", yref="paper", showarrow=False, font=dict(size=14, color="#555"))
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
+    return _base(fig, height=height)
+
+
+def scheme_color(s: str | None, i: int = 0) -> str:
+    pal = ["#d1495b", "#00798c", "#6a4c93", "#edae49", "#30638e", "#2a9d8f", "#8d99ae"]
+    return SCHEME_COLORS.get(str(s).lower(), pal[i % len(pal)])
+
+
+# ------------------------------------------------------------------------------ overview
+
+
+def overview_figures(runs: list) -> tuple[go.Figure, go.Figure]:
+    ok = [r for r in runs if not r.error]
+    names = [r.key for r in ok]
+    colors = [scheme_color(r.summary.get("scheme"), i) for i, r in enumerate(ok)]
+    ttft = [r.summary.get("ttft_s") for r in ok]
+    hover = [f"{r.key}<br>{r.summary.get('scheme')} · {r.summary.get('nodes')} nodes · seq {r.summary.get('seq')}"
+             f"<br>TTFT {D.fmt_s(r.summary.get('ttft_s'))}" for r in ok]
+    f1 = go.Figure(go.Bar(x=names, y=ttft, marker_color=colors, hovertext=hover, hoverinfo="text",
+                          text=[D.fmt_s(t) for t in ttft], textposition="outside", cliponaxis=False, name="TTFT"))
+    f1.update_yaxes(title="TTFT (s)", rangemode="tozero")
+    _base(f1, "Time to first token", 360)
+    gib = 2**30
+    f2 = go.Figure([
+        go.Bar(x=names, y=[r.summary.get("wire_bytes", 0) / gib for r in ok], name="on the wire (every hop)",
+               marker_color="#30638e", hovertemplate="%{x}<br>wire %{y:.3f} GiB<extra></extra>"),
+        go.Bar(x=names, y=[r.summary.get("kv_bytes", 0) / gib for r in ok], name="KV payload delivered",
+               marker_color="#edae49", hovertemplate="%{x}<br>KV %{y:.3f} GiB<extra></extra>"),
+    ])
+    f2.update_layout(barmode="group")
+    f2.update_yaxes(title="GiB", rangemode="tozero")
+    _base(f2, "Bytes moved", 360)
+    return f1, f2
+
+
+# ------------------------------------------------------------------------------ topology
+
+
+def _positions(topo: dict | None, nodes: list[int]) -> tuple[dict[int, tuple[float, float]], dict[int, str]]:
+    """Node positions for drawing, and each node's kind."""
+    info = {}
+    if topo and isinstance(topo.get("nodes"), list):
+        for n in topo["nodes"]:
+            if isinstance(n, dict) and isinstance(n.get("id"), int):
+                info[n["id"]] = n
+            elif isinstance(n, int):
+                info[n] = {"id": n}
+    allnodes = sorted(set(nodes) | set(info))
+    kind = {n: str(info.get(n, {}).get("kind", "board")) for n in allnodes}
+    boards = [n for n in allnodes if kind[n] == "board"]
+    switches = [n for n in allnodes if kind[n] != "board"]
+    pos: dict[int, tuple[float, float]] = {}
+    if boards and all(isinstance(info.get(n, {}).get("row"), int) and isinstance(info.get(n, {}).get("col"), int) for n in boards):
+        for n in boards:
+            pos[n] = (float(info[n]["col"]), -float(info[n]["row"]))
+    elif switches and any("layer" in info.get(s, {}) for s in switches):
+        layers = {"core": 3.0, "agg": 2.0, "edge": 1.0}
+        rows: dict[float, list[int]] = {}
+        for s in switches:
+            rows.setdefault(layers.get(str(info.get(s, {}).get("layer")), 1.5), []).append(s)
+        rows.setdefault(0.0, []).extend(boards)
+        width = max(len(v) for v in rows.values())
+        for y, members in rows.items():
+            members.sort()
+            step = width / max(len(members), 1)
+            for i, n in enumerate(members):
+                pos[n] = ((i + 0.5) * step, y * 1.6)
+    else:
+        R = max(1.5, len(boards) / (2 * math.pi) * 1.2)
+        for i, n in enumerate(boards):
+            a = math.pi / 2 - 2 * math.pi * i / max(len(boards), 1)
+            pos[n] = (R * math.cos(a), R * math.sin(a))
+        for i, s in enumerate(switches):
+            a = 2 * math.pi * i / max(len(switches), 1)
+            r = 0 if len(switches) == 1 else R * 0.35
+            pos[s] = (r * math.cos(a), r * math.sin(a))
+    for n in allnodes:  # anything left (ids only in links.parquet)
+        pos.setdefault(n, (len(pos) * 0.7, -3.0))
+    return pos, kind
+
+
+def _lane(p0, p1, lane: float, trim: float, out=None, height: float = 0.0, k: int = 24):
+    """The drawn lane of one link direction from p0 to p1, as (x, y) points.
+
+    A straight link is shifted ``lane`` to the right of its direction of travel, so the two
+    directions of a full-duplex link run side by side. A link that would pass over other
+    nodes (a torus wrap-around) is drawn as a bracket that leaves both ends towards ``out``
+    (a unit vector) at ``height``; the direction whose right-hand side faces ``out`` takes the
+    outer track. Both ends are cut back by ``trim`` so lanes stop short of the node markers.
+    """
+    a, b = np.asarray(p0, float), np.asarray(p1, float)
+    d = b - a
+    L = float(np.hypot(*d)) or 1.0
+    dh = d / L
+    right = np.array([dh[1], -dh[0]])
+    if out is None:
+        a2, b2 = a + lane * right, b + lane * right
+        cut = min(trim / L, 0.45)
+        pts = np.array([a2 + cut * (b2 - a2), b2 - cut * (b2 - a2)])
+        return pts[:, 0], pts[:, 1]
+    out = np.asarray(out, float)
+    sig = 1.0 if float(right @ out) >= 0 else -1.0  # outer or inner track
+    a2, b2 = a - sig * lane * dh, b + sig * lane * dh
+    H = (height + sig * lane) * 4 / 3  # a cubic's control height for a peak of height + ...
+    t = np.linspace(0, 1, k)[:, None]
+    c0, c1 = a2 + H * out, b2 + H * out
+    pts = (1 - t) ** 3 * a2 + 3 * (1 - t) ** 2 * t * c0 + 3 * (1 - t) * t**2 * c1 + t**3 * b2
+    keep = (np.hypot(*(pts - a).T) > trim) & (np.hypot(*(pts - b).T) > trim)
+    pts = pts[keep] if keep.sum() >= 2 else pts
+    return pts[:, 0], pts[:, 1]
+
+
+def topology_figure(topo: dict | None, totals, selected: int | None = None, title: str | None = None,
+                    height: int = 520) -> go.Figure:
+    """The topology with each link direction drawn as its own lane, coloured by utilization.
+
+    ``totals``: link_totals() rows (link, src, dst, utilization, wire_bytes, lost_frames, ...).
+    Clicking a lane gives clickData whose customdata is the link id."""
+    rows = totals.to_dict("records")
+    nodes = sorted({int(r["src"]) for r in rows} | {int(r["dst"]) for r in rows})
+    pos, kind = _positions(topo, nodes)
+    pts = np.array([pos[n] for n in pos]) if pos else np.zeros((1, 2))
+    centre = pts.mean(axis=0)
+    d = [math.dist(pos[a], pos[b]) for a in pos for b in pos if a < b]
+    unit = min([x for x in d if x > 1e-9], default=1.0)
+    lane = 0.07 * unit
+    vmax = max(0.05, max((r["utilization"] for r in rows), default=0.0))
+    colorscale = get_colorscale(UTIL_SCALE)
+
+    def color_of(u: float) -> str:
+        return sample_colorscale(colorscale, [min(max(u / vmax, 0.0), 1.0)])[0]
+
+    buckets: dict[int, dict] = {}
+    mids_x, mids_y, mids_c, mids_id, mids_text = [], [], [], [], []
+    sel_x, sel_y = [], []
+    NB = 10
+    for r in rows:
+        u, v, lid = int(r["src"]), int(r["dst"]), int(r["link"])
+        p0, p1 = pos[u], pos[v]
+        # bulge a link whose straight line would pass over another node (torus wrap-arounds)
+        a, b = np.array(p0), np.array(p1)
+        ab = b - a
+        L2 = float(ab @ ab) or 1.0
+        near = False
+        for n, q in pos.items():
+            if n in (u, v):
+                continue
+            t = float((np.array(q) - a) @ ab) / L2
+            if 0.05 < t < 0.95 and np.linalg.norm(a + t * ab - np.array(q)) < 0.25 * unit:
+                near = True
+                break
+        wrap = None
+        if near:
+            m = (a + b) / 2
+            nrm = np.array([ab[1], -ab[0]]) / math.sqrt(L2)
+            side = float((m - centre) @ nrm)
+            # away from the centre; the same vector for both directions
+            wrap = nrm if side > 1e-9 else -nrm if side < -1e-9 else (nrm if u < v else -nrm)
+        x, y = _lane(p0, p1, lane, 0.24 * unit, out=wrap, height=0.32 * unit)
+        util = float(r["utilization"])
+        bk = min(int(util / vmax * NB), NB - 1) if vmax > 0 else 0
+        bb = buckets.setdefault(bk, {"x": [], "y": [], "id": []})
+        xs, ys = [float(v) for v in x], [float(v) for v in y]
+        bb["x"] += xs + [None]
+        bb["y"] += ys + [None]
+        bb["id"] += [lid] * len(xs) + [None]
+        mi = len(xs) // 2
+        mids_x.append(xs[mi] if len(xs) > 2 else (xs[0] + xs[-1]) / 2)
+        mids_y.append(ys[mi] if len(ys) > 2 else (ys[0] + ys[-1]) / 2)
+        mids_c.append(util)
+        mids_id.append(lid)
+        mids_text.append(f"link {u}→{v} (id {lid})<br>utilization {util:.1%}<br>{D.fmt_bytes(r.get('wire_bytes'))} on the wire"
+                         f"<br>peak queue {D.fmt_bytes(r.get('queue_bytes_max'))} · lost frames {int(r.get('lost_frames', 0)):,}"
+                         "<br><i>click for its detail</i>")
+        if selected is not None and lid == selected:
+            sel_x, sel_y = xs, ys
+    fig = go.Figure()
+    if sel_x:
+        fig.add_trace(go.Scatter(x=sel_x, y=sel_y, mode="lines", line=dict(color="#111", width=11), hoverinfo="skip",
+                                 showlegend=False, name="selected"))
+    for bk in sorted(buckets):
+        bb = buckets[bk]
+        fig.add_trace(go.Scatter(x=bb["x"], y=bb["y"], customdata=bb["id"], mode="lines",
+                                 line=dict(color=color_of((bk + 0.5) / NB * vmax), width=5), hoverinfo="skip",
+                                 showlegend=False, name=f"util bucket {bk}"))
+    fig.add_trace(go.Scatter(x=mids_x, y=mids_y, mode="markers", customdata=mids_id, hovertext=mids_text,
+                             hoverinfo="text", name="links",
+                             marker=dict(size=11, color=mids_c, colorscale=UTIL_SCALE, cmin=0, cmax=vmax,
+                                         line=dict(color="#333", width=0.6),
+                                         colorbar=dict(title=dict(text="utilization", side="right"), tickformat=".0%",
+                                                       thickness=14, len=0.8)),
+                             showlegend=False))
+    bx = [pos[n][0] for n in pos if kind.get(n) == "board"]
+    by = [pos[n][1] for n in pos if kind.get(n) == "board"]
+    bl = [str(n) for n in pos if kind.get(n) == "board"]
+    fig.add_trace(go.Scatter(x=bx, y=by, mode="markers+text", text=bl, textposition="middle center",
+                             marker=dict(size=30, color="#ffffff", line=dict(color="#30638e", width=2.5)),
+                             textfont=dict(size=12, color="#1b2a41"), hovertext=[f"board {n}" for n in bl],
+                             hoverinfo="text", showlegend=False, name="boards"))
+    sw = [n for n in pos if kind.get(n) != "board"]
+    if sw:
+        fig.add_trace(go.Scatter(x=[pos[n][0] for n in sw], y=[pos[n][1] for n in sw], mode="markers+text",
+                                 text=[f"s{n}" for n in sw], textposition="middle center", hoverinfo="text",
+                                 hovertext=[f"switch {n} ({kind[n]})" for n in sw],
+                                 marker=dict(size=30, symbol="square", color="#eef2f7", line=dict(color="#555", width=2)),
+                                 textfont=dict(size=10), showlegend=False, name="switches"))
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False, scaleanchor="x", scaleratio=1)
+    _base(fig, title, height)
+    fig.update_layout(margin=dict(l=10, r=10, t=48 if title else 10, b=10), clickmode="event", hovermode="closest",
+                      plot_bgcolor="#fbfbfd")
+    return fig
+
+
+def link_heatmap(m: D.LinkMatrix, title: str | None = None, max_rows: int = 256) -> go.Figure:
+    rows = np.arange(len(m.links))
+    note = ""
+    if len(rows) > max_rows:
+        busiest = np.argsort(-m.busy_s.sum(axis=1))[:max_rows]
+        rows = np.sort(busiest)
+        note = f" (the {max_rows} busiest of {len(m.links)} link directions)"
+    labels = [f"{int(m.src[i])}→{int(m.dst[i])}" for i in rows]
+    x = (m.t0 + m.t1) / 2
+    z = m.util[rows]
+    text_lost = m.lost[rows]
+    fig = go.Figure(go.Heatmap(
+        z=z, x=x, y=labels, colorscale=UTIL_SCALE, zmin=0, zmax=max(0.05, float(np.nanmax(z)) if z.size else 1),
+        customdata=np.dstack([np.broadcast_to(m.links[rows][:, None], z.shape), text_lost]),
+        hovertemplate="link %{y} (id %{customdata[0]})<br>t %{x:.4f} s<br>utilization %{z:.1%}"
+                      "<br>lost frames %{customdata[1]:.0f}<extra></extra>",
+        colorbar=dict(title=dict(text="utilization", side="right"), tickformat=".0%", thickness=14)))
+    fig.update_yaxes(title="link direction", autorange="reversed", type="category", tickfont=dict(size=9))
+    fig.update_xaxes(title="simulated time (s)")
+    _base(fig, (title or "Utilization per link direction over time") + note, max(360, min(900, 14 * len(rows) + 120)))
+    return fig
+
+
+def link_detail(series, src: int, dst: int, reverse=None, title: str | None = None) -> go.Figure:
+    fig = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.06,
+                        subplot_titles=("utilization", "largest queue backlog a frame found", "frames lost on the wire"))
+    t = ((series["t_start_s"] + series["t_end_s"]) / 2).to_numpy()
+    fig.add_trace(go.Scatter(x=t, y=series["utilization"], mode="lines", name=f"{src}→{dst}", line=dict(color="#d1495b", width=1.6),
+                             fill="tozeroy", fillcolor="rgba(209,73,91,0.15)",
+                             hovertemplate="t %{x:.4f} s<br>%{y:.1%}<extra>" + f"{src}→{dst}</extra>"), 1, 1)
+    if reverse is not None and len(reverse):
+        tr = ((reverse["t_start_s"] + reverse["t_end_s"]) / 2).to_numpy()
+        fig.add_trace(go.Scatter(x=tr, y=reverse["utilization"], mode="lines", name=f"{dst}→{src} (reverse)",
+                                 line=dict(color="#00798c", width=1, dash="dot"),
+                                 hovertemplate="t %{x:.4f} s<br>%{y:.1%}<extra>" + f"{dst}→{src}</extra>"), 1, 1)
+    fig.add_trace(go.Scatter(x=t, y=series["queue_bytes_max"] / 1024, mode="lines", name="queue (KiB)", line=dict(color="#30638e", width=1.2),
+                             line_shape="hv", showlegend=False, hovertemplate="t %{x:.4f} s<br>%{y:.1f} KiB<extra>queue</extra>"), 2, 1)
+    fig.add_trace(go.Bar(x=t, y=series["lost_frames"], name="lost frames", marker_color="#6a4c93", showlegend=False,
+                         hovertemplate="t %{x:.4f} s<br>%{y} lost<extra></extra>"), 3, 1)
+    if not float(series["lost_frames"].sum()):
+        fig.add_annotation(text="no frames lost on this link", x=0.5, y=0.5, xref="x3 domain", yref="y3 domain",
+                           showarrow=False, font=dict(color="#888"))
+    fig.update_yaxes(tickformat=".0%", rangemode="tozero", row=1, col=1)
+    fig.update_yaxes(title="KiB", rangemode="tozero", row=2, col=1)
+    fig.update_yaxes(title="frames", rangemode="tozero", row=3, col=1)
+    fig.update_xaxes(title="simulated time (s)", row=3, col=1)
+    _base(fig, title or f"Link {src}→{dst}", 520)
+    for a in fig.layout.annotations:
+        a.font.size = 12
+        a.x = 0.0
+        a.xanchor = "left"
+    return fig
+
+
+# ------------------------------------------------------------------------------ memory
+
+
+def memory_node_figure(t, cols, node: int, owner_only: float | None, budget: float | None, ttft: float | None,
+                       title: str | None = None) -> go.Figure:
+    mib = 2**20
+    fig = go.Figure()
+    for name in ("owner", "replica", "transient"):
+        fig.add_trace(go.Scatter(x=t, y=cols[name] / mib, name=f"{name}", mode="lines", stackgroup="kv", line_shape="hv",
+                                 line=dict(width=0.5, color=MEM_COLORS[name]), fillcolor=MEM_COLORS[name],
+                                 hovertemplate="t %{x:.4f} s<br>%{y:.2f} MiB<extra>" + name + "</extra>"))
+    x_hi = float(t[-1]) if len(t) else 1.0
+    x_lo = float(t[0]) if len(t) else 0.0
+    if owner_only is not None:
+        fig.add_trace(go.Scatter(x=[x_lo, x_hi], y=[owner_only / mib] * 2, mode="lines", name="owner-only (final shard)",
+                                 line=dict(color="#111", dash="dash", width=1.6),
+                                 hovertemplate="owner-only %{y:.2f} MiB<extra></extra>"))
+    if budget:
+        fig.add_trace(go.Scatter(x=[x_lo, x_hi], y=[budget / mib] * 2, mode="lines", name="KV budget",
+                                 line=dict(color="#d1495b", dash="dot", width=1.4),
+                                 hovertemplate="budget %{y:.2f} MiB<extra></extra>"))
+    if ttft:
+        fig.add_vline(x=ttft, line=dict(color="#888", width=1, dash="dot"), annotation_text="first token",
+                      annotation_position="top left", annotation_font_size=10)
+    fig.update_yaxes(title="KV memory (MiB)", rangemode="tozero")
+    fig.update_xaxes(title="simulated time (s)")
+    return _base(fig, title or f"KV memory of node {node}", 400)
+
+
+def memory_heatmap(x, z, title: str | None = None) -> go.Figure:
+    mib = 2**20
+    fig = go.Figure(go.Heatmap(z=z / mib, x=x, y=[f"node {i}" for i in range(z.shape[0])], colorscale="Blues",
+                               zmin=0, colorbar=dict(title=dict(text="MiB", side="right"), thickness=14),
+                               hovertemplate="%{y}<br>t %{x:.4f} s<br>%{z:.2f} MiB (peak in bin)<extra></extra>"))
+    fig.update_yaxes(autorange="reversed", type="category")
+    fig.update_xaxes(title="simulated time (s)")
+    return _base(fig, title or "KV memory per node (click a row to show that node above)",
+                 max(260, min(640, 22 * z.shape[0] + 110)))
+
+
+def replica_figure(mid, mean, mx, spans, ttft: float | None, schedule: dict | None, measured_at_chunk=None,
+                   title: str | None = None) -> go.Figure:
+    """Left: the cluster's replica factor over time; right: per chunk, the scheduled r(c) and the
+    measured copies per block when the chunk's compute ended (the paper's Figure 4 view)."""
+    fig = make_subplots(rows=1, cols=2, column_widths=[0.58, 0.42], horizontal_spacing=0.09,
+                        subplot_titles=("average copies per block over time", "replica factor per prefill chunk"))
+    ok = np.isfinite(mean)
+    fig.add_trace(go.Scatter(x=mid[ok], y=mx[ok], mode="lines", line=dict(width=0), showlegend=False, hoverinfo="skip",
+                             name="max in bin"), 1, 1)
+    fig.add_trace(go.Scatter(x=mid[ok], y=mean[ok], mode="lines", name="average copies per block", fill="tonexty",
+                             fillcolor="rgba(209,73,91,0.15)", line=dict(color="#d1495b", width=1.8),
+                             hovertemplate="t %{x:.4f} s<br>%{y:.2f} copies per block<extra></extra>"), 1, 1)
+    if spans is not None and len(spans):
+        for c, s in zip(spans["chunk"].tolist(), spans["start_s"].tolist()):
+            if np.isfinite(s):
+                fig.add_vline(x=s, line=dict(color="#bbb", width=0.7), row=1, col=1)
+        fig.add_trace(go.Scatter(x=spans["start_s"], y=[None] * len(spans), showlegend=False, hoverinfo="skip"), 1, 1)
+    if ttft:
+        fig.add_vline(x=ttft, line=dict(color="#555", width=1, dash="dot"), row=1, col=1)
+    fig.update_xaxes(title="simulated time (s)  (grey lines: chunk starts)", row=1, col=1)
+    fig.update_yaxes(title="copies per block", rangemode="tozero", row=1, col=1)
+    r = (schedule or {}).get("r")
+    if isinstance(r, list) and r:
+        chunks = list(range(len(r)))
+        fig.add_trace(go.Bar(x=chunks, y=r, name="r(c) scheduled", marker_color="#edae49",
+                             hovertemplate="chunk %{x}<br>r = %{y}<extra></extra>"), 1, 2)
+        for key, name, dash in (("r_mem", "memory bound r_mem", "dot"), ("r_reuse", "reuse bound r_reuse", "dash")):
+            v = (schedule or {}).get(key)
+            if isinstance(v, list) and len(v) == len(r):
+                fig.add_trace(go.Scatter(x=chunks, y=v, mode="lines+markers", name=name, line=dict(dash=dash, width=1.2),
+                                         marker=dict(size=4), hovertemplate="chunk %{x}<br>%{y}<extra>" + key + "</extra>"), 1, 2)
+    if measured_at_chunk is not None and len(measured_at_chunk[0]):
+        fig.add_trace(go.Scatter(x=measured_at_chunk[0], y=measured_at_chunk[1], mode="lines+markers",
+                                 name="measured copies per block at chunk end", line=dict(color="#d1495b", width=2),
+                                 marker=dict(size=6), hovertemplate="chunk %{x}<br>%{y:.2f} copies<extra>measured</extra>"), 1, 2)
+    fig.update_xaxes(title="chunk", dtick=1 if isinstance(r, list) and len(r) <= 24 else None, row=1, col=2)
+    fig.update_yaxes(title="replicas", rangemode="tozero", row=1, col=2)
+    _base(fig, title, 420)
+    fig.update_layout(legend=dict(y=-0.22, yanchor="top", x=0, xanchor="left"), margin=dict(b=90))
+    for a in fig.layout.annotations:
+        if a.text in ("average copies per block over time", "replica factor per prefill chunk"):
+            a.font.size = 12
+    return fig
+
+
+# ------------------------------------------------------------------------------ timeline
+
+
+def timeline_figure(seg: D.Segments, ttft: float | None = None, title: str | None = None) -> go.Figure:
+    fig = go.Figure()
+    n_lanes = len(seg.lanes)
+    width = max(3, min(14, int(520 / max(n_lanes, 1))))
+    for cat, x, y, text in seg.cat:
+        fig.add_trace(go.Scatter(x=x, y=y, mode="lines", name=cat, line=dict(color=CATEGORY_COLORS.get(cat, "#999"), width=width),
+                                 hovertext=text, hoverinfo="text", connectgaps=False))
+    if ttft and seg.t0 <= ttft <= seg.t1:
+        fig.add_vline(x=ttft, line=dict(color="#555", width=1, dash="dot"), annotation_text="first token",
+                      annotation_font_size=10)
+    fig.update_yaxes(type="category", categoryorder="array", categoryarray=seg.lanes[::-1], tickfont=dict(size=9),
+                     fixedrange=True, range=[-0.7, n_lanes - 0.3])
+    fig.update_xaxes(title="simulated time (s)", range=[seg.t0, seg.t1])
+    h = max(360, min(1100, 16 * n_lanes + 140))
+    how = ("every op as it ran" if seg.exact else
+           f"{seg.n_ops:,} ops; each pixel shows the kind that kept the lane busiest")
+    _base(fig, title or f"Compute and NIC activity per node, {seg.t0:.4f}–{seg.t1:.4f} s ({how}; drag to zoom, "
+                        "double-click to reset)", h)
+    fig.update_layout(hovermode="closest", dragmode="zoom")
+    return fig
+
+
+# ------------------------------------------------------------------------------ frames
+
+
+def frames_histogram(hist, title: str | None = None) -> go.Figure:
+    from .frames import enum_names
+
+    edges, counts = hist
+    names = enum_names()["op"]
+    x = (edges[:-1] + edges[1:]) / 2
+    fig = go.Figure()
+    pal = ["#30638e", "#edae49", "#d1495b", "#00798c", "#6a4c93", "#2a9d8f", "#fb8500", "#8d99ae", "#003d5b", "#e76f51", "#264653"]
+    for i, op in enumerate(sorted(counts)):
+        name = "malformed" if op == -1 else names.get(op, str(op))
+        fig.add_trace(go.Bar(x=x, y=counts[op], name=name, marker_color="#111" if op == -1 else pal[i % len(pal)],
+                             marker_line_width=0, hovertemplate="t %{x:.4f} s<br>%{y:,} frames<extra>" + name + "</extra>"))
+    fig.update_layout(barmode="stack", bargap=0)
+    fig.update_yaxes(title="frames per bin")
+    fig.update_xaxes(title="capture time (s)")
+    return _base(fig, title or "Captured frames over time by op", 300)

@@ -1,0 +1,191 @@
+"""The Sweep page's data: the Parquet dataset `emu sweep` writes, one row per point
+(docs/sweeps.md).
+
+``--sweep PATH`` is a ``results.parquet`` file, a sweep output folder (its
+``results.parquet`` is read, not the folder recursively: it also holds ``parts/`` and the
+kept runs), or a folder of Parquet files. Columns used: ``scheme``, ``nodes``, ``seq``,
+``chunk``, ``ttft_s``, ``wire_bytes``, ``kv_bytes``; ``status`` (only ``ok`` points are
+drawn); ``topology_name``/``topology`` and ``link_rate_bps``/``link_rate`` for the filters.
+The Parquet metadata key ``emu.sweep`` names the parameters that vary (``axes``); each line
+of a figure is one true slice of the grid: a scheme's points that differ only in the
+panel's parameter.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import plotly.graph_objects as go
+import pyarrow.parquet as pq
+
+from .figures import FONT, scheme_color
+
+NEEDED = ("scheme", "ttft_s", "wire_bytes")
+AXES = (("nodes", "nodes"), ("seq", "prompt length (tokens)"), ("chunk", "chunk size (tokens)"))
+# when the dataset does not name its axes: the parameters that may vary
+GRID = ("nodes", "seq", "chunk", "topology", "link_rate", "loss", "seed", "decode_tokens", "model", "hw", "kv_budget",
+        "alpha", "pd_mode", "prefill_nodes", "overrides")
+# filters offered when the sweep varies them: (axis as given, column to show)
+FILTERS = (("topology", "topology"), ("link_rate", "link_rate"), ("hw.link_rate", "hw.link_rate"), ("loss", "loss"))
+
+
+class SweepError(Exception):
+    pass
+
+
+def _files(p: Path) -> list[Path]:
+    if p.is_file():
+        return [p]
+    if (p / "results.parquet").is_file():
+        return [p / "results.parquet"]
+    top = sorted(f for f in p.glob("*.parquet") if f.is_file())
+    if top:
+        return top
+    if (p / "parts").is_dir():
+        return sorted(f for f in (p / "parts").glob("*.parquet") if f.is_file())
+    return []
+
+
+def load_sweep(path) -> tuple[pd.DataFrame, dict]:
+    """(points that finished ok, the sweep's metadata) of a dataset; SweepError says what is wrong."""
+    p = Path(path)
+    if not p.exists():
+        raise SweepError(f"{p}: no such file or folder")
+    files = _files(p)
+    if not files:
+        raise SweepError(f"{p}: no results.parquet or other .parquet files in this folder")
+    meta: dict = {}
+    try:
+        frames = []
+        for f in files:
+            t = pq.read_table(f)
+            raw = (t.schema.metadata or {}).get(b"emu.sweep")
+            if raw and not meta:
+                try:
+                    meta = json.loads(raw)
+                except (ValueError, UnicodeDecodeError):
+                    meta = {}
+            frames.append(t.to_pandas())
+        df = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+    except Exception as exc:
+        raise SweepError(f"{p.name}: not a readable Parquet dataset ({type(exc).__name__}: {str(exc)[:200]})") from None
+    missing = [c for c in NEEDED if c not in df.columns]
+    if missing:
+        raise SweepError(f"{p.name}: the dataset lacks the column{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
+                         "(docs/sweeps.md)")
+    n_all = len(df)
+    if "status" in df.columns:
+        df = df[df["status"].astype(str) == "ok"]
+    df = df[pd.to_numeric(df["ttft_s"], errors="coerce").notna()].reset_index(drop=True)
+    meta = dict(meta, points_total=n_all, points_ok=len(df))
+    return df, meta
+
+
+def axes_of(df: pd.DataFrame, meta: dict) -> list[str]:
+    ax = meta.get("axes")
+    if isinstance(ax, list) and ax:
+        return [a for a in ax if a in df.columns and a != "scheme"]
+    return [c for c in GRID if c in df.columns and df[c].nunique(dropna=False) > 1]
+
+
+def filter_values(df: pd.DataFrame, axes: list[str]) -> dict[str, list]:
+    """The parameters besides nodes, prompt and chunk that this sweep varies, with their values."""
+    out = {}
+    for axis, col in FILTERS:
+        if axis in axes and col in df.columns and df[col].nunique(dropna=False) > 1:
+            out[col] = sorted(df[col].unique().tolist(), key=lambda v: (v is None, isinstance(v, str), str(v)))
+    return out
+
+
+def filter_label(col: str, v) -> str:
+    if v is None or (isinstance(v, float) and v != v):
+        return "profile default" if "rate" in col else "default"
+    return str(v)
+
+
+def _label(v) -> str:
+    if isinstance(v, float) and v.is_integer():
+        v = int(v)
+    return str(v)
+
+
+def _slices(df: pd.DataFrame, x: str, metric: str, grid: list[str]):
+    """(scheme, name, frame) per line along ``x``: points of one scheme equal in every other axis."""
+    others = [c for c in grid if c != x and c in df.columns and df[c].nunique(dropna=False) > 1]
+    out = []
+    for scheme in sorted(df["scheme"].astype(str).unique()):
+        d = df[df["scheme"].astype(str) == scheme]
+        groups = d.groupby(others, dropna=False, sort=True) if others else [((), d)]
+        for key, g in groups:
+            g = g.groupby(x, as_index=False)[metric].median().sort_values(x)
+            if g[x].nunique() < 2:
+                continue  # not a slice along this axis
+            key = key if isinstance(key, tuple) else (key,)
+            name = scheme + ("" if not others else " · " + ", ".join(f"{o} {_label(k)}" for o, k in zip(others, key)))
+            out.append((scheme, name, g))
+    return out
+
+
+SYMBOLS = ["circle", "square", "diamond", "triangle-up", "x", "star"]
+
+
+def sweep_axes(df: pd.DataFrame, axes: list[str] | None = None) -> list[tuple[str, str]]:
+    """The panels worth drawing: (column, title) of nodes, prompt length and chunk size where at
+    least one slice varies that parameter alone."""
+    grid = axes if axes is not None else [c for c in GRID if c in df.columns and df[c].nunique(dropna=False) > 1]
+    return [(x, t) for x, t in AXES if x in df.columns and _slices(df, x, "ttft_s", grid)]
+
+
+def sweep_figure(df: pd.DataFrame, metric: str, x: str, axes: list[str] | None = None, title: str | None = None) -> go.Figure:
+    """``metric`` against ``x``: one line per scheme and setting of the other parameters."""
+    grid = axes if axes is not None else [c for c in GRID if c in df.columns and df[c].nunique(dropna=False) > 1]
+    lines = _slices(df, x, metric, grid)
+    scale, unit = (1.0, "s") if metric == "ttft_s" else (2**30, "GiB")
+    schemes = sorted(df["scheme"].astype(str).unique())
+    fig = go.Figure()
+    seen: dict[str, int] = {}
+    for scheme, name, g in lines:
+        k = seen.get(scheme, 0)
+        seen[scheme] = k + 1
+        si = schemes.index(scheme)
+        fig.add_trace(go.Scatter(
+            x=g[x], y=g[metric] / scale, mode="lines+markers", name=name,
+            line=dict(color=scheme_color(scheme, si), width=2, dash=["solid", "dash", "dot", "dashdot", "longdash"][k % 5]),
+            marker=dict(size=8, symbol=SYMBOLS[si % len(SYMBOLS)], line=dict(width=1, color="#fff")),
+            hovertemplate=f"{name}<br>{x} %{{x}}<br>%{{y:.4g}} {unit}<extra></extra>"))
+    if not lines:
+        fig.add_annotation(text=f"no slice of this dataset varies {x} alone", x=0.5, y=0.5, xref="paper", yref="paper",
+                           showarrow=False)
+    vals = sorted(df[x].dropna().unique()) if x in df.columns else []
+    if len(vals) > 1 and min(vals) > 0 and max(vals) / min(vals) >= 8:
+        fig.update_xaxes(type="log")
+    if 0 < len(vals) <= 12:
+        fig.update_xaxes(tickvals=vals)
+    fig.update_xaxes(title=dict(AXES).get(x, x))
+    fig.update_yaxes(title="TTFT (s)" if metric == "ttft_s" else "GiB", rangemode="tozero")
+    fig.update_layout(template="plotly_white", font=FONT, height=430, title=dict(text=title, x=0.01, font=dict(size=15)),
+                      margin=dict(l=60, r=20, t=50, b=40), hoverlabel=dict(namelength=-1),
+                      legend=dict(orientation="h", yanchor="top", y=-0.2, x=0, font=dict(size=11)))
+    return fig
+
+
+def apply_filters(df: pd.DataFrame, values: dict) -> pd.DataFrame:
+    for c, v in (values or {}).items():
+        if c in df.columns and v not in (None, "", "all"):
+            df = df[df[c].astype(str) == str(v)]
+    return df
+
+
+def summary_line(df: pd.DataFrame, meta: dict) -> str:
+    parts = []
+    if meta.get("name"):
+        parts.append(f"sweep {meta['name']}")
+    tot = meta.get("points_total")
+    parts.append(f"{len(df):,} points" + (f" ok of {tot:,}" if tot is not None and tot != len(df) else ""))
+    for c in ("scheme", "nodes", "seq", "chunk"):
+        if c in df.columns:
+            vals = sorted(df[c].dropna().unique().tolist(), key=lambda v: (isinstance(v, str), v))
+            parts.append(f"{c}: {', '.join(_label(v) for v in vals[:8])}{' …' if len(vals) > 8 else ''}")
+    return " · ".join(parts)

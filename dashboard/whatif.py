@@ -1,0 +1,222 @@
+"""What-if runs: `python -m emu replay` in a child process, one at a time.
+
+The app never imports the engine: a what-if is a subprocess writing a results folder into
+the directory the app owns. Its progress comes from the replay's own progress line, which
+`emu replay` prints when stderr is a terminal, so stderr is given a pseudo-terminal. Every
+value from the form is checked here before it becomes one argv element (no shell, no paths
+from the browser: the trace is picked by key from the server's list).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+TOPOLOGIES = ("auto", "ring", "bring", "mesh", "torus", "star", "full", "fattree")
+_RATE = re.compile(r"^\s*\d+(\.\d+)?\s*([kKMGT]?(bps|bit/s|b/s))?\s*$")
+_TIME = re.compile(r"^\s*\d+(\.\d+)?\s*(ps|ns|us|µs|ms|s)?\s*$")
+_SHAPE = re.compile(r"^\d{1,4}(x\d{1,4})?$")
+_CLAUSE = re.compile(r"^\s*(link\s+\d+\s*-\s*\d+|node\s+\d+)\s+(down|up|degrade)\b[a-z0-9 .]*$", re.I)
+_PROGRESS = re.compile(r"(\d+(?:\.\d+)?)%\s+simulated\s+([\d.]+)\s*s")
+
+
+class WhatIfError(ValueError):
+    """A form value that cannot become a replay option; the message says which and why."""
+
+
+def trace_list(paths) -> dict[str, Path]:
+    """The traces a what-if may replay, by key (file name), from files and folders."""
+    out: dict[str, Path] = {}
+    for p in paths or ():
+        p = Path(p)
+        files = sorted(q for q in p.iterdir() if q.is_file() and (q.name.endswith(".json") or q.name.endswith(".json.gz"))) \
+            if p.is_dir() else [p] if p.is_file() else []
+        for f in files:
+            key, i = f.name, 2
+            while key in out and out[key] != f.resolve():
+                key, i = f"{f.name} ({i})", i + 1
+            out[key] = f.resolve()
+    return out
+
+
+def build_args(trace: Path, form: dict) -> tuple[list[str], str]:
+    """argv after ``emu replay TRACE`` and a short description, from the form's values."""
+    args: list[str] = []
+    desc: list[str] = []
+    topo = (form.get("topology") or "auto").strip()
+    shape = (form.get("shape") or "").strip()
+    if topo not in TOPOLOGIES:
+        raise WhatIfError(f"topology {topo!r}: one of {', '.join(TOPOLOGIES)}")
+    if shape:
+        if not _SHAPE.fullmatch(shape):
+            raise WhatIfError(f"shape {shape!r}: a size like 16, 4x4 or 2x8")
+        if topo == "auto":
+            raise WhatIfError("a shape needs a topology other than auto")
+        topo = f"{topo}:{shape}"
+    args.append(f"--topology={topo}")
+    if topo != "auto":
+        desc.append(topo)
+    rate = (form.get("rate") or "").strip()
+    if rate:
+        if not _RATE.fullmatch(rate):
+            raise WhatIfError(f"link rate {rate!r}: a rate like 10Gbps or 2.5Gbps")
+        args.append(f"--set=hw.link_rate={rate.replace(' ', '')}")
+        desc.append(rate.replace(" ", ""))
+    lat = (form.get("latency") or "").strip()
+    if lat:
+        if not _TIME.fullmatch(lat):
+            raise WhatIfError(f"latency {lat!r}: a time like 2us or 500ns")
+        args.append(f"--set=hw.link_latency_ps={lat.replace(' ', '')}")
+        desc.append(f"lat {lat.replace(' ', '')}")
+    loss = form.get("loss")
+    if loss not in (None, ""):
+        try:
+            lv = float(loss)
+        except (TypeError, ValueError):
+            raise WhatIfError(f"loss {loss!r}: a probability like 0.01") from None
+        if not 0 <= lv <= 1:
+            raise WhatIfError(f"loss {loss!r}: must be in [0, 1]")
+        if lv:
+            args.append(f"--loss={lv!r}")
+            desc.append(f"loss {lv:g}")
+    fail = (form.get("failure") or "").strip()
+    if fail:
+        if not _CLAUSE.fullmatch(fail) or len(fail) > 120:
+            raise WhatIfError(f"failure {fail!r}: e.g. 'link 0-1 down at 0.5s', 'node 3 down at 1s' or "
+                              "'link 0-1 degrade 0.25 at 1s until 2s'")
+        args.append(("--degrade=" if "degrade" in fail.lower() else "--fail=") + fail)
+        desc.append(fail)
+    return args, ", ".join(desc) or "as recorded"
+
+
+@dataclass
+class Job:
+    id: int
+    trace_key: str
+    desc: str
+    out: Path
+    argv: list[str]
+    state: str = "queued"  # running | done | failed | cancelled
+    progress: float = 0.0
+    sim_s: float = 0.0
+    started: float = field(default_factory=time.time)
+    ended: float | None = None
+    message: str = ""
+    run_key: str | None = None
+    proc: subprocess.Popen | None = None
+    tail: str = ""
+
+    @property
+    def elapsed(self) -> float:
+        return (self.ended or time.time()) - self.started
+
+
+class WhatIfs:
+    """Runs what-ifs one at a time; a finished run is added to the registry."""
+
+    def __init__(self, out_dir: Path, traces: dict[str, Path], registry):
+        self.out_dir = Path(out_dir)
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        self.traces = traces
+        self.registry = registry
+        self.jobs: list[Job] = []
+        self._lock = threading.Lock()
+
+    def current(self) -> Job | None:
+        with self._lock:
+            for j in self.jobs:
+                if j.state in ("queued", "running"):
+                    return j
+        return None
+
+    def job(self, job_id) -> Job | None:
+        with self._lock:
+            return next((j for j in self.jobs if j.id == job_id), None)
+
+    def submit(self, trace_key: str, form: dict) -> Job:
+        if self.current():
+            raise WhatIfError("a what-if is already running; wait for it or cancel it")
+        trace = self.traces.get(trace_key) if isinstance(trace_key, str) else None
+        if trace is None:
+            raise WhatIfError("pick a trace from the list")
+        opts, desc = build_args(trace, form)
+        with self._lock:
+            n = len(self.jobs) + 1
+            stem = re.sub(r"[^A-Za-z0-9]+", "-", trace.name.split(".")[0]).strip("-")
+            base = f"whatif-{n}-{stem}"
+            out, i = self.out_dir / base, 2
+            while out.exists():
+                out, i = self.out_dir / f"{base}-{i}", i + 1
+            argv = [sys.executable, "-m", "emu", "replay", str(trace), f"--out={out}", *opts]
+            job = Job(n, trace_key, desc, out, argv)
+            self.jobs.append(job)
+        threading.Thread(target=self._run, args=(job,), name=f"whatif-{n}", daemon=True).start()
+        return job
+
+    def cancel(self, job_id) -> None:
+        j = self.job(job_id)
+        if j and j.proc and j.state == "running":
+            j.state = "cancelled"
+            try:
+                os.killpg(j.proc.pid, signal.SIGTERM)  # the child's own group: the replay and nothing else
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    def _run(self, job: Job) -> None:
+        import pty
+
+        job.state = "running"
+        master, slave = pty.openpty()
+        log = open(self.out_dir / f".{job.out.name}.log", "wb")
+        try:
+            env = dict(os.environ, PYTHONUNBUFFERED="1", COLUMNS="200")
+            job.proc = subprocess.Popen(job.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=slave,
+                                        cwd=str(self.out_dir), env=env, start_new_session=True)
+            os.close(slave)
+            slave = None
+            buf = b""
+            while True:
+                try:
+                    chunk = os.read(master, 4096)
+                except OSError:  # EIO: the child closed the terminal
+                    break
+                if not chunk:
+                    break
+                buf = (buf + chunk)[-8192:]
+                text = buf.decode("utf-8", "replace")
+                m = list(_PROGRESS.finditer(text))
+                if m:
+                    job.progress = float(m[-1].group(1)) / 100
+                    job.sim_s = float(m[-1].group(2))
+                job.tail = text
+            rc = job.proc.wait()
+        except Exception as exc:
+            rc = -1
+            job.message = f"could not start the replay: {exc}"
+        finally:
+            if slave is not None:
+                os.close(slave)
+            os.close(master)
+            log.close()
+        job.ended = time.time()
+        if job.state == "cancelled":
+            job.message = "cancelled"
+            return
+        if job.out.is_dir() and (job.out / "summary.json").is_file():
+            run = self.registry.add(job.out, origin="what-if", key=job.out.name)
+            job.run_key = run.key
+            job.progress = 1.0
+            job.state = "done"
+            job.message = "finished" if rc == 0 else "finished, but some ops never completed (see its summary)"
+        else:
+            job.state = "failed"
+            lines = [ln.strip() for ln in re.split(r"[\r\n]+", job.tail) if ln.strip() and "replay [" not in ln]
+            err = [ln for ln in lines if "error" in ln.lower()]
+            job.message = (err[-1] if err else lines[-1] if lines else f"exit status {rc}")[:400]

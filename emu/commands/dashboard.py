@@ -1,0 +1,66 @@
+"""`emu dashboard [RESULTS_DIR ...]`: the Dash app over results folders, a sweep and what-if runs."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from ..errors import ConfigError
+
+
+def register(sub) -> None:
+    p = sub.add_parser("dashboard", help="browse results folders in a Dash app (docs/dashboard.md)",
+                       description="Serve the dashboard over results folders (or folders of them): link utilization, "
+                                   "KV memory and replicas, timeline, frames, a sweep dataset, and what-if replays.")
+    p.add_argument("results", nargs="*", help="results folders written by `emu replay --out`, or folders holding them")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
+    p.add_argument("--port", type=int, default=8050, help="port (default 8050; 0 picks a free one)")
+    p.add_argument("--sweep", metavar="PATH", help="sweep dataset for the Sweep page: a .parquet file or a folder of them")
+    p.add_argument("--traces", action="append", metavar="PATH",
+                   help="trace file or folder the What-if page may replay (repeatable; default ./traces if it exists)")
+    p.add_argument("--whatif-dir", metavar="DIR",
+                   help="folder the app writes what-if results into and lists at start (default: a new temporary folder)")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    for r in args.results:
+        if not Path(r).exists():
+            raise ConfigError(f"{r}: no such results folder")
+    if args.sweep and not Path(args.sweep).exists():
+        raise ConfigError(f"--sweep {args.sweep}: no such file or folder")
+    if not 0 <= args.port <= 65535:
+        raise ConfigError(f"--port {args.port}: must be 0..65535")
+    traces = args.traces if args.traces is not None else (["traces"] if Path("traces").is_dir() else [])
+    for t in traces:
+        if not Path(t).exists():
+            raise ConfigError(f"--traces {t}: no such file or folder")
+
+    from dashboard.app import Config, create_app, make_server
+
+    app, state = create_app(Config(results=args.results, sweep=args.sweep, traces=traces, whatif_dir=args.whatif_dir))
+    try:
+        server = make_server(app, args.host, args.port)
+    except OSError as exc:
+        raise ConfigError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
+    host = args.host if args.host not in ("0.0.0.0", "::") else "127.0.0.1"
+    url = f"http://{'[' + host + ']' if ':' in host else host}:{server.server_port}/"
+    runs = state.registry.runs()
+    bad = [r for r in runs if r.error]
+    print(f"dashboard: {len(runs)} run{'s' if len(runs) != 1 else ''}"
+          + (f" ({len(bad)} unreadable)" if bad else "")
+          + (f", sweep {args.sweep}" if args.sweep else "")
+          + f", {len(state.traces)} trace{'s' if len(state.traces) != 1 else ''} for what-ifs in {state.whatif_dir}")
+    if args.host not in ("127.0.0.1", "localhost", "::1"):
+        print(f"dashboard: listening on {args.host}: anyone who can reach it can start what-if replays", file=sys.stderr)
+    print(f"dashboard: {url}  (Ctrl-C to stop)", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+        for j in state.whatifs.jobs:
+            state.whatifs.cancel(j.id)
+    print("dashboard: stopped")
+    return 0

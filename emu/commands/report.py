@@ -1,0 +1,33 @@
+"""`emu report RESULTS_DIR ... -o report.html`: the dashboard's figures as one static HTML file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import ConfigError
+
+
+def register(sub) -> None:
+    p = sub.add_parser("report", help="write the dashboard's figures of results folders to one HTML file",
+                       description="Write one self-contained HTML file (plotly.js embedded, opens offline) with the "
+                                   "dashboard's figures of one or more results folders: overview, links, memory and "
+                                   "replicas, timeline and, when there is a capture, frames.")
+    p.add_argument("results", nargs="+", help="results folders (or folders holding them)")
+    p.add_argument("-o", "--output", default="report.html", help="HTML file to write (default report.html)")
+    p.add_argument("--title", help="title of the report")
+    p.add_argument("--frames", type=int, default=200, metavar="N",
+                   help="rows of the frames table per capture (default 200; 0 leaves the capture out)")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    for r in args.results:
+        if not Path(r).exists():
+            raise ConfigError(f"{r}: no such results folder")
+    if args.frames < 0:
+        raise ConfigError(f"--frames {args.frames}: must be >= 0")
+    from dashboard.report import write_report
+
+    out, n = write_report(args.results, args.output, title=args.title, frames_rows=args.frames)
+    print(f"wrote {out}: {n} figures, {out.stat().st_size / 2**20:.1f} MiB")
+    return 0
