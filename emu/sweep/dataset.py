@@ -45,7 +45,7 @@ COLUMNS: list[tuple[str, pa.DataType]] = [
     ("final_layout_owner_only", B), ("peak_node_kv_bytes", I), ("final_node_kv_bytes_max", I),
     ("owner_only_node_kv_bytes_max", I), ("busiest_link_src", I), ("busiest_link_dst", I),
     ("busiest_link_utilization", F), ("directory_errors", I), ("incomplete_ops", I), ("sim_end_s", F),
-    ("replica_factor_peak", F), ("replica_factor_mean", F), ("peak_node_replica_bytes", I),
+    ("replica_factor_peak", F), ("replica_factor_mean", F), ("peak_node_owner_replica_bytes", I), ("peak_node_replica_bytes", I),
     ("peak_node_transient_bytes", I), ("run_dir", S),
     ("wall_s", F),
 ]

@@ -182,18 +182,22 @@ def run(sweep: Sweep, out: str | Path, *, scheduler: str | None = None, workers:
                     p = sweep.points[i]
                     keep = str(runs / f"{p['scheme']}-{point_id(p)}") if runs else None
                     futures[ex.submit(run_point, p, sweep.name, i, keep)] = i
-                for fut in cf.as_completed(futures):
-                    i = futures[fut]
-                    try:
-                        row = fut.result()
-                    except Exception as exc:  # the worker, not the point: not recorded, rerun resumes it
-                        rep.lost.append(f"point {i}: {type(exc).__name__}: {' '.join(str(exc).split())}"[:500])
-                        bar.add("lost")
-                        continue
-                    dataset.write_part(out, row)
-                    rows[i] = row
-                    rep.ran += 1
-                    bar.add(row["status"])
+                pending = set(futures)
+                while pending:
+                    done, pending = cf.wait(pending, timeout=1.0, return_when=cf.FIRST_COMPLETED)
+                    for fut in sorted(done, key=futures.get):
+                        i = futures[fut]
+                        try:
+                            row = fut.result()
+                        except Exception as exc:  # the worker, not the point: not recorded, rerun resumes it
+                            rep.lost.append(f"point {i}: {type(exc).__name__}: {' '.join(str(exc).split())}"[:500])
+                            bar.add("lost")
+                            continue
+                        dataset.write_part(out, row)
+                        rows[i] = row
+                        rep.ran += 1
+                        bar.add(row["status"])
+                    bar.show()  # the clock moves while long points run
     finally:
         bar.close()
         rep.rows = [rows[i] for i in sorted(rows)]
