@@ -240,3 +240,15 @@ def test_a_full_packetizer_stalls_the_sender_until_room_frees():
     c.net.run()
     assert [a for a, _ in accepted] == [0, 1, 2, 3]
     assert accepted[0][1] == accepted[1][1] == 0 and accepted[2][1] > 0 and accepted[3][1] > accepted[2][1]
+
+
+def test_a_board_outside_the_group_forwards_but_does_not_reduce():
+    # On a 5-board ring, 2 reports to 0 through 1 (or 3, 4): none of them is in the group.
+    c = cluster(ring(5, link=LINK))
+    assert c.board_tree(0, [0, 2]) == {2: 0}
+    out = {}
+    red = c.reduction([0, 2], 0, ReduceOp.sum, nbytes=8, dtype=Dtype.fp32, on_complete=lambda r, t: out.update(r=r.result))
+    red.contribute(0, R.pack_values(np.array([1, 2], np.float32), Dtype.fp32))
+    red.contribute(2, R.pack_values(np.array([3, 4], np.float32), Dtype.fp32))
+    c.net.run()
+    assert list(R.unpack_values(out["r"], Dtype.fp32)) == [4, 6]

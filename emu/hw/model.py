@@ -25,6 +25,7 @@ import numpy as np
 from ..codec import Collective, Dtype, Flags, Op, ReduceOp, Stage, fragment, max_payload
 from ..errors import ConfigError
 from ..nic import reduce as R
+from ..nic.control import control_meta  # noqa: F401  (re-exported: serve and check build control frames)
 from .defaults import DEFAULT_HEADS, DEFAULT_TOPOLOGY, DEFAULT_TTL
 
 REDUCING = (int(Collective.reduce), int(Collective.all_reduce))
@@ -44,37 +45,12 @@ def missing_of(payload) -> list[int]:
     return np.flatnonzero(bits).tolist()
 
 
-def control_meta(src: int, dst: int, op: Op, *, msg_id: int = 0, seq: int = 0, probe: bool = False) -> dict:
-    """Header of an ack / nack / probe: ``emu.nic.Cluster._control``'s meta plus the message it is about.
-
-    Control frames are header-only (a nack carries its bitmap): ``msg_id`` and ``seq``
-    name the message (its id and its first fragment's seq); its source is the
-    ack's destination, or the probe's own source. A probe is an ``ack`` frame
-    with ACK_REQ set (it asks for an answer).
-    """
-    return dict(op=int(op), stage=int(Stage.control), collective=int(Collective.unicast), src_node=src,
-                dst_set=1 << dst, ttl=DEFAULT_TTL, msg_id=msg_id & 0xFFFFFFFF, seq=seq & 0xFFFFFFFF,
-                flags=int(Flags.ACK_REQ) if probe else 0)
-
-
 def reduction_parents(G, routes, boards: int, root: int, members) -> dict[int, int]:
-    """Parent board of each member (but the root) in a reduction towards ``root``.
+    """Parent board of each member (but the root) in a reduction towards ``root``: the
+    emulator's rule, ``emu.topology.reduction_parents`` (``boards`` is kept for callers)."""
+    from ..topology import reduction_parents as parents
 
-    The rule of ``emu.nic.Cluster.board_tree``: the in-tree of the routes to the
-    root; switches cannot reduce, so a board reports to the first board on its path.
-    """
-    from ..topology import reduction_tree
-
-    members = [m for m in members if m != root]
-    tree = reduction_tree(G, routes, root, members)
-    parent_of = {c: p for p, cs in tree.items() for c in cs}
-    out = {}
-    for m in members:
-        p = parent_of[m]
-        while p >= boards:
-            p = parent_of[p]
-        out[m] = p
-    return out
+    return parents(G, routes, root, members)
 
 
 @dataclass(frozen=True)

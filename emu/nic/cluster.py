@@ -37,8 +37,9 @@ from ..codec.fragment import MAX_FRAGS
 from ..errors import ConfigError
 from ..net import Network
 from ..net.ethernet import frame_sizes
-from ..topology import multicast_tree, reduction_tree
+from ..topology import multicast_tree, reduction_parents
 from . import reduce as R
+from .control import control_meta
 from .directory import Directory
 
 CONTROL_LEN = 0  # acks, probes, drains and invalidates are header-only: the Meta says it all
@@ -235,7 +236,7 @@ class Cluster:
     def _delivered_part(self, part: _Part, node: int) -> None:
         tr = part.transfer
         if self.config.reliable:
-            self._control(node, tr.src, Op.ack, lambda t, p=part, n=node: self._acked(p, n))
+            self._control(node, tr.src, Op.ack, lambda t, p=part, n=node: self._acked(p, n), part)
         if len(tr.parts) == 1 or all(self.net.received(p.msg, node) == p.msg.nfrags for p in tr.parts):
             self._delivered(tr, node)
 
@@ -266,11 +267,12 @@ class Cluster:
 
     # ---- reliability -----------------------------------------------------------------
 
-    def _control(self, src: int, dst: int, op: Op, on_done, nbytes: int = CONTROL_LEN) -> None:
-        """A small control message (ack, probe, nack); it is not itself acknowledged."""
+    def _control(self, src: int, dst: int, op: Op, on_done, part: _Part, nbytes: int = CONTROL_LEN,
+                 probe: bool = False) -> None:
+        """A control message (ack, probe, nack) about ``part``'s message; it is not itself acknowledged."""
         nfrags, full, last = frame_sizes(nbytes, self.config.mtu)
-        meta = dict(op=int(op), stage=int(Stage.control), collective=int(Collective.unicast), src_node=src,
-                    dst_set=(1 << dst) if dst < 64 else 0, msg_len=nbytes)
+        about = part.msg.meta[0]
+        meta = dict(control_meta(src, dst, op, msg_id=about["msg_id"], seq=about["seq"], probe=probe), msg_len=nbytes)
         self.control_frames += nfrags
 
         def done(kind, msg, node, frag, t):
@@ -304,17 +306,17 @@ class Cluster:
         part.retries += 1
         for d in waiting:
             # Probe: the receiver answers with an ACK if complete, else a NACK of what it misses.
-            self._control(part.msg.src, d, Op.ack, lambda t, p=part, n=d: self._answer(p, n))
+            self._control(part.msg.src, d, Op.ack, lambda t, p=part, n=d: self._answer(p, n), part, probe=True)
         self._arm(part)
 
     def _answer(self, part: _Part, node: int) -> None:
         missing = self.net.missing(part.msg, node)
         src = part.msg.src
         if missing.size == 0:
-            self._control(node, src, Op.ack, lambda t, p=part, n=node: self._acked(p, n))
+            self._control(node, src, Op.ack, lambda t, p=part, n=node: self._acked(p, n), part)
         else:
             nack_len = (part.msg.nfrags + 7) // 8  # the missing-fragment bitmap
-            self._control(node, src, Op.nack, lambda t, p=part, n=node, m=missing: self._resend(p, n, m), nack_len)
+            self._control(node, src, Op.nack, lambda t, p=part, n=node, m=missing: self._resend(p, n, m), part, nack_len)
 
     def _resend(self, part: _Part, node: int, missing: np.ndarray) -> None:
         missing = missing[np.isin(missing, self.net.missing(part.msg, node))]
@@ -347,21 +349,8 @@ class Cluster:
                          functional, stage, layer, kv_id, on_complete)
 
     def board_tree(self, root: int, members: Iterable[int]) -> dict[int, int]:
-        """Parent board of each member in a reduction towards ``root``.
-
-        Switches cannot reduce: a board whose path to the root crosses only
-        switches reports to the first board on it (the root on a star).
-        """
-        members = [m for m in members if m != root]
-        tree = reduction_tree(self.net.topology, self.routes, root, members)
-        parent_of = {c: p for p, cs in tree.items() for c in cs}
-        out = {}
-        for m in members:
-            p = parent_of[m]
-            while p >= self.boards:
-                p = parent_of[p]
-            out[m] = p
-        return out
+        """Parent of each member in a reduction towards ``root`` (emu.topology.reduction_parents)."""
+        return reduction_parents(self.net.topology, self.routes, root, members)
 
     def all_to_all(self, group: Iterable[int], nbytes: int | dict, *, data: dict | None = None,
                    op: Op = Op.kv_transfer, stage: Stage = Stage.prefill, on_delivered=None, on_complete=None):

@@ -5,7 +5,7 @@ frame to its parser), on the link it crossed, once per hop; lost frames never
 reach a receiver and are not in the capture. Headers are the frames' real MCF
 headers (the message's Meta, fragment fields, sequence numbers) encoded by the
 codec; in timing mode the payload is not carried (SYNTH flag) and the default
-snap length keeps the headers only.
+snap length keeps the headers only. ``ttl`` counts down one per forwarding hop.
 """
 
 from __future__ import annotations
@@ -77,7 +77,15 @@ class Capture:
         self._templates: dict[int, np.ndarray] = {}
 
     def attach(self, replay) -> None:
+        import networkx as nx
+
         self.net = replay.net
+        # Hops from each board to every node: a frame's ttl drops by one per forwarding hop.
+        G = replay.G
+        self.hops = np.zeros((replay.nodes, self.net.nodes), np.int64)
+        for b in range(replay.nodes):
+            for v, d in nx.single_source_shortest_path_length(G, b).items():
+                self.hops[b, v] = d
         self.per = max_payload(int(replay.hw["mtu"]))
         L = len(self.net.links)
         keep = np.ones(L, bool)
@@ -127,8 +135,9 @@ class Capture:
         h["offset"] = frag * self.per
         h["pay_len"] = rows[:, K.G_LEN] - FRAME_HEADER_LEN
         h["seq"] = (h["seq"].astype(np.int64) + frag) & 0xFFFFFFFF
-        # The source MAC is the board that put the frame on this link.
+        # The source MAC is the node that put the frame on this link.
         eth_src = self.net.LK[rows[:, K.G_LINK], K.L_SRC]
+        h["ttl"] = np.maximum(h["ttl"].astype(np.int64) - self.hops[h["src_node"].astype(np.int64), eth_src], 0)
         buf, offsets = encode_frames(h, None, snaplen=self.snaplen, eth_src=eth_src)
         wire = rows[:, K.G_LEN]
         self.writer.write(buf, offsets, (rows[:, K.G_ARR] + 500) // 1000, wirelen=wire)

@@ -23,6 +23,7 @@ from .trees import (
     Tree,
     bounded_tree,
     multicast_tree,
+    reduction_parents,
     reduction_tree,
     tree_depth,
     tree_edges,
@@ -33,7 +34,7 @@ from .trees import (
 __all__ = [
     "LINK_ATTRS", "WEIGHTS", "LinkDefaults", "LinkTable", "NoRoute", "Routes", "Tree",
     "boards", "bounded_tree", "build", "check", "default_for", "edge_index", "fat_tree",
-    "full_mesh", "link_table", "load", "mesh2d", "multicast_tree", "n_boards", "reduction_tree",
+    "full_mesh", "link_table", "load", "mesh2d", "multicast_tree", "n_boards", "reduction_parents", "reduction_tree",
     "ring", "ring_hops", "ring_order", "save", "set_link", "star", "switches", "to_json",
     "torus2d", "tree_depth", "tree_edges", "tree_links", "tree_root",
 ]

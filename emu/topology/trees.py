@@ -88,6 +88,28 @@ def reduction_tree(G: nx.DiGraph, routes: Routes | None, root: int, srcs: Iterab
     return {v: sorted(ch) for v, ch in sorted(tree.items())}
 
 
+def reduction_parents(G: nx.DiGraph, routes: Routes | None, root: int, members: Iterable[int]) -> dict[int, int]:
+    """Parent of each member (but the root) when ``members`` reduce towards ``root``.
+
+    Contributions follow the in-tree of the routes to the root. Only members combine:
+    a switch, or a board outside the group, just forwards, so a member reports to the
+    first member on its path (the root at the latest).
+    """
+    routes = routes or Routes(G)
+    root = routes._board(root, "root")
+    members = sorted(set(int(m) for m in members) - {root})
+    tree = reduction_tree(G, routes, root, members)
+    parent_of = {c: p for p, cs in tree.items() for c in cs}
+    combine = set(members) | {root}
+    out = {}
+    for m in members:
+        p = parent_of[m]
+        while p not in combine:
+            p = parent_of[p]
+        out[m] = p
+    return out
+
+
 def tree_root(tree: Tree) -> int:
     children = {c for ch in tree.values() for c in ch}
     roots = [v for v in tree if v not in children]
