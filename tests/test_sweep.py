@@ -54,6 +54,10 @@ def _frame(out):
     return df.drop(columns=list(dataset.NONDETERMINISTIC)), meta
 
 
+def _no_executor():
+    raise AssertionError("an executor was started though every point is done")
+
+
 @contextlib.contextmanager
 def _threads():
     with cf.ThreadPoolExecutor(2) as ex:
@@ -100,14 +104,22 @@ def test_rerun_does_no_work_for_finished_points(local, capsys):
     f, out, _ = local
     before = {p.name: p.stat().st_mtime_ns for p in (out / "parts").iterdir()}
 
-    def boom():
-        raise AssertionError("an executor was started for a finished sweep")
-
-    rep = runner.run(spec.load(f), out, make_executor=boom)
+    rep = runner.run(spec.load(f), out, make_executor=_no_executor)
     assert rep.ran == 0 and rep.earlier == 6 and len(rep.rows) == 6
     assert {p.name: p.stat().st_mtime_ns for p in (out / "parts").iterdir()} == before
     assert main(["sweep", str(f), "--out", str(out)]) == 1
     assert "0 run now, 6 done before; 4 ok, 0 incomplete, 2 failed" in capsys.readouterr().out
+
+
+def test_reordered_grid_reuses_every_point(local, tmp_path):
+    f, out, _ = local
+    import shutil
+    out2 = tmp_path / "out"
+    shutil.copytree(out, out2)
+    g = _write(tmp_path, TINY.replace('scheme = ["mars", "ring"]', 'scheme = ["ring", "mars"]'))
+    rep = runner.run(spec.load(g), out2, make_executor=_no_executor)
+    assert rep.ran == 0 and [r["index"] for r in rep.rows] == list(range(6))
+    assert [r["scheme"] for r in rep.rows][:4] == ["ring", "ring", "mars", "mars"]
 
 
 def test_resume_runs_only_the_missing_points(local, tmp_path):
