@@ -55,7 +55,7 @@ def summarize_capture(path, *, limit: int = 20, batch_bytes: int = 8 << 20) -> d
             idxs.append(h["frag_idx"].astype(np.uint64))
             cnts.append(h["frag_cnt"].astype(np.int64))
         info = {"file": reader.path, "format": reader.format, "linktype": reader.linktype, "snaplen": reader.snaplen}
-    messages, incomplete = _messages(keys, idxs, cnts, limit)
+    messages, incomplete = message_accounting(keys, idxs, cnts, limit)
     valid = frames - int(bad[1:].sum())
     return {
         **info,
@@ -81,7 +81,9 @@ def _op_name(v: int) -> str:
     return Op(v).name if v in Op._value2member_map_ else f"op{v}"
 
 
-def _messages(keys, idxs, cnts, limit):
+def message_accounting(keys, idxs, cnts, limit):
+    """(summary, incomplete messages) from per-batch arrays of message keys
+    (src_node << 32 | msg_id), fragment indices and fragment counts."""
     key = np.concatenate(keys) if keys else np.zeros(0, np.uint64)
     idx = np.concatenate(idxs) if idxs else np.zeros(0, np.uint64)
     cnt = np.concatenate(cnts) if cnts else np.zeros(0, np.int64)

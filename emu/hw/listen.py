@@ -69,27 +69,9 @@ class Stats:
 
     def messages(self, limit: int = 10):
         """(summary, incomplete messages): each message by (src_node, msg_id)."""
-        key = np.concatenate(self.keys) if self.keys else np.zeros(0, np.uint64)
-        idx = np.concatenate(self.idxs) if self.idxs else np.zeros(0, np.uint64)
-        cnt = np.concatenate(self.cnts) if self.cnts else np.zeros(0, np.int64)
-        order = np.lexsort((idx, key))
-        key, idx, cnt = key[order], idx[order], cnt[order]
-        first = np.ones(len(key), bool)
-        first[1:] = (key[1:] != key[:-1]) | (idx[1:] != idx[:-1])
-        dups = int(len(key) - first.sum())
-        key, idx, cnt = key[first], idx[first], cnt[first]
-        uniq, start, got = np.unique(key, return_index=True, return_counts=True)
-        want = np.maximum.reduceat(cnt, start) if len(start) else np.zeros(0, np.int64)
-        short = np.flatnonzero(got < want)
-        incomplete = []
-        for m in short[:limit].tolist():
-            have = set(idx[start[m] : start[m] + got[m]].tolist())
-            k = int(uniq[m])
-            incomplete.append({"src_node": k >> 32, "msg_id": k & 0xFFFFFFFF, "frag_cnt": int(want[m]),
-                               "received": int(got[m]),
-                               "missing": [i for i in range(int(want[m])) if i not in have][:limit]})
-        return {"total": len(uniq), "complete": int(len(uniq) - len(short)), "incomplete": int(len(short)),
-                "duplicate_fragments": dups}, incomplete
+        from ..codec.summary import message_accounting
+
+        return message_accounting(self.keys, self.idxs, self.cnts, limit)
 
     def as_dict(self) -> dict:
         msgs, incomplete = self.messages()
