@@ -153,16 +153,18 @@ def graph(id_, fig, **kw):
 
 
 def guarded(fn):
-    """Run a page builder; a results problem becomes a message, anything else a short one
-    (the traceback goes to the server log, never to the page)."""
-    def wrap(*a, **kw):
+    """Run a page builder ``fn(path, ...)``; a results problem becomes a message under the
+    page's title, anything else a short one (the traceback goes to the server log, never to
+    the page)."""
+    def wrap(path, *a, **kw):
+        title = html.H2(dict(PAGES).get(path, "Error"))
         try:
-            return fn(*a, **kw)
+            return fn(path, *a, **kw)
         except D.ResultsError as exc:
-            return error_box(str(exc))
+            return [title, error_box(str(exc))]
         except Exception as exc:  # noqa: BLE001 - the page must say something, not fail blank
             log.error("page failed: %s", traceback.format_exc())
-            return error_box(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
+            return [title, error_box(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)]
     return wrap
 
 
