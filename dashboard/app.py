@@ -619,16 +619,24 @@ def create_app(cfg: Config) -> tuple[Dash, AppState]:
 
     # -- links
     @app.callback(Output("sel-link", "data"), Input("topo", "clickData"), Input("link-heat", "clickData"),
-                  prevent_initial_call=True)
-    def select_link(topo_click, heat_click):
+                  State("run", "value"), prevent_initial_call=True)
+    def select_link(topo_click, heat_click, key):
         click = topo_click if ctx.triggered_id == "topo" else heat_click
         try:
             p = click["points"][0]
-            cd = p.get("customdata")
-            lid = cd[0] if isinstance(cd, list) else cd
-            return int(lid) if lid is not None else no_update
-        except (TypeError, KeyError, IndexError, ValueError):
+        except (TypeError, KeyError, IndexError):
             return no_update
+        cd = p.get("customdata")
+        # a lane's customdata is its link id; a heatmap cell is found by its row label "u→v"
+        if ctx.triggered_id == "topo":
+            return int(cd) if isinstance(cd, (int, float)) and not isinstance(cd, bool) else no_update
+        m = re.fullmatch(r"(\d+)→(\d+)", str(p.get("y", "")))
+        run = st.registry.get(key)
+        if not m or run is None or run.error:
+            return no_update
+        totals, _ = _links_data(st, run)
+        hit = totals[(totals["src"] == int(m[1])) & (totals["dst"] == int(m[2]))]
+        return int(hit["link"].iloc[0]) if len(hit) else no_update
 
     @app.callback(Output("link-detail", "figure"), Output("topo", "figure"), Input("sel-link", "data"),
                   State("run", "value"), prevent_initial_call=True)
@@ -661,9 +669,12 @@ def create_app(cfg: Config) -> tuple[Dash, AppState]:
         run = st.registry.get(key)
         if run is None or run.error or not isinstance(relayout, dict):
             return no_update
-        if "xaxis.range[0]" in relayout and "xaxis.range[1]" in relayout:
+        rng = relayout.get("xaxis.range")
+        if "xaxis.range[0]" in relayout and "xaxis.range[1]" in relayout:  # a drag
+            rng = [relayout["xaxis.range[0]"], relayout["xaxis.range[1]"]]
+        if isinstance(rng, list) and len(rng) == 2:
             try:
-                lo, hi = float(relayout["xaxis.range[0]"]), float(relayout["xaxis.range[1]"])
+                lo, hi = float(rng[0]), float(rng[1])
             except (TypeError, ValueError):
                 return no_update
             if not (math.isfinite(lo) and math.isfinite(hi) and hi > lo):

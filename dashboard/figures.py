@@ -264,9 +264,8 @@ def link_heatmap(m: D.LinkMatrix, title: str | None = None, max_rows: int = 256)
     text_lost = m.lost[rows]
     fig = go.Figure(go.Heatmap(
         z=z, x=x, y=labels, colorscale=UTIL_SCALE, zmin=0, zmax=max(0.05, float(np.nanmax(z)) if z.size else 1),
-        customdata=np.dstack([np.broadcast_to(m.links[rows][:, None], z.shape), text_lost]),
-        hovertemplate="link %{y} (id %{customdata[0]})<br>t %{x:.4f} s<br>utilization %{z:.1%}"
-                      "<br>lost frames %{customdata[1]:.0f}<extra></extra>",
+        customdata=text_lost,
+        hovertemplate="link %{y}<br>t %{x:.4f} s<br>utilization %{z:.1%}<br>lost frames %{customdata:.0f}<extra></extra>",
         colorbar=dict(title=dict(text="utilization", side="right"), tickformat=".0%", thickness=14)))
     fig.update_yaxes(title="link direction", autorange="reversed", type="category", tickfont=dict(size=9))
     fig.update_xaxes(title="simulated time (s)")

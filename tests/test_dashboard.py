@@ -340,9 +340,42 @@ def test_click_a_link_shows_its_detail(page):
     page.wait_for_function("(id) => document.querySelector('#link-detail .gtitle').textContent.includes('(id ' + id + ')')",
                            arg=target["id"])
     assert page.locator("#link-detail .gtitle").text_content() != before
-    # and a heatmap cell picks a link as well
-    figs = page.evaluate(FIGURES)
-    assert all(f["points"] > 0 for f in figs)
+    assert all(f["points"] > 0 for f in page.evaluate(FIGURES))
+    # a heatmap cell picks its link direction as well
+    cell = page.evaluate("""() => {
+      const g = document.querySelector('#link-heat .js-plotly-plot'); const L = g._fullLayout; const t = g._fullData[0];
+      g.scrollIntoView();
+      const r = g.querySelector('.nsewdrag').getBoundingClientRect(); const row = 2, col = Math.floor(t.x.length / 2);
+      return {label: t.y[row], x: r.left + L.xaxis.l2p(t.x[col]), y: r.top + L.yaxis.l2p(L.yaxis.d2l(t.y[row]))}; }""")
+    page.mouse.move(cell["x"], cell["y"])
+    page.mouse.click(cell["x"], cell["y"])
+    page.wait_for_function("(lab) => document.querySelector('#link-detail .gtitle').textContent.startsWith('Link ' + lab)",
+                           arg=cell["label"])
+
+
+def test_timeline_zooms_to_single_ops(page):
+    start(page, "mars")
+    open_page(page, "/timeline")
+    assert "kept the lane busiest" in page.locator("#timeline .gtitle").text_content()
+    page.evaluate("""() => { const g = document.querySelector('#timeline .js-plotly-plot'); const r = g._fullLayout.xaxis.range;
+      const mid = (r[0] + r[1]) / 2; Plotly.relayout(g, {'xaxis.range': [mid, mid + (r[1] - r[0]) / 200]}); }""")
+    page.wait_for_function("() => document.querySelector('#timeline .gtitle').textContent.includes('every op as it ran')")
+    assert all(f["points"] > 0 for f in page.evaluate(FIGURES))
+
+
+def test_memory_heatmap_click_picks_the_node(page):
+    start(page, "mars")
+    open_page(page, "/memory")
+    cell = page.evaluate("""() => {
+      const g = document.querySelector('#mem-heat .js-plotly-plot'); const L = g._fullLayout; const t = g._fullData[0];
+      g.scrollIntoView();
+      const r = g.querySelector('.nsewdrag').getBoundingClientRect(); const row = 1;
+      return {label: t.y[row], x: r.left + L.xaxis.l2p(t.x[Math.floor(t.x.length / 2)]),
+              y: r.top + L.yaxis.l2p(L.yaxis.d2l(t.y[row]))}; }""")
+    page.mouse.move(cell["x"], cell["y"])
+    page.mouse.click(cell["x"], cell["y"])
+    page.wait_for_function("(lab) => document.querySelector('#mem-node-fig .gtitle').textContent.includes('of ' + lab + ':')",
+                           arg=cell["label"])
 
 
 def test_frames_filter(page):
