@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import math
 import re
+import shutil
 import tempfile
 import time
 import traceback
@@ -120,6 +121,7 @@ class AppState:
         for p in sorted(self.whatif_dir.iterdir()):
             if p.is_dir() and not p.name.startswith(".") and (p / "summary.json").is_file():
                 self.registry.add(p, origin="what-if")
+        self._own_cache = not cfg.cache_dir
         self.cache_dir = Path(cfg.cache_dir) if cfg.cache_dir else Path(tempfile.mkdtemp(prefix="mcf-dash-cache-"))
         self.captures = CaptureIndexes(self.cache_dir)
         self.sweep_path = cfg.sweep
@@ -135,6 +137,13 @@ class AppState:
         self.whatifs = WhatIfs(self.whatif_dir, self.traces, self.registry)
         self.figs = D.LRU(96)
         self.timings: dict[str, float] = {}
+
+    def close(self) -> None:
+        """Stop running what-ifs and remove the frame-index cache this app made."""
+        for j in self.whatifs.jobs:
+            self.whatifs.cancel(j.id)
+        if self._own_cache:
+            shutil.rmtree(self.cache_dir, ignore_errors=True)
 
 
 # ------------------------------------------------------------------------------ helpers

@@ -57,13 +57,8 @@ class LRU:
                 self._d.popitem(last=False)
         return value
 
-    def drop(self, prefix) -> None:
-        with self._lock:
-            for k in [k for k in self._d if isinstance(k, tuple) and k[:1] == (prefix,)]:
-                del self._d[k]
 
-
-_FILES = LRU(24)  # loaded tables, keyed by (run key, file name)
+_FILES = LRU(24)  # loaded tables, keyed by (folder, file name)
 
 
 @dataclass
@@ -108,7 +103,7 @@ class Run:
                                    f"{', '.join(missing)} (docs/results.md)")
             return df
 
-        return _FILES.get((self.key, name), load)
+        return _FILES.get((str(self.path), name), load)
 
     def ops(self) -> pd.DataFrame:
         return self.table("ops.parquet")
@@ -137,7 +132,7 @@ class Run:
                 raise ResultsError(f"{self.key}: {name} is not a JSON object")
             return doc
 
-        return _FILES.get((self.key, name), load)
+        return _FILES.get((str(self.path), name), load)
 
     def topology(self) -> dict | None:
         return self.json_file("topology.json")

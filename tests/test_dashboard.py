@@ -213,8 +213,7 @@ def app(runs):
     t.start()
     yield f"http://127.0.0.1:{server.server_port}", state
     server.shutdown()
-    for j in state.whatifs.jobs:
-        state.whatifs.cancel(j.id)
+    state.close()
 
 
 @pytest.fixture(scope="module")

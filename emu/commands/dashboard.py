@@ -60,7 +60,6 @@ def run(args) -> int:
         pass
     finally:
         server.server_close()
-        for j in state.whatifs.jobs:
-            state.whatifs.cancel(j.id)
+        state.close()
     print("dashboard: stopped")
     return 0
