@@ -26,7 +26,7 @@ from .frames import COLUMNS as FRAME_COLUMNS
 from .frames import CaptureIndexes, FrameFilter, enum_names
 from .sweep import (SweepError, apply_filters, axes_of, filter_label, filter_values, load_sweep, summary_line,
                     sweep_axes, sweep_figure)
-from .whatif import TOPOLOGIES, WhatIfError, WhatIfs, trace_list
+from .whatif import TOPOLOGIES, WhatIfError, WhatIfs, note_of, trace_list
 
 log = logging.getLogger("dashboard")
 
@@ -120,7 +120,7 @@ class AppState:
         self.whatif_dir.mkdir(parents=True, exist_ok=True)
         for p in sorted(self.whatif_dir.iterdir()):
             if p.is_dir() and not p.name.startswith(".") and (p / "summary.json").is_file():
-                self.registry.add(p, origin="what-if")
+                self.registry.add(p, origin="what-if", note=note_of(self.whatif_dir, p))
         self._own_cache = not cfg.cache_dir
         self.cache_dir = Path(cfg.cache_dir) if cfg.cache_dir else Path(tempfile.mkdtemp(prefix="mcf-dash-cache-"))
         self.captures = CaptureIndexes(self.cache_dir)
@@ -221,6 +221,7 @@ def run_card(run: D.Run):
         tags.append(html.Span(f"{s['incomplete_ops']} ops incomplete", className="tag warn"))
     return html.Div([
         html.H3(run.key), html.Div([f"{s.get('trace') or ''} · {s.get('model') or ''} on {s.get('hw') or ''}"], className="sub"),
+        html.Div(f"what-if: {run.note}", className="sub") if run.note else None,
         html.Div(tags),
         html.Table([html.Tr([html.Td(k), html.Td(str(v) if v is not None else "-", className="v")]) for k, v in rows]),
         html.Button("Show this run", id={"type": "pick-run", "key": run.key}, className="secondary"),
@@ -544,7 +545,7 @@ def jobs_table(st: AppState):
         if r.key in listed:
             continue
         s = r.summary if not r.error else {}
-        rows.append(html.Tr([html.Td(r.key), html.Td(s.get("trace", "")), html.Td("(earlier session)"), html.Td("done"),
+        rows.append(html.Tr([html.Td(r.key), html.Td(s.get("trace", "")), html.Td(r.note or "(earlier session)"), html.Td("done"),
                              html.Td(D.fmt_s(s.get("ttft_s"))), html.Td(D.fmt_bytes(s.get("wire_bytes"))), html.Td(""),
                              html.Td(r.error or "")]))
     return html.Table([html.Thead(html.Tr([html.Th(h) for h in ("run", "trace", "change", "state", "TTFT", "wire", "took", "")])),

@@ -70,6 +70,7 @@ class Run:
     origin: str = "given"  # given | what-if
     summary: dict = field(default_factory=dict)
     error: str | None = None  # set when the folder cannot be shown at all
+    note: str | None = None  # what a what-if changed
 
     @property
     def label(self) -> str:
@@ -180,13 +181,13 @@ class Registry:
             key, i = f"{base}-{i}", i + 1
         return key
 
-    def add(self, path, origin: str = "given", key: str | None = None) -> Run:
+    def add(self, path, origin: str = "given", key: str | None = None, note: str | None = None) -> Run:
         path = Path(path).resolve()
         with self._lock:
             for r in self._runs.values():
                 if r.path == path:
                     return r
-            run = Run(self._unique_key(key or path.name), path, origin)
+            run = Run(self._unique_key(key or path.name), path, origin, note=note)
             try:
                 run.summary = read_summary(path)
             except ResultsError as exc:

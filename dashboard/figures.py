@@ -296,7 +296,8 @@ def link_detail(series, src: int, dst: int, reverse=None, title: str | None = No
     fig.update_yaxes(title="KiB", rangemode="tozero", row=2, col=1)
     fig.update_yaxes(title="frames", rangemode="tozero", row=3, col=1)
     fig.update_xaxes(title="simulated time (s)", row=3, col=1)
-    _base(fig, title or f"Link {src}→{dst}", 520)
+    _base(fig, title or f"Link {src}→{dst}", 540)
+    fig.update_layout(margin=dict(t=84), legend=dict(y=1.06))
     for a in fig.layout.annotations:
         a.font.size = 12
         a.x = 0.0
@@ -330,7 +331,9 @@ def memory_node_figure(t, cols, node: int, owner_only: float | None, budget: flo
                       annotation_position="top left", annotation_font_size=10)
     fig.update_yaxes(title="KV memory (MiB)", rangemode="tozero")
     fig.update_xaxes(title="simulated time (s)")
-    return _base(fig, title or f"KV memory of node {node}", 400)
+    _base(fig, title or f"KV memory of node {node}", 420)
+    fig.update_layout(margin=dict(t=80), legend=dict(y=1.03, traceorder="reversed"))
+    return fig
 
 
 def memory_heatmap(x, z, title: str | None = None) -> go.Figure:

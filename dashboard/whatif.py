@@ -9,6 +9,7 @@ from the browser: the trace is picked by key from the server's list).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -118,6 +119,14 @@ class Job:
         return (self.ended or time.time()) - self.started
 
 
+def note_of(out_dir: Path, run_dir: Path) -> str | None:
+    """What a what-if changed, from the note the app left beside its results folder."""
+    try:
+        return json.loads((Path(out_dir) / f".{Path(run_dir).name}.json").read_text()).get("change")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
 class WhatIfs:
     """Runs what-ifs one at a time; a finished run is added to the registry."""
 
@@ -210,7 +219,12 @@ class WhatIfs:
             job.message = "cancelled"
             return
         if job.out.is_dir() and (job.out / "summary.json").is_file():
-            run = self.registry.add(job.out, origin="what-if", key=job.out.name)
+            note = {"trace": job.trace_key, "change": job.desc, "argv": job.argv[3:]}
+            try:
+                (self.out_dir / f".{job.out.name}.json").write_text(json.dumps(note, indent=1) + "\n")
+            except OSError:
+                pass
+            run = self.registry.add(job.out, origin="what-if", key=job.out.name, note=job.desc)
             job.run_key = run.key
             job.progress = 1.0
             job.state = "done"

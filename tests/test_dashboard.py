@@ -134,6 +134,25 @@ def test_malformed_folder_gives_a_message(runs):
         run.nodes()
 
 
+def test_frame_index_filters_and_bad_captures(runs, tmp_path):
+    from dashboard.frames import CaptureIndex, FrameFilter
+
+    ix = CaptureIndex(runs["mars"] / "cap.pcap", tmp_path)
+    ix.wait()
+    assert ix.state == "ready" and ix.n_frames > 0
+    total, rows, hist = ix.query(FrameFilter(), 0, 10)
+    assert total == ix.n_frames == sum(int(c.sum()) for c in hist[1].values()) and len(rows) == 10
+    n, rows, _ = ix.query(FrameFilter(ops=(1,), src=1), 0, 50)  # kv_replica from board 1
+    assert 0 < n < total and all(r["op"] == "kv_replica" and r["src_node"] == 1 for r in rows)
+    n2, rows, _ = ix.query(FrameFilter(dst=2, hop=0, t_from=0.0, t_to=1e9), 0, 50)
+    assert all(int(r["dst_set"], 16) >> 2 & 1 and r["hop from"] == 0 for r in rows)
+    bad = tmp_path / "bad.pcap"
+    bad.write_bytes((runs["mars"] / "cap.pcap").read_bytes()[:5000])  # cut inside a record
+    ix = CaptureIndex(bad, tmp_path)
+    ix.wait()
+    assert ix.state == "error" and "bad.pcap" in ix.error and "truncated" in ix.error
+
+
 def test_whatif_form_values_are_checked():
     from dashboard.whatif import WhatIfError, build_args
 
