@@ -295,6 +295,19 @@ def open_page(pg, path):
     return time.perf_counter() - t0
 
 
+def click_until(pg, x, y, condition, arg=None, tries=4):
+    """Click at (x, y) until ``condition`` holds: a graph drawn a moment ago may not listen yet."""
+    for i in range(tries):
+        pg.mouse.move(x, y)
+        pg.mouse.click(x, y)
+        try:
+            pg.wait_for_function(condition, arg=arg, timeout=5000 if i < tries - 1 else 30000)
+            return
+        except Exception:
+            if i == tries - 1:
+                raise
+
+
 def start(pg, run="mars"):
     pg.goto(pg.base + "/")
     pg.wait_for_selector("#cards")
@@ -353,10 +366,8 @@ def test_click_a_link_shows_its_detail(page):
       const k = t.customdata.findIndex(c => c !== sel);
       const r = g.querySelector('.nsewdrag').getBoundingClientRect();
       return {id: t.customdata[k], x: r.left + L.xaxis.l2p(t.x[k]), y: r.top + L.yaxis.l2p(t.y[k])}; }""")
-    page.mouse.move(target["x"], target["y"])
-    page.mouse.click(target["x"], target["y"])
-    page.wait_for_function("(id) => document.querySelector('#link-detail .gtitle').textContent.includes('(id ' + id + ')')",
-                           arg=target["id"])
+    click_until(page, target["x"], target["y"],
+                "(id) => document.querySelector('#link-detail .gtitle').textContent.includes('(id ' + id + ')')", target["id"])
     assert page.locator("#link-detail .gtitle").text_content() != before
     assert all(f["points"] > 0 for f in page.evaluate(FIGURES))
     # a heatmap cell picks its link direction as well
@@ -365,10 +376,8 @@ def test_click_a_link_shows_its_detail(page):
       g.scrollIntoView();
       const r = g.querySelector('.nsewdrag').getBoundingClientRect(); const row = 2, col = Math.floor(t.x.length / 2);
       return {label: t.y[row], x: r.left + L.xaxis.l2p(t.x[col]), y: r.top + L.yaxis.l2p(L.yaxis.d2l(t.y[row]))}; }""")
-    page.mouse.move(cell["x"], cell["y"])
-    page.mouse.click(cell["x"], cell["y"])
-    page.wait_for_function("(lab) => document.querySelector('#link-detail .gtitle').textContent.startsWith('Link ' + lab)",
-                           arg=cell["label"])
+    click_until(page, cell["x"], cell["y"],
+                "(lab) => document.querySelector('#link-detail .gtitle').textContent.startsWith('Link ' + lab)", cell["label"])
 
 
 def test_timeline_zooms_to_single_ops(page):
@@ -402,10 +411,8 @@ def test_memory_heatmap_click_picks_the_node(page):
       const r = g.querySelector('.nsewdrag').getBoundingClientRect(); const row = 1;
       return {label: t.y[row], x: r.left + L.xaxis.l2p(t.x[Math.floor(t.x.length / 2)]),
               y: r.top + L.yaxis.l2p(L.yaxis.d2l(t.y[row]))}; }""")
-    page.mouse.move(cell["x"], cell["y"])
-    page.mouse.click(cell["x"], cell["y"])
-    page.wait_for_function("(lab) => document.querySelector('#mem-node-fig .gtitle').textContent.includes('of ' + lab + ':')",
-                           arg=cell["label"])
+    click_until(page, cell["x"], cell["y"],
+                "(lab) => document.querySelector('#mem-node-fig .gtitle').textContent.includes('of ' + lab + ':')", cell["label"])
 
 
 def test_frames_filter(page):
