@@ -192,6 +192,13 @@ def test_sweep_dataset_drops_failed_points(runs):
     assert [x for x, _ in sweep_axes(df, axes_of(df, meta))] == ["nodes", "seq"]
 
 
+def test_dashboard_does_not_import_the_engine():
+    code = ("import sys, dashboard.app, dashboard.report, dashboard.frames; dashboard.frames.enum_names(); "
+            "bad = [m for m in sys.modules if m.startswith(('emu.net', 'emu.nic', 'emu.replay', 'emu.workload'))]; "
+            "assert not bad, bad")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
 def test_cli_serves_until_interrupted(runs):
     p = subprocess.Popen([sys.executable, "-m", "emu", "dashboard", str(runs["mars"]), "--port", "0",
                           "--whatif-dir", str(runs["dir"] / "cli-whatif")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
