@@ -547,6 +547,9 @@ def replica_factor_series(nodes: pd.DataFrame, lo: float, hi: float, n: int = SC
     if len(t):
         last = np.r_[t[1:] != t[:-1], True]
         t, v = t[last], v[last]
+    if not len(t) or t[0] > lo:
+        # Before the first block exists the layout is trivially owner-only (factor 1).
+        t, v = np.r_[lo, t], np.r_[1.0, v]
     mid, mean = time_weighted_bins(t, v, lo, hi, n)
     edges = time_bins(lo, hi, n)
     b = np.clip(np.searchsorted(edges, t, side="right") - 1, 0, n - 1)
