@@ -14,7 +14,7 @@ frames in flight, not the size of the message.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Iterable
 
 import networkx as nx
@@ -70,7 +70,6 @@ class Message:
     last_len: int
     on_event: Callable | None = None
     meta: object = None
-    pending: set = field(default_factory=set)
 
 
 def _splitmix(x: int) -> int:
@@ -175,8 +174,6 @@ class Network:
         self.datapath = datapath
         for col in (K.L_HEAD, K.L_TAIL, K.L_TXQ, K.L_ARR_PEND, K.L_SRC_PEND, K.L_SHEAD, K.L_STAIL, K.L_SER_LEN):
             LK[:, col] = -1
-        self.prop_ps = np.array([int(topology.edges[e]["latency_ps"]) for e in edges], np.int64)
-        self.nic_ps = nic
         self.LK = LK
         self.LF = np.zeros((total, K.LF_NCOLS), np.float64)
         self.LR = np.zeros((total, 2), np.uint64)
@@ -212,7 +209,6 @@ class Network:
         self._wake_ev = None
         self._wake_at = None
         self._upcall_ev = None
-        self._routes_fw: list[np.ndarray] = []
         self.max_out = max((topology.out_degree(n) for n in topology.nodes), default=1)
         self._fw_rows = 0
         self.FW = np.zeros((0, self.max_out + 1), np.int32)
@@ -326,7 +322,7 @@ class Network:
         else:
             md[:, K.D_BITS] = -1
         self._nmd += nd
-        msg = Message(mid, src, dsts, route, nfrags, frame_len, last_len, on_event, meta, set(dsts))
+        msg = Message(mid, src, dsts, route, nfrags, frame_len, last_len, on_event, meta)
         self.messages.append(msg)
         t = self.sim.now if at is None else int(at)
         for link in self.first_hops(route, src):
@@ -506,8 +502,6 @@ class Network:
 
     def _dispatch(self, kind, mid, node, frag, t) -> None:
         msg = self.messages[mid]
-        if kind == K.UP_DONE:
-            msg.pending.discard(node)
         if msg.on_event is not None:
             msg.on_event(self._KINDS[kind], msg, node, frag, t)
 
@@ -536,7 +530,7 @@ class Network:
     def duplicates(self) -> int:
         return int(self.SC[K.SC_DUPS])
 
-    def counters(self) -> "pd.DataFrame":  # noqa: F821
+    def counters(self):
         """One row per link direction: offered, transmitted, delivered, dropped by cause, busy."""
         import pandas as pd
 

@@ -32,7 +32,7 @@ from typing import Callable, Iterable
 
 import numpy as np
 
-from ..codec import FRAME_HEADER_LEN, Collective, Dtype, Flags, Op, ReduceOp, Stage, max_payload
+from ..codec import Collective, Dtype, Flags, Op, ReduceOp, Stage, max_payload
 from ..codec.fragment import MAX_FRAGS
 from ..errors import ConfigError
 from ..net import Network

@@ -10,7 +10,6 @@ snap length keeps the headers only. ``ttl`` counts down one per forwarding hop.
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path

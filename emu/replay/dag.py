@@ -23,7 +23,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from ..workload.enums import COMM_KINDS, CONTROL_KINDS, Kind
+from ..workload.enums import COMM_KINDS, CONTROL_KINDS
 
 
 class Wiring:

@@ -140,7 +140,7 @@ def format_summary(s: dict) -> str:
     lines = [
         f"trace     {s['trace']}  ({s['scheme']}, {s['nodes']} nodes, seq {s['seq']}, {s['model']} on {s['hw']}, topology {s['topology']})",
         f"TTFT      {s['ttft_s']:.4f} s   (prefill {s['prefill_s']:.4f} s)",
-        f"decode    " + (f"{s['decode_tokens_per_s']:.2f} tokens/s over {s['decode_tokens']} tokens" if s["decode_tokens_per_s"] else "no decode tokens"),
+        "decode    " + (f"{s['decode_tokens_per_s']:.2f} tokens/s over {s['decode_tokens']} tokens" if s["decode_tokens_per_s"] else "no decode tokens"),
         f"wire      {s['wire_bytes'] / gib:.3f} GiB in {s['frames']:,} frame-hops; KV payload {s['kv_bytes'] / gib:.3f} GiB",
         f"drops     {s['dropped_frames']:,} frames" + "".join(f", {k} {v:,}" for k, v in s["dropped_by_cause"].items() if v)
         + f"; retransmitted {s['retransmitted_frames']:,}",

@@ -11,7 +11,6 @@ not copied from the trace.
 from __future__ import annotations
 
 import heapq
-import math
 import sys
 import time
 from dataclasses import dataclass, field
@@ -108,7 +107,6 @@ class Replay:
         self.need = w.need.copy()
         self.start = np.full(n, -1, np.int64)
         self.end = np.full(n, -1, np.int64)
-        self.pending_parts = np.diff(w.part_ptr).copy()
         self.delivered_at: dict[int, dict[int, int]] = {}
         self.ready = [[] for _ in range(self.nodes)]
         self.busy = [False] * self.nodes
