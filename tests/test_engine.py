@@ -152,7 +152,9 @@ def run_lossy(seed, loss):
     net.send(0, [1], 5000, 1462)
     net.run()
     rows = np.concatenate(log)
-    return rows[rows[:, -1] != 0, 2]
+    from emu.net import kernel as K
+
+    return rows[rows[:, K.G_FATE] != 0, K.G_FRAG]
 
 
 def test_loss_is_seeded_per_stream():

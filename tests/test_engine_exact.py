@@ -79,7 +79,7 @@ def run_both(D, n, nh, msgs, cap, *, lossless=True, trees=(), losses=(), nic=0, 
         ref.send(i, src, dsts, route, nfrags, flen, llen, at)
     net.run()
     ref.run()
-    rows = np.concatenate(log) if log else np.zeros((0, 10), np.int64)
+    rows = np.concatenate(log) if log else np.zeros((0, 11), np.int64)
     ours = sorted((int(r[0]), int(r[1]), int(r[2]), int(r[4]), int(r[5]), int(r[6]), int(r[9]))
                   for r in rows)
     fate = {None: 0, "loss": 1, "corrupt": 2}

@@ -184,3 +184,19 @@ def test_topology_and_degraded_links_change_what_a_run_costs(traces):
     # Through a switch a transfer takes two hops (a multicast shares the first).
     assert base["wire_bytes"] < star["wire_bytes"] == expected_wire_bytes(rp) < 2 * base["wire_bytes"]
     assert star["kv_bytes"] == base["kv_bytes"]
+
+
+def test_retransmitted_frames_carry_retx_in_the_capture(traces, tmp_path):
+    from emu.codec import Flags, decode_frames, read_capture
+
+    out = tmp_path / "lossy"
+    assert main(["replay", str(traces["ring"]), "--loss", "0.01", "--seed", "2", "--out", str(out),
+                 "--capture", "c.pcap"]) == 0
+    s = json.loads((out / "summary.json").read_text())
+    retx = 0
+    for batch in read_capture(out / "c.pcap"):
+        f = decode_frames(batch.buf, batch.offsets, wirelen=batch.wirelen)
+        retx += int(((f.headers["flags"] & Flags.RETX) != 0).sum())
+    # Every resent fragment appears at least once (more when its route has several hops).
+    assert s["retransmitted_frames"] > 0 and retx >= s["retransmitted_frames"] - s["dropped_by_cause"]["loss"]
+    assert retx > 0

@@ -110,7 +110,8 @@ F_END = 7
 F_ARR = 8
 F_FATE = 9        # 0 ok, else the drop cause decided at transmission
 F_QB = 10         # bytes waiting ahead of it when queued
-F_NCOLS = 11
+F_RETX = 11       # 1: sent again by a resend stream (the header's RETX flag)
+F_NCOLS = 12
 
 # ---- messages (MS, int64) ---------------------------------------------------
 M_SRC = 0
@@ -162,7 +163,8 @@ G_ARR = 6         # when the receiving NIC has it (the time of the arrival event
 G_LEN = 7
 G_QB = 8          # bytes waiting ahead of it when it was queued
 G_FATE = 9
-G_NCOLS = 10
+G_RETX = 10
+G_NCOLS = 11
 
 # ---- return statuses of advance() ---------------------------------------------
 ST_IDLE = 0       # no events left
@@ -437,6 +439,7 @@ def _arrival(SC, LK, LF, LR, LD, DL, FP, FREE, HP, LG, FW, MS, MD, BITS, UP, lin
         LG[g, G_LEN] = flen
         LG[g, G_QB] = FP[e, F_QB]
         LG[g, G_FATE] = fate
+        LG[g, G_RETX] = FP[e, F_RETX]
         SC[SC_LOG] = g + 1
     if fate != 0:
         _drop(LK, LD, link, fate, flen)
@@ -479,6 +482,7 @@ def _arrival(SC, LK, LF, LR, LD, DL, FP, FREE, HP, LG, FW, MS, MD, BITS, UP, lin
             FP[c, F_FRAG] = frag
             FP[c, F_LEN] = flen
             FP[c, F_ROUTE] = FP[e, F_ROUTE]
+            FP[c, F_RETX] = FP[e, F_RETX]
         if not enqueue(SC, LK, LF, LR, LD, DL, FP, HP, out, c, t, True):
             _free_frame(SC, FREE, c)
         k += 1
@@ -528,6 +532,7 @@ def _source(SC, LK, LF, LR, LD, DL, FP, FREE, HP, MS, SP, SL, SFREE, UP, link, t
         FP[e, F_FRAG] = frag
         FP[e, F_LEN] = flen
         FP[e, F_ROUTE] = SP[s, S_ROUTE]
+        FP[e, F_RETX] = 1 if SP[s, S_LIST] >= 0 else 0
         if not enqueue(SC, LK, LF, LR, LD, DL, FP, HP, link, e, t, False):
             _free_frame(SC, FREE, e)
         pushed += 1

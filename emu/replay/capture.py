@@ -134,6 +134,7 @@ class Capture:
         h["offset"] = frag * self.per
         h["pay_len"] = rows[:, K.G_LEN] - FRAME_HEADER_LEN
         h["seq"] = (h["seq"].astype(np.int64) + frag) & 0xFFFFFFFF
+        h["flags"] |= np.where(rows[:, K.G_RETX] == 1, int(Flags.RETX), 0).astype(h["flags"].dtype)
         # The source MAC is the node that put the frame on this link.
         eth_src = self.net.LK[rows[:, K.G_LINK], K.L_SRC]
         h["ttl"] = np.maximum(h["ttl"].astype(np.int64) - self.hops[h["src_node"].astype(np.int64), eth_src], 0)
