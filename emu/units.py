@@ -68,31 +68,33 @@ def _plain(value, what: str):
     return None
 
 
-def parse_size(value, what: str = "size") -> int:
-    """"4GiB", "256KB" (SI, 256000), "16MiB", "1.5e6", 512 -> bytes (a whole number)."""
+def _quantity(value, what: str, pattern, expect: str, scale) -> Decimal:
+    """A plain number as it is, or ``pattern``'s number times ``scale(match)``."""
     d = _plain(value, what)
     if d is None:
-        m = _RE_SIZE.match(str(value).strip())
+        m = pattern.match(str(value).strip())
         if not m:
-            raise _fail(value, what, "a size such as 4GiB, 256KB or 1.5e6 (bytes)")
-        d = _decimal(m["num"]) * _PREFIX[m["prefix"] or ""]
+            raise _fail(value, what, expect)
+        d = _decimal(m["num"]) * scale(m)
+    return d
+
+
+def parse_size(value, what: str = "size") -> int:
+    """"4GiB", "256KB" (SI, 256000), "16MiB", "1.5e6", 512 -> bytes (a whole number)."""
+    d = _quantity(value, what, _RE_SIZE, "a size such as 4GiB, 256KB or 1.5e6 (bytes)",
+                  lambda m: _PREFIX[m["prefix"] or ""])
     return _nonneg(_as_int(d, value, what, exact=True), value, what)
 
 
 def _rate(value, what: str, to_bits: bool) -> int:
-    d = _plain(value, what)
-    if d is None:
-        m = _RE_RATE.match(str(value).strip())
-        if not m:
-            raise _fail(value, what, "a rate such as 1Gbps, 10Gb/s or 125MB/s")
-        d = _decimal(m["num"]) * _PREFIX[m["prefix"] or ""]
+    def scale(m):
+        k = Decimal(_PREFIX[m["prefix"] or ""])
         unit = m["unit"] or (m["bare"][0] if m["bare"] else None)
-        if unit is not None:
-            is_bits = unit.startswith("b")
-            if to_bits and not is_bits:
-                d *= 8
-            elif not to_bits and is_bits:
-                d /= 8
+        if unit is not None and unit.startswith("b") != to_bits:
+            k = k * 8 if to_bits else k / 8
+        return k
+
+    d = _quantity(value, what, _RE_RATE, "a rate such as 1Gbps, 10Gb/s or 125MB/s", scale)
     return _nonneg(_as_int(d, value, what, exact=False), value, what)
 
 
@@ -108,23 +110,14 @@ def parse_byte_rate(value, what: str = "bandwidth") -> int:
 
 def parse_ops(value, what: str = "compute rate") -> int:
     """Compute throughput -> ops/s. "409.6GOPS", "1.2TFLOPS", "400Gops/s", "4e11"."""
-    d = _plain(value, what)
-    if d is None:
-        m = _RE_OPS.match(str(value).strip())
-        if not m:
-            raise _fail(value, what, "a compute rate such as 409.6GOPS or 4e11 (ops/s)")
-        d = _decimal(m["num"]) * _SI[m["prefix"] or ""]
+    d = _quantity(value, what, _RE_OPS, "a compute rate such as 409.6GOPS or 4e11 (ops/s)",
+                  lambda m: _SI[m["prefix"] or ""])
     return _nonneg(_as_int(d, value, what, exact=False), value, what)
 
 
 def parse_time(value, what: str = "time") -> int:
     """Duration -> integer picoseconds. "1us", "0.5s", "250ns"; a plain number is picoseconds."""
-    d = _plain(value, what)
-    if d is None:
-        m = _RE_TIME.match(str(value).strip())
-        if not m:
-            raise _fail(value, what, "a time such as 1us, 250ns or 0.5s")
-        d = _decimal(m["num"]) * _TIME[m["unit"] or "ps"]
+    d = _quantity(value, what, _RE_TIME, "a time such as 1us, 250ns or 0.5s", lambda m: _TIME[m["unit"] or "ps"])
     return _nonneg(_as_int(d, value, what, exact=False), value, what)
 
 

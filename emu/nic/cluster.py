@@ -258,12 +258,12 @@ class Cluster:
             tr.on_complete(tr, self.sim.now)
 
     def replica_control(self, owner: int, holders: Iterable[int], kv_id: int, op: Op, *, layer: int = 0,
-                        on_complete=None) -> Transfer:
+                        on_delivered=None, on_complete=None) -> Transfer:
         """Send a drain or invalidate control frame for block ``kv_id`` from its owner to the holders."""
         if op not in (Op.drain, Op.invalidate):
             raise ValueError(f"replica control is drain or invalidate, not {Op(op).name}")
         return self.send(owner, holders, CONTROL_LEN, op=op, stage=Stage.control, kv_id=kv_id, layer=layer,
-                         on_complete=on_complete)
+                         on_delivered=on_delivered, on_complete=on_complete)
 
     # ---- reliability -----------------------------------------------------------------
 

@@ -92,9 +92,9 @@ def summarize(rp) -> dict:
 
 def ops_frame(rp) -> pd.DataFrame:
     ops, tr = rp.trace.ops, rp.trace
-    nsrc = np.diff(tr.src_ptr)
-    first_src = np.where(nsrc > 0, tr.src_idx[np.minimum(tr.src_ptr[:-1], max(len(tr.src_idx) - 1, 0))], -1) \
-        if len(tr.src_idx) else np.full(tr.n_ops, -1)
+    has_src = np.diff(tr.src_ptr) > 0
+    first_src = np.full(tr.n_ops, -1, np.int64)
+    first_src[has_src] = tr.src_idx[tr.src_ptr[:-1][has_src]]
     return pd.DataFrame({
         "op": np.arange(rp.trace.n_ops),
         "kind": pd.Categorical.from_codes(ops["kind"], [k.name for k in Kind]),

@@ -13,7 +13,7 @@ from __future__ import annotations
 import heapq
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -46,7 +46,6 @@ class Options:
     detect_ps: int = 100 * US       # failure detection delay before re-routing
     bin_ps: int | None = None       # link time-series bin; default from the trace's size
     progress: bool = False
-    log_sinks: list = field(default_factory=list)
 
 
 class Replay:
@@ -87,7 +86,6 @@ class Replay:
         self.bin_ps = options.bin_ps or max(100 * US, (est // 500) // MS * MS or 100 * US)
         self.linkstats = LinkStats(len(self.net.links), self.bin_ps)
         self.net.log_sinks.append(self.linkstats)
-        self.net.log_sinks.extend(options.log_sinks)
 
     def _durations(self) -> np.ndarray:
         ops, hw = self.trace.ops, self.hw
@@ -214,9 +212,7 @@ class Replay:
         if kind in (Kind.drain, Kind.invalidate):
             self.cluster.replica_control(src, dsts, o["kv_id"][op], Op.drain if kind == Kind.drain else Op.invalidate,
                                          layer=common["layer"],
-                                         on_complete=None)
-            tr = self.cluster.transfers[-1]
-            tr.on_delivered = lambda t_, node, t, op=op: self._delivered(op, node)
+                                         on_delivered=lambda tr, node, t, op=op: self._delivered(op, node))
             return
         targets = [d for d in dsts if d != src] if kind == Kind.all_to_all else dsts
         if kind == Kind.all_to_all:
