@@ -182,8 +182,7 @@ def _pd_mode(v, where):
 
 
 def _override(item, where):
-    from ..units import apply_overrides
-    from ..workload.profiles import SCHEMA
+    from ..workload.profiles import SCHEMA, apply_overrides
 
     if not isinstance(item, str):
         raise SpecError(f"{where}: expected \"SECTION.FIELD=VALUE\", got {item!r}")
