@@ -442,11 +442,9 @@ def normalize(pt: dict) -> dict:
 
 
 def resolve(ref: str) -> Path:
-    """A sweep file path, or the name of a shipped sweep (``quick`` -> sweeps/quick.toml)."""
-    p = Path(ref)
-    if p.exists() or p.suffix == ".toml" or "/" in ref:
-        return p
-    shipped = Path(__file__).resolve().parents[2] / "sweeps" / f"{ref}.toml"
-    return shipped if shipped.is_file() else p
+    """A sweep file path, or the name of a shipped sweep (``quick``: package data, see emu.shipped)."""
+    from ..shipped import sweep_path
+
+    return sweep_path(ref)
 
 
