@@ -51,9 +51,11 @@ def trace_path(ref: str | os.PathLike) -> Path:
     """A trace file: ``ref`` itself when it is a path or an existing file, else the shipped trace of that name."""
     ref = os.fspath(ref)
     p = Path(ref)
+    have = traces()
+    if not p.exists() and p.name == ref and ref in {f.name for f in have.values()}:
+        return next(f for f in have.values() if f.name == ref)  # "mars_16k.json": the shipped file itself
     if p.exists() or _looks_like_path(ref):
         return p
-    have = traces()
     if ref in have:
         return have[ref]
     raise ConfigError(f"{ref}: no such file, and no shipped trace of that name (shipped: {', '.join(have) or 'none'}; "

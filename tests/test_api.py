@@ -143,12 +143,13 @@ def test_sweep_worker_rows_come_from_the_same_replay(files):
         assert row[k] == r.summary[k], k
 
 
-def test_shipped_traces_by_name(tmp_path, capsys):
+def test_shipped_traces_by_name(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # no traces/ here
     assert main(["trace", "list", "--json"]) == 0
     shipped = {t["name"]: t for t in json.loads(capsys.readouterr().out)}
     assert set(shipped) >= {"mars_16k", "ring_16k", "zigzag_16k", "pd_16k"}
     assert shipped["mars_16k"]["scheme"] == "mars" and shipped["pd_16k"]["nodes"] == 16
-    assert load_trace(shipped["pd_16k"]["path"]).meta == emu.load_trace("pd_16k").meta
+    assert load_trace(shipped["pd_16k"]["path"]).meta == emu.load_trace("pd_16k").meta == emu.load_trace("pd_16k.json").meta
     assert main(["trace", "show", "ring_16k", "--json"]) == 0
     s = json.loads(capsys.readouterr().out)
     assert s["scheme"] == "ring" and s["ops"] == 255337  # traces/README.md
