@@ -155,3 +155,14 @@ def test_export_imports_nothing_of_the_engine():
             "'emu.replay', 'emu.workload', 'emu.topology', 'emu.codec'))]; assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True)
 
+
+def test_a_folder_without_deliveries_still_exports(run, tmp_path):
+    import shutil
+
+    old = tmp_path / "old"
+    shutil.copytree(run, old)
+    (old / "deliveries.parquet").unlink()
+    by = check_format(perfetto_trace(old))
+    assert not by["s"] and not by["f"] and {e["cat"] for e in by["X"]} == {"compute", "send"}
+    full = check_format(perfetto_trace(run))
+    assert [e for e in by["X"] if e["cat"] == "compute"] == [e for e in full["X"] if e["cat"] == "compute"]

@@ -1,7 +1,8 @@
 """A results folder's timeline as Chrome trace-event JSON, which Perfetto UI and chrome://tracing open.
 
-Reads the folder only (ops, deliveries, nodes and links tables, summary.json, topology.json:
+Reads the folder only (ops, deliveries, nodes and links tables and summary.json:
 docs/results.md) and imports nothing of the engine, so the dashboard can offer the same file.
+A folder written before deliveries.parquet existed gets no receive slices, arrows or reductions.
 
 What is drawn (docs/api.md, "Timeline export"):
 
@@ -94,7 +95,10 @@ def perfetto_trace(results_dir, *, start_ps: int | None = None, end_ps: int | No
         raise EmuError(f"time window {start_ps} ps .. {end_ps} ps is empty")
 
     ops = _read(results, "ops.parquet")
-    deliv = _read(results, "deliveries.parquet")
+    has_deliveries = (results / "deliveries.parquet").is_file()
+    deliv = _read(results, "deliveries.parquet") if has_deliveries else \
+        pd.DataFrame({"op": pd.Series([], dtype="int64"), "node": pd.Series([], dtype="int64"),
+                      "t_s": pd.Series([], dtype="float64")})  # folders from before it: no arrows, no reductions
     kv = _read(results, "nodes.parquet")
     links = _read(results, "links.parquet")
     kind = ops["kind"].astype(str).to_numpy()
@@ -206,7 +210,8 @@ def perfetto_trace(results_dir, *, start_ps: int | None = None, end_ps: int | No
     return {"traceEvents": meta + events, "displayTimeUnit": "ns",
             "otherData": {"source": "mcf-emu", "results": results.name, "trace": summary.get("trace"),
                           "scheme": summary.get("scheme"), "nodes": boards, "topology": summary.get("topology"),
-                          "window_ps": [lo * 1000, None if hi is None else hi * 1000], "boards": sorted(keep)}}
+                          "window_ps": [lo * 1000, None if hi is None else hi * 1000], "boards": sorted(keep),
+                          "deliveries": has_deliveries}}
 
 
 def write_perfetto(results_dir, out, *, start_ps: int | None = None, end_ps: int | None = None, nodes=None) -> int:
