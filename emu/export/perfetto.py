@@ -102,6 +102,7 @@ def perfetto_trace(results_dir, *, start_ps: int | None = None, end_ps: int | No
     kv = _read(results, "nodes.parquet")
     links = _read(results, "links.parquet")
     kind = ops["kind"].astype(str).to_numpy()
+    kinds = kind.tolist()
     ran = ops["start_s"].notna().to_numpy() & ops["end_s"].notna().to_numpy()
     t0 = np.where(ran, _ns(ops["start_s"].fillna(0)), 0)
     t1 = np.where(ran, _ns(ops["end_s"].fillna(0)), 0)
@@ -124,9 +125,11 @@ def perfetto_trace(results_dir, *, start_ps: int | None = None, end_ps: int | No
     events: list[dict] = []
     meta: list[dict] = []
 
+    chunk, layer = ops["chunk"].tolist(), ops["layer"].tolist()
+    nbytes, stage = ops["bytes"].tolist(), ops["stage"].astype(str).tolist()
+
     def arg_of(i: int) -> dict:
-        return {"op": i, "kind": kind[i], "chunk": int(ops["chunk"].iat[i]), "layer": int(ops["layer"].iat[i]),
-                "bytes": int(ops["bytes"].iat[i]), "stage": str(ops["stage"].iat[i])}
+        return {"op": i, "kind": kinds[i], "chunk": chunk[i], "layer": layer[i], "bytes": nbytes[i], "stage": stage[i]}
 
     for b in sorted(keep):
         pid = b + 1
@@ -147,7 +150,7 @@ def perfetto_trace(results_dir, *, start_ps: int | None = None, end_ps: int | No
             for i, s, e, k in zip(idx[mine].tolist(), a[mine].tolist(), z[mine].tolist(), lane.tolist()):
                 tid = base + k
                 used[(b + 1, tid)] = label if k == 0 else f"{label} {k + 1}"
-                events.append({"ph": "X", "name": kind[i], "cat": label.split()[-1], "pid": b + 1, "tid": tid,
+                events.append({"ph": "X", "name": kinds[i], "cat": label.split()[-1], "pid": b + 1, "tid": tid,
                                "ts": _us(s), "dur": _us(e - s), "args": arg_of(i)})
                 if base == SEND_TID:
                     send_slot[i] = (b + 1, tid, s)
@@ -162,7 +165,7 @@ def perfetto_trace(results_dir, *, start_ps: int | None = None, end_ps: int | No
     for i, n, t in zip(d_op[take].tolist(), d_node[take].tolist(), d_t[take].tolist()):
         used[(n + 1, RECEIVE_TID)] = "nic receive"
         args = arg_of(i) | {"latency_us": _us(t - int(t0[i]))}
-        events.append({"ph": "X", "name": kind[i], "cat": "receive", "pid": n + 1, "tid": RECEIVE_TID,
+        events.append({"ph": "X", "name": kinds[i], "cat": "receive", "pid": n + 1, "tid": RECEIVE_TID,
                        "ts": _us(t), "dur": 0.0, "args": args})
         if i in send_slot:
             flow += 1
