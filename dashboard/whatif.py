@@ -20,9 +20,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+# the replay's own unit parser (a leaf module, no engine): a form value passes here exactly when
+# `emu replay --set` reads it
+from emu.errors import ConfigError
+from emu.units import parse_rate, parse_time
+
 TOPOLOGIES = ("auto", "ring", "bring", "mesh", "torus", "star", "full", "fattree")
-_RATE = re.compile(r"^\s*\d+(\.\d+)?\s*([kKMGT]?(bps|bit/s|b/s))?\s*$")
-_TIME = re.compile(r"^\s*\d+(\.\d+)?\s*(ps|ns|us|µs|ms|s)?\s*$")
 _SHAPE = re.compile(r"^\d{1,4}(x\d{1,4})?$")
 _CLAUSE = re.compile(r"^\s*(link\s+\d+\s*-\s*\d+|node\s+\d+)\s+(down|up|degrade)\b[a-z0-9 .]*$", re.I)
 _PROGRESS = re.compile(r"(\d+(?:\.\d+)?)%\s+simulated\s+([\d.]+)\s*s")
@@ -66,14 +69,20 @@ def build_args(trace: Path, form: dict) -> tuple[list[str], str]:
         desc.append(topo)
     rate = (form.get("rate") or "").strip()
     if rate:
-        if not _RATE.fullmatch(rate):
+        try:
+            ok = parse_rate(rate, "link rate") > 0
+        except ConfigError:
+            ok = False
+        if not ok:
             raise WhatIfError(f"link rate {rate!r}: a rate like 10Gbps or 2.5Gbps")
         args.append(f"--set=hw.link_rate={rate.replace(' ', '')}")
         desc.append(rate.replace(" ", ""))
     lat = (form.get("latency") or "").strip()
     if lat:
-        if not _TIME.fullmatch(lat):
-            raise WhatIfError(f"latency {lat!r}: a time like 2us or 500ns")
+        try:
+            parse_time(lat, "latency")
+        except ConfigError:
+            raise WhatIfError(f"latency {lat!r}: a time like 2us or 500ns") from None
         args.append(f"--set=hw.link_latency_ps={lat.replace(' ', '')}")
         desc.append(f"lat {lat.replace(' ', '')}")
     loss = form.get("loss")

@@ -8,7 +8,6 @@ times in picoseconds. Arithmetic is done in Decimal so "19.2GB/s" is exactly
 
 from __future__ import annotations
 
-import copy
 import re
 from decimal import Decimal, InvalidOperation, ROUND_HALF_EVEN
 
@@ -121,29 +120,26 @@ def parse_time(value, what: str = "time") -> int:
     return _nonneg(_as_int(d, value, what, exact=False), value, what)
 
 
-def parse_int(value, what: str = "value") -> int:
-    """A plain whole number ("28", 28, "1e3")."""
+def parse_decimal(value, what: str = "value", expect: str = "a number") -> Decimal:
+    """A plain number, exactly: "0.1" is 1/10, not the nearest float (an int, float or text)."""
     d = _plain(value, what)
     if d is None:
         try:
             d = Decimal(str(value).strip())
         except InvalidOperation:
-            raise _fail(value, what, "a whole number") from None
+            raise _fail(value, what, expect) from None
         if not d.is_finite():
-            raise _fail(value, what, "a whole number")
-    return _as_int(d, value, what, exact=True)
+            raise _fail(value, what, expect)
+    return d
+
+
+def parse_int(value, what: str = "value") -> int:
+    """A plain whole number ("28", 28, "1e3")."""
+    return _as_int(parse_decimal(value, what, "a whole number"), value, what, exact=True)
 
 
 def parse_float(value, what: str = "value") -> float:
-    d = _plain(value, what)
-    if d is None:
-        try:
-            d = Decimal(str(value).strip())
-        except InvalidOperation:
-            raise _fail(value, what, "a number") from None
-        if not d.is_finite():
-            raise _fail(value, what, "a number")
-    return float(d)
+    return float(parse_decimal(value, what))
 
 
 def parse_bool(value, what: str = "value") -> bool:
@@ -281,30 +277,3 @@ def format_value(kind: str, value) -> str:
     if kind == "budget" and isinstance(value, int):
         return format_size(value)
     return str(value).lower() if isinstance(value, bool) else str(value)
-
-
-# ------------------------------------------------------------------- overrides
-def apply_overrides(profile: dict, overrides, schema: dict | None = None) -> dict:
-    """Return a copy of ``profile`` ({"model": {...}, "hw": {...}}) with "section.field=value"
-    overrides applied, each value parsed with the unit the profile schema gives that field.
-
-    An unknown section or field, or a value that does not parse, raises ConfigError naming it.
-    """
-    if schema is None:
-        from .workload.profiles import SCHEMA as schema  # lazy: units must not need the workload
-    out = copy.deepcopy(profile)
-    for item in overrides or ():
-        if not isinstance(item, str) or "=" not in item:
-            raise ConfigError(f"override {item!r}: expected SECTION.FIELD=VALUE, e.g. hw.link_rate=10Gbps")
-        key, value = item.split("=", 1)
-        key = key.strip()
-        section, _, field = key.partition(".")
-        if section not in schema or not field:
-            raise ConfigError(
-                f"override {item!r}: unknown key {key!r}; keys start with one of {', '.join(sorted(schema))}")
-        fields = schema[section]
-        if field not in fields:
-            raise ConfigError(
-                f"override {item!r}: unknown field {key!r}; {section} fields are {', '.join(sorted(fields))}")
-        out.setdefault(section, {})[field] = parse(fields[field], value.strip(), key)
-    return out

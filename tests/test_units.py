@@ -3,7 +3,6 @@ from hypothesis import given, strategies as st
 
 from emu.errors import ConfigError
 from emu.units import (
-    apply_overrides,
     format_rate,
     format_size,
     format_time,
@@ -93,20 +92,33 @@ def test_formatted_times_parse_back_within_rounding(ps):
     assert abs(parse_time(format_time(ps)) - ps) <= ps * 5e-4
 
 
-def test_apply_overrides_parses_with_the_field_unit_and_copies():
-    prof = {"hw": {"link_rate": 10**9, "link_latency_ps": 1}, "model": {"layers": 28}}
-    out = apply_overrides(prof, ["hw.link_rate=10Gbps", "model.layers=4", "hw.link_latency_ps=2us"])
-    assert out["hw"]["link_rate"] == 10 * 10**9
-    assert out["model"]["layers"] == 4
-    assert out["hw"]["link_latency_ps"] == 2 * 10**6
-    assert prof["hw"]["link_rate"] == 10**9  # the input is not modified
+@pytest.mark.parametrize("rate", ["10Gbps", "125MB/s", "1e9", "2.5 Gbit/s", "400Mb/s"])
+def test_dashboard_whatif_takes_every_rate_the_replay_reads(rate):
+    from pathlib import Path
+
+    from dashboard.whatif import build_args
+
+    args, _ = build_args(Path("t.json"), {"rate": rate, "latency": "0.5 us"})
+    assert f"--set=hw.link_rate={rate.replace(' ', '')}" in args and "--set=hw.link_latency_ps=0.5us" in args
+    assert parse_rate(rate) > 0
 
 
-@pytest.mark.parametrize("item,named", [
-    ("hw.nope=1", "hw.nope"), ("cpu.x=1", "cpu.x"), ("hw.link_rate", "hw.link_rate"), ("hw.link_rate=fast", "hw.link_rate"),
-    ("model.layers=2.5", "model.layers"), ("model.kv_dtype=int3", "model.kv_dtype"),
-])
-def test_apply_overrides_errors_name_the_key(item, named):
-    with pytest.raises(ConfigError) as exc:
-        apply_overrides({"hw": {}, "model": {}}, [item])
-    assert named in str(exc.value)
+@pytest.mark.parametrize("form", [{"rate": "0"}, {"rate": "fast"}, {"rate": "-1Gbps"}, {"latency": "1 parsec"}])
+def test_dashboard_whatif_refuses_what_the_replay_refuses(form):
+    from pathlib import Path
+
+    from dashboard.whatif import WhatIfError, build_args
+
+    with pytest.raises(WhatIfError):
+        build_args(Path("t.json"), form)
+
+
+def test_topology_files_read_numbers_with_the_unit_parser(tmp_path):
+    import json
+
+    from emu.topology.io import load
+
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"nodes": [0, 1], "links": [{"u": 0, "v": 1, "latency_us": "0.1", "rate_gbps": "2.5"}]}))
+    G = load(str(path))
+    assert G.edges[0, 1]["latency_ps"] == 100_000 and G.edges[0, 1]["rate_bps"] == 2_500_000_000

@@ -3,6 +3,7 @@ import pytest
 from emu.cli import main
 from emu.errors import ConfigError
 from emu.workload import profiles
+from emu.workload.profiles import apply_overrides
 from emu.workload.costs import Model
 
 
@@ -76,3 +77,22 @@ def test_profiles_command(capsys):
     out = capsys.readouterr().out
     assert "hw.link_rate = 10Gbps" in out and "hw.mem_bw = 19.2GB/s" in out
     assert main(["profiles", "show", "nope"]) == 2
+
+
+def test_apply_overrides_parses_with_the_field_unit_and_copies():
+    prof = {"hw": {"link_rate": 10**9, "link_latency_ps": 1}, "model": {"layers": 28}}
+    out = apply_overrides(prof, ["hw.link_rate=10Gbps", "model.layers=4", "hw.link_latency_ps=2us"])
+    assert out["hw"]["link_rate"] == 10 * 10**9
+    assert out["model"]["layers"] == 4
+    assert out["hw"]["link_latency_ps"] == 2 * 10**6
+    assert prof["hw"]["link_rate"] == 10**9  # the input is not modified
+
+
+@pytest.mark.parametrize("item,named", [
+    ("hw.nope=1", "hw.nope"), ("cpu.x=1", "cpu.x"), ("hw.link_rate", "hw.link_rate"), ("hw.link_rate=fast", "hw.link_rate"),
+    ("model.layers=2.5", "model.layers"), ("model.kv_dtype=int3", "model.kv_dtype"),
+])
+def test_apply_overrides_errors_name_the_key(item, named):
+    with pytest.raises(ConfigError) as exc:
+        apply_overrides({"hw": {}, "model": {}}, [item])
+    assert named in str(exc.value)

@@ -41,6 +41,7 @@ def register(subparsers) -> None:
     s.add_argument("--capture-filter", action="append", default=[], metavar="F",
                    help="with a TRACE: frames to keep, as `emu replay --capture-filter` (link=U-V, node=N, op=NAME, "
                         "from=T, to=T; repeatable)")
+    s.add_argument("--json", action="store_true", help="print what was sent as one JSON object")
     s.set_defaults(func=run_send)
 
     s = sub.add_parser("listen", help="receive MCF frames, validate, count, capture",
@@ -70,6 +71,7 @@ def register(subparsers) -> None:
     s.add_argument("--wrong-reduce-op", choices=("max", "sum", "merge"), metavar="OP",
                    help="TEST ONLY: reduce with OP (and stamp it in the result) whatever the frames ask, "
                         "to see `emu hw check` fail")
+    s.add_argument("--json", action="store_true", help="print the final counters as one JSON object")
     s.set_defaults(func=run_serve)
 
     from ..hw.defaults import SCENARIOS
@@ -93,6 +95,7 @@ def register(subparsers) -> None:
     s.add_argument("--rtol", default="1e-5", help="relative tolerance of reduced values (default 1e-5)")
     s.add_argument("--atol", default="1e-6", help="absolute tolerance of reduced values (default 1e-6)")
     s.add_argument("--seed", help="seed of the scenario's data (default: fresh each run)")
+    s.add_argument("--json", action="store_true", help="print the results as a JSON list, one object per scenario")
     s.set_defaults(func=run_check)
 
 
@@ -168,16 +171,16 @@ def run_send(args) -> int:
     stop = _stop_on_sigterm()
     with sock:
         if args.pcap:
-            return _send_file(S, sock, args.pcap, args.pcap, rate, args.timing == "original", count, stop)
+            return _send_file(S, sock, args.pcap, args.pcap, rate, args.timing == "original", count, stop, args.json)
         print(f"replaying {args.trace} on the emulator to get its frames ...", file=sys.stderr)
         with S.trace_capture(args.trace, topology=args.topology, filters=args.capture_filter,
                              progress=sys.stderr.isatty()) as path:
             if sys.stderr.isatty():
                 print(file=sys.stderr)
-            return _send_file(S, sock, path, args.trace, rate, args.timing == "original", count, stop)
+            return _send_file(S, sock, path, args.trace, rate, args.timing == "original", count, stop, args.json)
 
 
-def _send_file(S, sock, path, name, rate, original, count, stop) -> int:
+def _send_file(S, sock, path, name, rate, original, count, stop, as_json=False) -> int:
     try:
         sv = S.survey(path)
     except OSError as exc:
@@ -190,7 +193,11 @@ def _send_file(S, sock, path, name, rate, original, count, stop) -> int:
               file=sys.stderr)
     st = S.send(sock, path, rate_bps=rate, original=original, count=count, frames_in_source=sv.frames,
                 stop=stop.is_set)
-    print(st.line() + f" on {sock.iface}")
+    if as_json:
+        print(json.dumps({"source": name, "iface": sock.iface, "frames": st.frames, "bytes": st.bytes,
+                          "elapsed_s": st.elapsed, "late_ns": st.late_ns, "malformed_in_source": sv.malformed}, indent=2))
+    else:
+        print(st.line() + f" on {sock.iface}")
     return 0
 
 
@@ -250,13 +257,14 @@ def run_serve(args) -> int:
     parent = f"parent {board.parent}" if board.parent is not None else "the root"
     print(f"serving node {board.node} of {board.topology} on {args.iface} (mtu {board.mtu}; reduction tree to "
           f"{board.root}: children {board.children() or 'none'}, {parent})"
-          + (f"; FAULT: reducing with {args.wrong_reduce_op}" if wrong is not None else "") + ": ready", flush=True)
+          + (f"; FAULT: reducing with {args.wrong_reduce_op}" if wrong is not None else "") + ": ready",
+          file=sys.stderr if args.json else sys.stdout, flush=True)
     with sock:
         try:
             dev.run(duration=duration, stop=stop.is_set)
         except KeyboardInterrupt:
             pass
-    print(dev.summary(), flush=True)
+    print(json.dumps(dev.summary_dict(), indent=2) if args.json else dev.summary(), flush=True)
     return 0
 
 
@@ -273,6 +281,7 @@ def run_check(args) -> int:
     names = list(C.SCENARIOS) if args.scenario == "all" else [args.scenario]
     seed = parse_int(args.seed, "--seed") if args.seed is not None else None
     scenarios = []
+    skipped = []
     for name in names:
         try:
             scenarios.append(C.build(name, board, reliable=not args.no_ack_req, seed=seed, dtype=Dtype[args.dtype],
@@ -280,13 +289,21 @@ def run_check(args) -> int:
         except ConfigError as exc:
             if args.scenario != "all":
                 raise
-            print(f"scenario {name}: skipped: {exc}")
+            skipped.append({"scenario": name, "skipped": str(exc)})
+            if not args.json:
+                print(f"scenario {name}: skipped: {exc}")
     sock = RawSocket(args.iface)
     failed = 0
+    results = []
     with sock:
         for sc in scenarios:
             res = C.run(sc, sock, timeout=seconds(args.timeout, "--timeout"), settle=seconds(args.settle, "--settle"),
                         rtol=parse_float(args.rtol, "--rtol"), atol=parse_float(args.atol, "--atol"))
-            print(C.report(res, args.iface), flush=True)
+            if args.json:
+                results.append(C.as_dict(res, args.iface))
+            else:
+                print(C.report(res, args.iface), flush=True)
             failed += not res.ok
+    if args.json:
+        print(json.dumps(skipped + results, indent=2, default=str))
     return 1 if failed else 0

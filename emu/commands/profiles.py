@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import json
+
 
 def register(subparsers) -> None:
     parser = subparsers.add_parser("profiles", help="list or show model and hardware profiles")
     sub = parser.add_subparsers(dest="action", metavar="ACTION")
-    sub.add_parser("list", help="names of the packaged profiles").set_defaults(func=_list)
+    ls = sub.add_parser("list", help="names of the packaged profiles")
+    ls.add_argument("--json", action="store_true", help="print the names as JSON")
+    ls.set_defaults(func=_list)
     show = sub.add_parser("show", help="one profile's fields, after --set overrides")
     show.add_argument("name", help="profile name or file")
     show.add_argument("--kind", choices=("model", "hw"), default=None, help="model or hw (default: whichever has the name)")
     show.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.FIELD=VALUE")
+    show.add_argument("--json", action="store_true", help="print the fields in canonical units (bytes, bits/s, ps, ...) as JSON")
     show.set_defaults(func=_show)
     parser.set_defaults(func=lambda args: (parser.print_help(), 0)[1])
 
@@ -18,6 +23,9 @@ def register(subparsers) -> None:
 def _list(args) -> int:
     from ..workload.profiles import available
 
+    if args.json:
+        print(json.dumps({"model": available("model"), "hw": available("hw")}, indent=2))
+        return 0
     for section, label in (("model", "models"), ("hw", "hardware")):
         print(f"{label}: {', '.join(available(section))}")
     return 0
@@ -32,6 +40,9 @@ def _show(args) -> int:
     if args.kind is None and args.name not in available("hw") + available("model") and not args.name.endswith((".toml", ".json")):
         raise ConfigError(f"profile {args.name!r}: unknown; models: {', '.join(available('model'))}; hardware: {', '.join(available('hw'))}")
     prof = load(section, args.name, args.overrides)
+    if args.json:
+        print(json.dumps({"kind": section, **prof}, indent=2))
+        return 0
     for field, value in prof.items():
         print(f"{section}.{field} = {format_value(SCHEMA[section][field], value)}")
     return 0

@@ -3,20 +3,17 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from pathlib import Path
-
-from ..errors import ConfigError
-from ..units import parse_float, parse_int, parse_time
 
 
 def register(sub) -> None:
     p = sub.add_parser("replay", help="replay a trace on the emulated cluster",
                        description="Replay a trace: compute engines, NICs and links; print TTFT, decode rate, "
                                    "bytes, drops and KV memory, and write a results folder.")
-    p.add_argument("trace", help="trace file (.json or .json.gz), e.g. traces/mars_16k.json")
+    p.add_argument("trace", help="trace file (.json or .json.gz), e.g. traces/mars_16k.json, or the name of a "
+                                 "shipped trace (emu trace list), e.g. mars_16k")
     p.add_argument("--topology", default="auto",
                    help="ring|bring|mesh|torus|star|full|fattree[:SHAPE], a .json/.graphml file, or auto "
                         "(what the profile's ports cable: 16 KR260s make a 4x4 torus)")
@@ -32,7 +29,9 @@ def register(sub) -> None:
                    help="acks and retransmission in the NICs; auto (default): on when --loss or --fail can lose "
                         "frames; off: a lost frame leaves its op incomplete")
     p.add_argument("--seed", default="0", help="seed of the loss streams (default 0)")
-    p.add_argument("--capture", metavar="FILE", help="write the frames to a pcap/pcapng capture in the results folder")
+    p.add_argument("--capture", metavar="FILE",
+                   help="write the frames to a pcap/pcapng capture: an absolute path is written there, a relative "
+                        "name goes into the results folder")
     p.add_argument("--snaplen", default="62", help="bytes kept per captured frame (default 62: headers only)")
     p.add_argument("--capture-filter", action="append", default=[], metavar="F",
                    help="keep only matching frames: link=U-V, node=N, op=NAME, from=T, to=T (repeatable)")
@@ -43,42 +42,18 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..replay.capture import Capture, parse_filters
-    from ..replay.results import format_summary, summarize, write
-    from ..replay.run import Options, Replay
-    from ..workload.trace import load_trace
+    from ..replay.session import replay
+    from ..replay.results import format_summary
 
-    trace = load_trace(args.trace)
-    loss = parse_float(args.loss, "--loss")
-    if not 0 <= loss <= 1:
-        raise ConfigError(f"--loss {args.loss}: must be a probability in [0, 1]")
     stem = Path(args.trace).name.split(".")[0]
-    out = Path(args.out) if args.out else Path("results") / f"{stem}-{time.strftime('%Y%m%d-%H%M%S')}"
-    if not args.no_results and out.exists():
-        raise ConfigError(f"{out}: already exists; choose another --out")
-    capture = None
-    if args.capture:
-        if args.no_results:
-            raise ConfigError("--capture writes into the results folder; drop --no-results")
-        capture = Capture(out.parent / f".{out.name}.{Path(args.capture).name}", parse_filters(args.capture_filter),
-                          snaplen=parse_int(args.snaplen, "--snaplen"))
-    opt = Options(topology=args.topology, overrides=tuple(args.overrides), scenario=tuple(args.fail + args.degrade),
-                  loss=loss, seed=parse_int(args.seed, "--seed"), reliable={"auto": None, "on": True, "off": False}[args.reliable],
-                  detect_ps=parse_time(args.detect, "--detect"), progress=sys.stderr.isatty() and not args.json)
-    rp = Replay(trace, opt)
-    if capture:
-        capture.attach(rp)
-    try:
-        rp.run()
-    finally:
-        if capture:
-            capture.close()
-    summary = summarize(rp)
-    if not args.no_results:
-        final = write(rp, summary, out, capture_from=capture.path if capture else None)
-        if capture:
-            os.replace(final / capture.path.name, final / Path(args.capture).name)
-        summary["results"] = str(final)
+    out = None if args.no_results else (
+        Path(args.out) if args.out else Path("results") / f"{stem}-{time.strftime('%Y%m%d-%H%M%S')}")
+    res = replay(args.trace, topology=args.topology, set=args.overrides, loss=args.loss, fail=args.fail,
+                 degrade=args.degrade, detect=args.detect, reliable=args.reliable, seed=args.seed,
+                 capture=args.capture, capture_filter=args.capture_filter, snaplen=args.snaplen, out=out,
+                 progress=sys.stderr.isatty() and not args.json)
+    summary = res.summary
     print(json.dumps(summary, indent=2) if args.json else format_summary(summary)
-          + (f"\nresults   {summary['results']}" if "results" in summary else ""))
+          + (f"\nresults   {summary['results']}" if "results" in summary else "")
+          + (f"\ncapture   {summary['capture']}" if "capture" in summary else ""))
     return 1 if summary["incomplete_ops"] else 0

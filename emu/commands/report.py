@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from pathlib import Path
 
 from ..errors import ConfigError
@@ -17,6 +19,7 @@ def register(sub) -> None:
     p.add_argument("--title", help="title of the report")
     p.add_argument("--frames", type=int, default=200, metavar="N",
                    help="rows of the frames table per capture (default 200; 0 leaves the capture out)")
+    p.add_argument("--json", action="store_true", help="print what was written as one JSON object")
     p.set_defaults(func=run)
 
 
@@ -29,5 +32,8 @@ def run(args) -> int:
     from dashboard.report import write_report
 
     out, n = write_report(args.results, args.output, title=args.title, frames_rows=args.frames)
-    print(f"wrote {out}: {n} figures, {out.stat().st_size / 2**20:.1f} MiB")
+    if args.json:
+        print(json.dumps({"path": str(out), "figures": n, "bytes": out.stat().st_size}))
+    else:
+        print(f"wrote {out}: {n} figures, {out.stat().st_size / 2**20:.1f} MiB")
     return 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -13,7 +14,8 @@ def register(sub) -> None:
         "sweep", help="run a parameter sweep of replays (local process pool or Dask cluster)",
         description="Generate and replay every point of a sweep file's grid; write one Parquet row per point "
                     "to OUT/results.parquet (docs/sweeps.md). Rerunning skips the points already done.")
-    p.add_argument("sweep", help="sweep file (TOML), or the name of a shipped one in sweeps/ (e.g. quick)")
+    p.add_argument("sweep", help="sweep file (TOML), or the name of a shipped one (e.g. quick); "
+                                 "`emu sweep list` shows the shipped ones")
     p.add_argument("--scheduler", metavar="ADDRESS",
                    help="run on this Dask distributed scheduler, e.g. tcp://10.0.0.1:8786 (default: a local process pool)")
     p.add_argument("--workers", metavar="K", help="local pool size (default: one per core)")
@@ -22,6 +24,7 @@ def register(sub) -> None:
                    help="also keep each point's results folder in OUT/runs (on a cluster OUT must be a shared path)")
     p.add_argument("--retry-failed", action="store_true", help="run failed and incomplete points again")
     p.add_argument("--dry-run", action="store_true", help="list the points (and which are done) and exit")
+    p.add_argument("--json", action="store_true", help="print the outcome (or the list) as one JSON object")
     p.set_defaults(func=run)
 
 
@@ -92,10 +95,42 @@ def results_table(sweep, rows: list[dict]) -> str:
     return text + ("\nerrors\n" + "\n".join(errors) if errors else "")
 
 
-def _dry_run(sweep, out: Path) -> int:
+def _json_rows(rows: list[dict]) -> list[dict]:
+    """Dataset rows as JSON: NaN (a metric a failed point lacks) becomes null."""
+    def plain(v):
+        v = v.item() if hasattr(v, "item") else v  # numpy scalars
+        return None if isinstance(v, float) and v != v else v
+
+    return [{k: plain(v) for k, v in r.items()} for r in rows]
+
+
+def _list(args) -> int:
+    from ..shipped import sweeps
+    from ..sweep import spec
+
+    rows = []
+    for name, path in sweeps().items():
+        s = spec.load(path)
+        rows.append({"name": name, "points": len(s.points), "description": s.description, "path": str(path)})
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    w = max((len(r["name"]) for r in rows), default=0)
+    for r in rows:
+        print(f"{r['name']:{w}s}  {r['points']:4d} points  {r['description']}")
+    return 0
+
+
+def _dry_run(sweep, out: Path, as_json: bool = False) -> int:
     from ..sweep import runner
 
     have = runner.status(sweep, out)
+    if as_json:
+        ids = sweep.ids()
+        print(json.dumps({"sweep": sweep.name, "out": str(out), "points": [
+            {"index": i, "point": ids[i], "state": h["status"] if h else "todo", "params": p}
+            for i, (p, h) in enumerate(zip(sweep.points, have))]}, indent=2, default=str))
+        return 0
     cols = varying(sweep)
     const = {k: v for k, v in sweep.points[0].items()
              if all(p.get(k) == v for p in sweep.points) and (v or v == 0) and k not in cols}
@@ -116,14 +151,22 @@ def _dry_run(sweep, out: Path) -> int:
 def run(args) -> int:
     from ..sweep import runner, spec
 
+    if args.sweep == "list" and not Path(args.sweep).exists():
+        return _list(args)
     workers = _workers(args.workers, args.scheduler)
     path = spec.resolve(args.sweep)
     sweep = spec.load(path)
     out = Path(args.out) if args.out else Path("results") / "sweeps" / sweep.name
     if args.dry_run:
-        return _dry_run(sweep, out)
+        return _dry_run(sweep, out, args.json)
     rep = runner.run(sweep, out, scheduler=args.scheduler, workers=workers, keep_runs=args.keep_runs,
-                     retry_failed=args.retry_failed, progress=sys.stderr.isatty())
+                     retry_failed=args.retry_failed, progress=sys.stderr.isatty() and not args.json)
+    if args.json:
+        print(json.dumps({"sweep": sweep.name, "points": len(sweep.points), "ran": rep.ran, "earlier": rep.earlier,
+                          "ok": rep.count("ok"), "incomplete": rep.count("incomplete"), "failed": rep.count("failed"),
+                          "lost": list(rep.lost), "wall_s": rep.wall_s, "results": str(rep.results),
+                          "rows": _json_rows(rep.rows)}, indent=2, default=str))
+        return 0 if rep.ok else 1
     if rep.rows:
         print(results_table(sweep, rep.rows))
     lost = len(rep.lost)

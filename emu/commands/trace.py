@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 
 from ..errors import ConfigError
@@ -54,6 +55,7 @@ def register(subparsers) -> None:
     common.add_argument("--topology", default=None,
                         help="topology the placement assumes (emu.topology spec, e.g. torus:4x4, full, star); default: the hardware's for the node count")
     common.add_argument("-o", "--output", required=True, help="trace file to write (.json or .json.gz)")
+    common.add_argument("--json", action="store_true", help="print what was written as one JSON object")
     for name in SCHEMES:
         p = sub.add_parser(name, parents=[common], help=f"{name} trace")
         if name == "pd":
@@ -61,8 +63,12 @@ def register(subparsers) -> None:
             p.add_argument("--prefill-nodes", type=_int(1), default=None, help="prefill pool size P (default nodes/2)")
         p.set_defaults(func=_generate)
     show = sub.add_parser("show", help="validate a trace and summarise it")
-    show.add_argument("file")
+    show.add_argument("file", help="trace file, or the name of a shipped trace (emu trace list)")
+    show.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     show.set_defaults(func=_show)
+    ls = sub.add_parser("list", help="the traces shipped with emu (replay one by name: emu replay mars_16k)")
+    ls.add_argument("--json", action="store_true", help="print the list as JSON")
+    ls.set_defaults(func=_list)
     parser.set_defaults(func=lambda args: (parser.print_help(), 0)[1])
 
 
@@ -76,8 +82,13 @@ def _generate(args) -> int:
         pd_mode=getattr(args, "pd_mode", "bulk"), prefill_nodes=getattr(args, "prefill_nodes", None),
         topology=args.topology))
     save_trace(trace, args.output)
+    size = os.path.getsize(args.output)
+    if args.json:
+        print(json.dumps({"path": args.output, "ops": trace.n_ops, "dependencies": len(trace.dep_idx), "bytes": size,
+                          "chunk": trace.meta["chunk"], "r": trace.schedule["r"]}, indent=2, default=int))
+        return 0
     print(f"wrote {args.output}: {trace.n_ops} ops, {len(trace.dep_idx)} dependencies, "
-          f"{format_size(os.path.getsize(args.output))}; chunk {trace.meta['chunk']}, r(c) {trace.schedule['r']}")
+          f"{format_size(size)}; chunk {trace.meta['chunk']}, r(c) {trace.schedule['r']}")
     return 0
 
 
@@ -87,15 +98,43 @@ def _show(args) -> int:
     from ..workload.enums import MsgOp
     from ..workload.trace import load_trace
 
-    t = load_trace(args.file)
+    from ..shipped import trace_path
+
+    t = load_trace(trace_path(args.file))
     m = t.meta
+    fan = np.diff(t.dst_ptr) * t.ops["bytes"]
+    messages = {op.name: (int(sel.sum()), int(fan[sel].sum())) for op in MsgOp
+                if op and (sel := t.ops["msg_op"] == op).any()}
+    if args.json:
+        print(json.dumps({"file": args.file, "scheme": m["scheme"]["name"], "nodes": m["nodes"], "hw": m["hw"]["name"],
+                          "topology": m["scheme"]["topology"], "model": m["model"]["name"], "seq": m["seq"],
+                          "chunk": m["chunk"], "n_chunks": m["n_chunks"], "decode_tokens": m["decode_tokens"],
+                          "ops": t.n_ops, "kinds": t.kind_count(),
+                          "messages": {k: {"count": n, "delivered_bytes": b} for k, (n, b) in messages.items()},
+                          "r": t.schedule["r"], "kv_budget_bytes": t.schedule["kv_budget_bytes"]}, indent=2, default=int))
+        return 0
     print(f"{args.file}: {m['scheme']['name']} on {m['nodes']} x {m['hw']['name']} ({m['scheme']['topology']}), "
           f"{m['model']['name']}, seq {m['seq']}, chunk {m['chunk']} ({m['n_chunks']} chunks), {m['decode_tokens']} decode tokens")
     print(f"ops {t.n_ops}: " + ", ".join(f"{k} {v}" for k, v in t.kind_count().items()))
-    fan = np.diff(t.dst_ptr) * t.ops["bytes"]
-    for op in MsgOp:
-        sel = t.ops["msg_op"] == op
-        if op and sel.any():
-            print(f"  {op.name:14s} {int(sel.sum()):8d} messages {format_size(int(fan[sel].sum())):>10s} delivered")
+    for name, (n, b) in messages.items():
+        print(f"  {name:14s} {n:8d} messages {format_size(b):>10s} delivered")
     print(f"r(c) {t.schedule['r']}, S_node {format_size(t.schedule['kv_budget_bytes'])}")
+    return 0
+
+
+def _list(args) -> int:
+    from ..shipped import peek_meta, traces
+
+    rows = []
+    for name, path in traces().items():
+        m = peek_meta(path)
+        rows.append({"name": name, "scheme": m["scheme"]["name"], "nodes": m["nodes"], "seq": m["seq"],
+                     "chunk": m["chunk"], "decode_tokens": m["decode_tokens"], "model": m["model"]["name"],
+                     "hw": m["hw"]["name"], "bytes": path.stat().st_size, "path": str(path)})
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    for r in rows:
+        print(f"{r['name']:16s} {r['scheme']:7s} {r['nodes']:3d} nodes, seq {r['seq']}, chunk {r['chunk']}, "
+              f"{r['decode_tokens']} decode tokens, {r['model']} on {r['hw']}  ({r['bytes'] / 2**20:.1f} MiB)")
     return 0

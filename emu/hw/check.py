@@ -574,6 +574,18 @@ def _describe(h: dict) -> str:
     return f"{op} n{h['src_node']}#{h['msg_id']} -> {dst} fragment {h['frag_idx'] + 1}/{h['frag_cnt']}"
 
 
+def as_dict(res: Result, iface: str) -> dict:
+    """What ``report`` prints, as data (``emu hw check --json``)."""
+    s, b = res.scenario, res.scenario.board
+    return {"scenario": s.name, "iface": iface, "board": b.node, "topology": b.topology, "root": b.root,
+            "heads": b.heads, "mtu": b.mtu, "notes": list(s.notes),
+            "sent": [{"label": x.label, "frames": len(x.headers)} for x in s.sends],
+            "expected": [e.label for e in s.expected], "received": len(res.got), "probes": res.probes,
+            "elapsed_s": res.elapsed, "ok": res.ok,
+            "problems": [{"expected_frame": i, "received_frame": j, "field": f, "text": text}
+                         for i, j, f, text in res.problems]}
+
+
 def report(res: Result, iface: str) -> str:
     s = res.scenario
     b = s.board

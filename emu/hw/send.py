@@ -93,22 +93,14 @@ def survey(path) -> Survey:
 @contextmanager
 def trace_capture(trace: str, *, topology: str = "auto", filters=(), progress: bool = False):
     """Replay ``trace`` on the emulator with a headers-only capture; yields the capture's path."""
-    from ..replay.capture import Capture, parse_filters
-    from ..replay.run import Options, Replay
-    from ..workload.trace import load_trace
+    from ..replay.session import replay
 
-    tr = load_trace(trace)
     fd, path = tempfile.mkstemp(prefix="mcfemu-send-", suffix=".pcap")
     os.close(fd)
     os.unlink(path)
     try:
-        cap = Capture(path, parse_filters(list(filters)), snaplen=FRAME_HEADER_LEN)
-        rp = Replay(tr, Options(topology=topology, progress=progress))
-        cap.attach(rp)
-        try:
-            rp.run()
-        finally:
-            cap.close()
+        replay(trace, topology=topology, capture=path, capture_filter=list(filters), snaplen=FRAME_HEADER_LEN,
+               progress=progress)
         yield path
     finally:
         if os.path.exists(path):

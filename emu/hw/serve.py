@@ -407,6 +407,15 @@ class Device:
 
     # ---- summary -----------------------------------------------------------------------------
 
+    def summary_dict(self) -> dict:
+        """What ``summary`` prints, as data (``emu hw serve --json``)."""
+        return {"node": self.K, "topology": self.board.topology, "counts": dict(self.count),
+                "delivered": dict(sorted(self.delivered.items())), "reductions_waiting": len(self.reductions),
+                "malformed": dict(self.malformed),
+                "replicas": dict(sorted(Counter(State(s).name for (n, _), (s, _) in self.directory.replicas.items()
+                                                if n == self.K).items())),
+                "incomplete_messages": len(self.reasm.pending()), "errors": list(self.errors)}
+
     def summary(self) -> str:
         c = self.count
         lines = [f"node {self.K} of {self.board.topology}: {c['frames']:,} frames in, {c['sent_frames']:,} out "

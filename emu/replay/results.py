@@ -5,6 +5,7 @@ Folder layout (docs/results.md):
   ops.parquet     one row per op: op, kind, stage, node, chunk, layer, start_s, end_s
   links.parquet   per link direction and time bin: frames, wire bytes, utilization, peak queue
   nodes.parquet   per node, at each change: owner, replica and transient KV bytes; replica factor
+  deliveries.parquet  per communication op and destination: when it was delivered there
   topology.json   the topology the run used
   schedule.json   the scheduler's decisions recorded in the trace (r per chunk, drains, ...)
   capture.pcap    the frames, when a capture was asked for
@@ -118,6 +119,24 @@ def nodes_frame(rp) -> pd.DataFrame:
     })
 
 
+def links_frame(rp) -> pd.DataFrame:
+    return rp.linkstats.frame(rp.net.links, rp.net.LK[:, K.L_RATE], max(rp.sim.now, 1))
+
+
+def deliveries_frame(rp) -> pd.DataFrame:
+    """One row per communication op and destination board: the time its payload was whole there."""
+    rows = sorted((-key - 1, node, t) for key, at in rp.delivered_at.items() if key < 0 for node, t in at.items())
+    a = np.array(rows, np.int64).reshape(-1, 3)
+    return pd.DataFrame({"op": a[:, 0], "node": a[:, 1], "t_s": a[:, 2] / 1e12})
+
+
+def replicas_frame(nodes: pd.DataFrame) -> pd.DataFrame:
+    """The cluster's replica factor over time (from nodes.parquet): one row per moment it was recorded,
+    the value after every change at that moment; it holds until the next row."""
+    last = nodes.drop_duplicates("t_s", keep="last")
+    return pd.DataFrame({"t_s": last["t_s"].to_numpy(), "replica_factor": last["replica_factor"].to_numpy()})
+
+
 def write(rp, summary: dict, out: str | os.PathLike, capture_from: str | None = None) -> Path:
     """Write the results folder atomically: it appears complete or not at all."""
     out = Path(out)
@@ -126,8 +145,9 @@ def write(rp, summary: dict, out: str | os.PathLike, capture_from: str | None = 
     with atomic_dir(out) as tmp:
         (tmp / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
         ops_frame(rp).to_parquet(tmp / "ops.parquet", index=False)
-        rp.linkstats.frame(rp.net.links, rp.net.LK[:, K.L_RATE], max(rp.sim.now, 1)).to_parquet(tmp / "links.parquet", index=False)
+        links_frame(rp).to_parquet(tmp / "links.parquet", index=False)
         nodes_frame(rp).to_parquet(tmp / "nodes.parquet", index=False)
+        deliveries_frame(rp).to_parquet(tmp / "deliveries.parquet", index=False)
         (tmp / "topology.json").write_text(json.dumps(to_json(rp.G), indent=1) + "\n")
         (tmp / "schedule.json").write_text(json.dumps(rp.trace.schedule, indent=1, default=int) + "\n")
         if capture_from:

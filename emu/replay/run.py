@@ -26,7 +26,7 @@ from ..net.timeline import Timeline, parse as parse_scenario
 from ..nic import Cluster, NicConfig
 from ..sim import MS, US, Simulator
 from ..topology import LinkDefaults, Routes, build
-from ..units import apply_overrides
+from ..workload.profiles import apply_overrides
 from ..workload.enums import Kind, MsgOp, Residency
 from ..workload.enums import Stage as TStage
 from .dag import Wiring

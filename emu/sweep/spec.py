@@ -182,8 +182,7 @@ def _pd_mode(v, where):
 
 
 def _override(item, where):
-    from ..units import apply_overrides
-    from ..workload.profiles import SCHEMA
+    from ..workload.profiles import SCHEMA, apply_overrides
 
     if not isinstance(item, str):
         raise SpecError(f"{where}: expected \"SECTION.FIELD=VALUE\", got {item!r}")
@@ -443,11 +442,9 @@ def normalize(pt: dict) -> dict:
 
 
 def resolve(ref: str) -> Path:
-    """A sweep file path, or the name of a shipped sweep (``quick`` -> sweeps/quick.toml)."""
-    p = Path(ref)
-    if p.exists() or p.suffix == ".toml" or "/" in ref:
-        return p
-    shipped = Path(__file__).resolve().parents[2] / "sweeps" / f"{ref}.toml"
-    return shipped if shipped.is_file() else p
+    """A sweep file path, or the name of a shipped sweep (``quick``: package data, see emu.shipped)."""
+    from ..shipped import sweep_path
+
+    return sweep_path(ref)
 
 

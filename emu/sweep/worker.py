@@ -106,8 +106,7 @@ def run_point(point: dict, sweep: str = "", index: int = 0, keep_dir: str | None
     """Generate and replay one point; return its dataset row (never raises for the point's problems)."""
     row = base_row(point, sweep, index)
     try:
-        from ..replay.results import summarize, write
-        from ..replay.run import Options, Replay
+        from ..replay.session import replay
         from ..workload.generate import Params, generate
 
         ov = overrides(point)
@@ -118,14 +117,13 @@ def run_point(point: dict, sweep: str = "", index: int = 0, keep_dir: str | None
             overrides=ov, pd_mode=point["pd_mode"] or "bulk", prefill_nodes=point["prefill_nodes"],
             topology=None if point["topology"] == "auto" else point["topology"]))
         row.update(trace_stats(trace))
-        rp = Replay(trace, Options(topology=point["topology"], overrides=tuple(ov), loss=point["loss"],
-                                   seed=point["seed"])).run()
-        s = summarize(rp)
-        if keep_dir:
-            run = Path(keep_dir)
-            if run.exists():  # left by an interrupted earlier try of this same point
-                shutil.rmtree(run)
-            write(rp, s, run)
+        run = Path(keep_dir) if keep_dir else None
+        if run is not None and run.exists():  # left by an interrupted earlier try of this same point
+            shutil.rmtree(run)
+        res = replay(trace, topology=point["topology"], set=ov, loss=point["loss"], seed=point["seed"], out=run)
+        rp, s = res.engine, dict(res.summary)
+        s.pop("results", None)  # the folder is the run_dir column
+        if run is not None:
             row["run_dir"] = f"{run.parent.name}/{run.name}"
         flat = flatten_summary(s)
         for k in ("scheme", "nodes", "seq", "chunk", "model", "hw", "seed", "decode_tokens"):

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import json
 import xml.etree.ElementTree as ET
-from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
 import networkx as nx
 
 from ..atomic import atomic_file
 from ..errors import ConfigError
+from ..units import parse_decimal
 from .graph import LINK_ATTRS, MIN_MTU, LinkDefaults, check, new_graph
 
 _UNITS = {
@@ -42,11 +42,11 @@ def _convert(key: str, value, where: str):
     if isinstance(value, bool):
         raise ConfigError(f"{where}: {key} must be a number, got {value!r}")
     try:
-        # Decimal of the text keeps 0.1 exact, so 0.1 us is 100000 ps, not 99999.
-        exact = Decimal(str(value).strip()) * scale
-    except InvalidOperation:
+        # An exact decimal keeps 0.1 exact, so 0.1 us is 100000 ps, not 99999.
+        exact = parse_decimal(value, f"{where}: {key}") * scale
+    except ConfigError:
         raise ConfigError(f"{where}: {key} must be a number, got {value!r}") from None
-    if not exact.is_finite() or exact != exact.to_integral_value():
+    if exact != exact.to_integral_value():
         raise ConfigError(f"{where}: {key}={value} is not a whole number of {name.split('_')[-1]}")
     out = int(exact)
     if name in ("queue_bytes", "queue_frames") and out == -1:

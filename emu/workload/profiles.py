@@ -3,18 +3,19 @@
 A profile is a flat table. ``SCHEMA`` gives every field's unit kind (see ``emu.units``);
 loading parses each value into its canonical unit (bytes, bits/s, bytes/s, ops/s, ps), so
 what a generator or the replay sees is plain numbers. The same schema drives
-``emu.units.apply_overrides`` (``--set hw.link_rate=10Gbps``).
+``apply_overrides`` (``--set hw.link_rate=10Gbps``).
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import tomllib
 from importlib import resources
 from pathlib import Path
 
 from ..errors import ConfigError
-from ..units import apply_overrides, parse
+from ..units import parse
 
 DTYPES = "int4|int8|fp16|fp32"
 # Bits per element; INT4 packs two elements per byte.
@@ -62,6 +63,31 @@ _POSITIVE = {
 }
 _PACKAGE = {"model": "emu.workload.models", "hw": "emu.workload.hardware"}
 _LABEL = {"model": "model profile", "hw": "hardware profile"}
+
+
+def apply_overrides(profile: dict, overrides, schema: dict | None = None) -> dict:
+    """Return a copy of ``profile`` ({"model": {...}, "hw": {...}}) with "section.field=value"
+    overrides applied, each value parsed with the unit the profile schema gives that field.
+
+    An unknown section or field, or a value that does not parse, raises ConfigError naming it.
+    """
+    schema = SCHEMA if schema is None else schema
+    out = copy.deepcopy(profile)
+    for item in overrides or ():
+        if not isinstance(item, str) or "=" not in item:
+            raise ConfigError(f"override {item!r}: expected SECTION.FIELD=VALUE, e.g. hw.link_rate=10Gbps")
+        key, value = item.split("=", 1)
+        key = key.strip()
+        section, _, field = key.partition(".")
+        if section not in schema or not field:
+            raise ConfigError(
+                f"override {item!r}: unknown key {key!r}; keys start with one of {', '.join(sorted(schema))}")
+        fields = schema[section]
+        if field not in fields:
+            raise ConfigError(
+                f"override {item!r}: unknown field {key!r}; {section} fields are {', '.join(sorted(fields))}")
+        out.setdefault(section, {})[field] = parse(fields[field], value.strip(), key)
+    return out
 
 
 def available(section: str) -> list[str]:

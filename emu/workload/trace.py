@@ -23,31 +23,8 @@ from ..atomic import atomic_file
 from ..errors import TraceError
 from . import columns
 from .enums import ENUM_COLUMNS, Kind
-
-FORMAT = "mcf-emu-trace"
-VERSION = 1
-
-# Scalar op columns, in file order, with the numpy dtype a loaded Trace uses.
-SCALAR_COLUMNS: dict[str, type] = {
-    "kind": np.int8,
-    "stage": np.int8,
-    "node": np.int32,
-    "chunk": np.int32,
-    "layer": np.int32,
-    "step": np.int32,
-    "flops": np.int64,
-    "mem_bytes": np.int64,
-    "collective": np.int8,
-    "msg_op": np.int8,
-    "reduce_op": np.int8,
-    "kv_id": np.int64,
-    "bytes": np.int64,
-    "dtype": np.int8,
-    "residency": np.int8,
-}
-# CSR lists: <name>_ptr (n_ops + 1 offsets) and <name>_idx (the concatenated rows).
-CSR_COLUMNS = ("dep", "src", "dst")
-
+from .fileformat import CSR_COLUMNS, FORMAT, SCALAR_COLUMNS, VERSION  # noqa: F401 - re-exported
+from .validate import validate, validate_document
 
 @dataclass
 class Trace:
@@ -133,8 +110,6 @@ def dumps(trace: Trace) -> bytes:
 def save_trace(trace: Trace, path: str | os.PathLike) -> None:
     """Validate, then write ``path`` atomically (gzip when it ends in .gz, with no name or
     time stamp in the gzip header, so the same trace gives the same bytes)."""
-    from .validate import validate
-
     validate(trace, str(path))
     data = dumps(trace)
     with atomic_file(path, "wb") as fh:
@@ -167,8 +142,6 @@ def _read_json(path: str):
 
 def load_trace(path: str | os.PathLike) -> Trace:
     """Read and validate a .json or .json.gz trace; TraceError names path, JSON path, problem."""
-    from .validate import validate, validate_document
-
     path = str(path)
     doc = _read_json(path)
     meta, schedule, cols = validate_document(doc, path)

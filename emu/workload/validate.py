@@ -11,6 +11,7 @@ import numpy as np
 from ..errors import ConfigError, TraceError
 from . import columns, profiles
 from .enums import ENUM_COLUMNS, Collective, Kind, MsgOp, ReduceOp, Residency
+from .fileformat import CSR_COLUMNS, FORMAT, SCALAR_COLUMNS, VERSION
 
 SCHEMES = ("mars", "ring", "zigzag", "pd", "full")
 _META_INTS = {"nodes": 1, "seq": 1, "chunk": 1, "n_chunks": 1, "decode_tokens": 0, "leader": 0}
@@ -33,8 +34,6 @@ def _int(value) -> bool:
 
 
 def _check_meta(meta: dict, path: str) -> None:
-    from .trace import FORMAT, VERSION
-
     if meta.get("format") != FORMAT:
         raise _err(path, "meta.format", f"expected {FORMAT!r}, got {meta.get('format')!r}")
     if not _int(meta.get("version")):
@@ -65,8 +64,6 @@ def _check_meta(meta: dict, path: str) -> None:
 
 def validate_document(doc, path: str):
     """Check the JSON structure and decode the columns: (meta, schedule, columns)."""
-    from .trace import CSR_COLUMNS, SCALAR_COLUMNS
-
     if not isinstance(doc, dict):
         raise _err(path, "$", f"expected an object, got {type(doc).__name__}")
     meta = _obj(doc, "meta", path, "")

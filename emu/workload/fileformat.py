@@ -1,0 +1,33 @@
+"""What a trace file is: its format name and version, and the op columns it stores.
+
+Shared by the reader and writer (``trace.py``) and the validator (``validate.py``), which
+both need them; keeping them here is what lets ``trace`` import ``validate`` without a cycle.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+FORMAT = "mcf-emu-trace"
+VERSION = 1
+
+# Scalar op columns, in file order, with the numpy dtype a loaded Trace uses.
+SCALAR_COLUMNS: dict[str, type] = {
+    "kind": np.int8,
+    "stage": np.int8,
+    "node": np.int32,
+    "chunk": np.int32,
+    "layer": np.int32,
+    "step": np.int32,
+    "flops": np.int64,
+    "mem_bytes": np.int64,
+    "collective": np.int8,
+    "msg_op": np.int8,
+    "reduce_op": np.int8,
+    "kv_id": np.int64,
+    "bytes": np.int64,
+    "dtype": np.int8,
+    "residency": np.int8,
+}
+# CSR lists: <name>_ptr (n_ops + 1 offsets) and <name>_idx (the concatenated rows).
+CSR_COLUMNS = ("dep", "src", "dst")
