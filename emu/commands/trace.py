@@ -53,6 +53,9 @@ def register(subparsers) -> None:
                         help="override a profile field, e.g. hw.link_rate=10Gbps or model.layers=4 (repeatable)")
     common.add_argument("--topology", default=None,
                         help="topology the placement assumes (emu.topology spec, e.g. torus:4x4, full, star); default: the hardware's for the node count")
+    common.add_argument("--ring-order", choices=("embedding", "boards"), default="embedding",
+                        help="ring schemes (ring, zigzag, pd's prefill, usp): the topology's best ring embedding "
+                             "(default; one link per step where the topology has such a cycle) or board order 0..N-1")
     common.add_argument("-o", "--output", required=True, help="trace file to write (.json or .json.gz)")
     for name in SCHEMES:
         p = sub.add_parser(name, parents=[common], help=f"{name} trace")
@@ -74,7 +77,7 @@ def _generate(args) -> int:
         scheme=args.scheme, seq=args.seq, nodes=args.nodes, chunk=args.chunk, model=args.model, hw=args.hw,
         decode_tokens=args.decode_tokens, kv_budget=args.kv_budget, alpha=args.alpha, overrides=args.overrides,
         pd_mode=getattr(args, "pd_mode", "bulk"), prefill_nodes=getattr(args, "prefill_nodes", None),
-        topology=args.topology))
+        topology=args.topology, ring_order=args.ring_order))
     save_trace(trace, args.output)
     print(f"wrote {args.output}: {trace.n_ops} ops, {len(trace.dep_idx)} dependencies, "
           f"{format_size(os.path.getsize(args.output))}; chunk {trace.meta['chunk']}, r(c) {trace.schedule['r']}")
@@ -98,4 +101,9 @@ def _show(args) -> int:
         if op and sel.any():
             print(f"  {op.name:14s} {int(sel.sum()):8d} messages {format_size(int(fan[sel].sum())):>10s} delivered")
     print(f"r(c) {t.schedule['r']}, S_node {format_size(t.schedule['kv_budget_bytes'])}")
+    ring = t.schedule.get("ring")
+    if ring:
+        hops = ring["hops"]
+        print(f"ring ({ring['mode']}) {' -> '.join(map(str, ring['order']))} -> {ring['order'][0]}; hops per step "
+              f"{hops} (mean {sum(hops) / len(hops):.2f})")
     return 0

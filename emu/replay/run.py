@@ -171,7 +171,7 @@ class Replay:
         """A reader of transient copies at ``node`` is done with them."""
         for x in self.trace.deps(op).tolist():
             key = (x, node)
-            if key in self.readers:
+            if key in self.readers and (op, x) not in self.wiring.orders_only:
                 self.readers[key] -= 1
                 if self.readers[key] == 0 and self._ops["residency"][x] == Residency.transient:
                     self.cluster.directory.free_transient(node, x, self.sim.now)
@@ -255,7 +255,13 @@ class Replay:
             if self.readers.get((op, node), 0) == 0:
                 d.free_transient(node, op, now)
         elif res == Residency.owner and o["kv_id"][op] >= 0:
-            d.add_owner(node, o["kv_id"][op], nbytes, now)
+            blocks = self.trace.blocks(op).tolist()
+            if blocks:  # a bulk handoff: each block moves with the size its owner holds
+                for kv in blocks:
+                    prev = d.owners.get(kv)
+                    d.add_owner(node, kv, prev[1] if prev else nbytes // len(blocks), now)
+            else:
+                d.add_owner(node, o["kv_id"][op], nbytes, now)
         self._release(self.wiring.on_at.pop((op, node), ()))
         done = self.delivered_at.setdefault(-op - 1, {})
         done[node] = now

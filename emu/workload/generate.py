@@ -21,8 +21,9 @@ from .trace import FORMAT, VERSION, Trace, from_columns
 
 # Bump when the generators' output changes for the same parameters (the shipped traces and
 # their regeneration test follow it).
-GENERATOR = "mcf-emu-workload/1"
+GENERATOR = "mcf-emu-workload/2"
 SCHEMES = ("mars", "ring", "zigzag", "pd", "full")
+RING_ORDERS = ("embedding", "boards")
 
 
 @dataclass
@@ -40,6 +41,7 @@ class Params:
     pd_mode: str = "bulk"
     prefill_nodes: int | None = None
     topology: str | None = None  # None: the hardware's default for the node count
+    ring_order: str = "embedding"  # ring schemes: the topology's best ring, or "boards" (0..N-1)
 
 
 def _need_int(name: str, value, lo: int) -> int:
@@ -69,6 +71,8 @@ def generate(p: Params) -> Trace:
     if weights > hw_p["dram_bytes"]:
         raise ConfigError(f"model {model_p['name']}: weights take {weights} B, more than hw.dram_bytes {hw_p['dram_bytes']} B")
     net = Net(p.topology, N, hw_p)
+    if p.ring_order not in RING_ORDERS:
+        raise ConfigError(f"--ring-order must be one of {', '.join(RING_ORDERS)}, got {p.ring_order!r}")
 
     zig = p.scheme == "zigzag"
     P, D = pd.split(N, p.prefill_nodes) if p.scheme == "pd" else (N, 0)
@@ -99,7 +103,10 @@ def generate(p: Params) -> Trace:
         out = mars.generate(b, layout, model, net, plan)
         sched.update(mars.schedule(plan, net, layout))
     else:
-        out = pd.generate(b, layout, model, N, p.pd_mode) if p.scheme == "pd" else ring.generate(b, layout, model)
+        order = net.ring(range(P)) if p.ring_order == "embedding" else list(range(P))
+        sched["ring"] = {"order": order, "hops": net.ring_hops(order), "mode": p.ring_order}
+        out = (pd.generate(b, layout, model, N, p.pd_mode, order) if p.scheme == "pd"
+               else ring.generate(b, layout, model, order))
         # owner-only throughout; PD's decode boards hold nothing until the handoff
         sched.update(r=[1] * C, holders=[[[] for _ in range(N)] for _ in range(C)], drains=[],
                      node_kv_bytes=[[sum(layout.tokens(j, n) for j in range(c + 1)) * model.m_token if n < P else 0
@@ -124,6 +131,8 @@ def generate(p: Params) -> Trace:
               "kv_budget": hw_p["kv_budget"], "kv_budget_bytes": s_node}
     if p.scheme == "mars":
         scheme["alpha"] = float(p.alpha)
+    if "ring" in sched:
+        scheme["ring_order"] = p.ring_order
     if p.scheme == "pd":
         scheme.update(pd_mode=p.pd_mode, prefill_nodes=P, decode_nodes=D)
     meta = {
