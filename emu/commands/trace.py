@@ -36,7 +36,7 @@ def register(subparsers) -> None:
     from ..workload.generate import SCHEMES
 
     parser = subparsers.add_parser(
-        "trace", help="generate a workload trace (MARS, Ring, Zigzag, PD, full replication) or check one",
+        "trace", help="generate a workload trace (MARS, Ring, Zigzag, PD, full replication, Ulysses, USP) or check one",
         description="Generate the op DAG of one scheme as a trace file (docs/workloads.md, docs/trace-format.md).")
     sub = parser.add_subparsers(dest="scheme", metavar="SCHEME")
     common = argparse.ArgumentParser(add_help=False)
@@ -62,6 +62,10 @@ def register(subparsers) -> None:
         if name == "pd":
             p.add_argument("--pd-mode", choices=("bulk", "stream"), default="bulk", help="KV handoff: bulk after prefill, or streamed per block")
             p.add_argument("--prefill-nodes", type=_int(1), default=None, help="prefill pool size P (default nodes/2)")
+        if name == "usp":
+            p.add_argument("--ulysses-degree", type=_int(1), default=None, metavar="U",
+                           help="Ulysses degree u (all-to-all groups of u boards, ring over nodes/u groups); "
+                                "default: the model's KV heads (the largest degree without replicating them)")
         p.set_defaults(func=_generate)
     show = sub.add_parser("show", help="validate a trace and summarise it")
     show.add_argument("file")
@@ -77,7 +81,7 @@ def _generate(args) -> int:
         scheme=args.scheme, seq=args.seq, nodes=args.nodes, chunk=args.chunk, model=args.model, hw=args.hw,
         decode_tokens=args.decode_tokens, kv_budget=args.kv_budget, alpha=args.alpha, overrides=args.overrides,
         pd_mode=getattr(args, "pd_mode", "bulk"), prefill_nodes=getattr(args, "prefill_nodes", None),
-        topology=args.topology, ring_order=args.ring_order))
+        topology=args.topology, ring_order=args.ring_order, ulysses_degree=getattr(args, "ulysses_degree", None)))
     save_trace(trace, args.output)
     print(f"wrote {args.output}: {trace.n_ops} ops, {len(trace.dep_idx)} dependencies, "
           f"{format_size(os.path.getsize(args.output))}; chunk {trace.meta['chunk']}, r(c) {trace.schedule['r']}")
@@ -87,6 +91,7 @@ def _generate(args) -> int:
 def _show(args) -> int:
     import numpy as np
 
+    from ..workload.analysis import fan_out
     from ..workload.enums import MsgOp
     from ..workload.trace import load_trace
 
@@ -95,15 +100,23 @@ def _show(args) -> int:
     print(f"{args.file}: {m['scheme']['name']} on {m['nodes']} x {m['hw']['name']} ({m['scheme']['topology']}), "
           f"{m['model']['name']}, seq {m['seq']}, chunk {m['chunk']} ({m['n_chunks']} chunks), {m['decode_tokens']} decode tokens")
     print(f"ops {t.n_ops}: " + ", ".join(f"{k} {v}" for k, v in t.kind_count().items()))
-    fan = np.diff(t.dst_ptr) * t.ops["bytes"]
+    msgs = fan_out(t)
+    fan = msgs * t.ops["bytes"]
     for op in MsgOp:
         sel = t.ops["msg_op"] == op
         if op and sel.any():
-            print(f"  {op.name:14s} {int(sel.sum()):8d} messages {format_size(int(fan[sel].sum())):>10s} delivered")
+            print(f"  {op.name:14s} {int(sel.sum()):8d} ops {int(msgs[sel].sum()):9d} messages "
+                  f"{format_size(int(fan[sel].sum())):>10s} delivered")
     print(f"r(c) {t.schedule['r']}, S_node {format_size(t.schedule['kv_budget_bytes'])}")
+    uly = t.schedule.get("ulysses")
+    if uly:
+        print(f"ulysses degree {uly['degree']} x ring degree {uly['ring_degree']}; groups {uly['groups']}; "
+              f"query heads per board {len(max(uly['heads'], key=len))}, attention on {len(uly['attention_boards'])} of "
+              f"{m['nodes']} boards; KV heads replicated x{uly['kv_replication']:g} "
+              f"(the model's {m['model']['kv_heads']} KV heads allow degree {uly['gqa_limit']} without replication)")
     ring = t.schedule.get("ring")
     if ring:
-        hops = ring["hops"]
-        print(f"ring ({ring['mode']}) {' -> '.join(map(str, ring['order']))} -> {ring['order'][0]}; hops per step "
-              f"{hops} (mean {sum(hops) / len(hops):.2f})")
+        for order, hops in zip(ring.get("rings", [ring["order"]]), ring.get("rings_hops", [ring["hops"]])):
+            print(f"ring ({ring['mode']}) {' -> '.join(map(str, order))} -> {order[0]}; hops per step "
+                  f"{hops} (mean {sum(hops) / len(hops):.2f})")
     return 0

@@ -17,10 +17,22 @@ def layout_of(meta: dict) -> Layout:
                   kv_nodes=meta["nodes"])
 
 
-def delivered_bytes(trace, msg_op: MsgOp | None = None, stage: Stage | None = None) -> int:
-    """Payload bytes delivered: bytes x destinations (a reduction: x contributions)."""
+def fan_out(trace) -> np.ndarray:
+    """Messages each op delivers: destinations; a reduction: contributions; an all-to-all:
+    (source, destination) pairs with source != destination."""
     ops = trace.ops
     fan = np.where(ops["kind"] == Kind.reduce, np.diff(trace.src_ptr), np.diff(trace.dst_ptr))
+    for i in np.flatnonzero(ops["kind"] == Kind.all_to_all).tolist():
+        src, dst = set(trace.src(i).tolist()), trace.dst(i).tolist()
+        fan[i] = sum(len(src) - (d in src) for d in dst)
+    return fan
+
+
+def delivered_bytes(trace, msg_op: MsgOp | None = None, stage: Stage | None = None) -> int:
+    """Payload bytes delivered: bytes x destinations (a reduction: x contributions, an
+    all-to-all: x pairs)."""
+    ops = trace.ops
+    fan = fan_out(trace)
     sel = ops["kind"] >= Kind.send
     if msg_op is not None:
         sel &= ops["msg_op"] == msg_op

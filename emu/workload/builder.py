@@ -66,6 +66,13 @@ class OpBuilder:
         return self._add((_K[Kind.reduce], int(stage), _NONE, chunk, layer, step, 0, 0, int(Collective.reduce),
                           int(msg_op), int(reduce_op), _NONE, nbytes, int(dtype), 0), deps, sorted(srcs), (dst,))
 
+    def all_to_all(self, stage: Stage, msg_op: MsgOp, srcs, dsts, nbytes: int, *, chunk=_NONE, layer=_NONE,
+                   dtype: Dtype = Dtype.raw, residency: Residency = Residency.none, deps=()) -> int:
+        """A personalized exchange: every source sends its own ``nbytes`` block to every
+        destination other than itself (the NIC's all-to-all engine, pairwise schedule)."""
+        return self._add((_K[Kind.all_to_all], int(stage), _NONE, chunk, layer, _NONE, 0, 0, int(Collective.all_to_all),
+                          int(msg_op), 0, _NONE, nbytes, int(dtype), int(residency)), deps, sorted(srcs), sorted(dsts))
+
     def control(self, kind: Kind, owner: int, holders, kv_id: int, *, chunk: int, layer: int, deps=()) -> int:
         holders = sorted(holders)
         coll = Collective.unicast if len(holders) == 1 else Collective.multicast

@@ -12,7 +12,7 @@ from ..errors import ConfigError, TraceError
 from . import columns, profiles
 from .enums import ENUM_COLUMNS, Collective, Kind, MsgOp, ReduceOp, Residency
 
-SCHEMES = ("mars", "ring", "zigzag", "pd", "full")
+SCHEMES = ("mars", "ring", "zigzag", "pd", "full", "ulysses", "usp")
 _META_INTS = {"nodes": 1, "seq": 1, "chunk": 1, "n_chunks": 1, "decode_tokens": 0, "leader": 0}
 
 
