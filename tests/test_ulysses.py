@@ -128,6 +128,12 @@ def test_usp_rings_sit_on_the_embedding():
     from emu.workload.placement import Net
     net = Net(None, 16, t.meta["hw"])
     assert {int(net.hops[t.src(i)[0], t.dst(i)[0]]) for i in sends} == {1}
+    # a board forwards its own set only once its own part exists (its qkv) and the others' arrived
+    for i in sends:
+        if o["step"][i] == 0:
+            src = int(t.src(i)[0])
+            kinds = {(int(o["kind"][d]), int(o["node"][d]) if o["kind"][d] == Kind.qkv else -1) for d in t.deps(i)}
+            assert (int(Kind.qkv), src) in kinds and any(k == Kind.all_to_all for k, _ in kinds)
     groups = t.schedule["ulysses"]["groups"]
     assert all(net.hops[a, b] == 1 for a, b in groups)  # all-to-all partners are neighbours
 
@@ -145,7 +151,7 @@ def test_decode_starts_from_the_head_sharded_layout(tmp_path):
         per = {int(n): int(f) for n, f in zip(o["node"][sel], o["flops"][sel])}
         leader = t.meta["leader"]
         for n, f in per.items():
-            pairs = 1024 + step + (1 if n == leader else 0) * 0
+            pairs = 1024 + step  # the prompt and the tokens decoded so far
             extra = 4 * HQ * D if n == leader else 0  # the leader also attends the new token, all heads
             assert f == 4 * (HQ // 4) * D * pairs + extra
         moves = np.flatnonzero((o["stage"] == Stage.decode) & (o["kind"] == Kind.send) & (o["msg_op"] == MsgOp.kv_transfer)

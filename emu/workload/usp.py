@@ -126,8 +126,7 @@ def generate(b: OpBuilder, lay, model, grid: list[list[int]], split: HeadSplit) 
     mlp = [[[-1] * N for _ in range(L)] for _ in range(C)]
     stats = {"a2a_ops": 0, "a2a_q_bytes": 0, "a2a_kv_bytes": 0, "a2a_o_bytes": 0, "ring_bytes": 0}
     kv_owned = {x: [0] * C for x in boards}
-
-    kv_ops = set()
+    kv_ops = set()  # indices of the KV exchanges
 
     def a2a(srcs, dsts, nbytes, msg, dtype, residency, deps, c, l, key):
         pairs = sum(1 for s in srcs for t in dsts if s != t)
@@ -185,7 +184,7 @@ def generate(b: OpBuilder, lay, model, grid: list[list[int]], split: HeadSplit) 
                         o = (g - s) % R  # group whose set position g holds at step s
                         nbytes = model.kv_head_bytes(set_tokens[o], kvh[k])
                         x = grid[g][k]  # its own set is complete once its KV exchange has arrived
-                        first = [i for i in here[x] if i in kv_ops] if u > 1 else [qkv[c][l][x]]
+                        first = [qkv[c][l][x]] + [i for i in here[x] if i in kv_ops]
                         sends[g] = b.send(Stage.prefill, MsgOp.kv_transfer, grid[g][k], [grid[(g + 1) % R][k]], nbytes,
                                           chunk=c, layer=l, step=s, kv_id=lay.kv_id(c, grid[o][k], l), dtype=kvd,
                                           residency=Residency.transient, deps=first if s == 0 else [recv[g]])
