@@ -13,6 +13,8 @@ def layout_of(meta: dict) -> Layout:
     """The token layout a trace was generated with."""
     scheme = meta["scheme"]
     nodes = scheme.get("prefill_nodes", meta["nodes"]) if scheme["name"] == "pd" else meta["nodes"]
+    if scheme["name"] in ("ulysses", "usp"):  # chunks cut into ring_degree group slices
+        nodes = scheme["ring_degree"]
     return Layout(meta["seq"], meta["chunk"], nodes, meta["model"]["layers"], zigzag=scheme["name"] == "zigzag",
                   kv_nodes=meta["nodes"])
 
@@ -54,6 +56,9 @@ def kv_memory(trace) -> np.ndarray:
     decision d stops counting at row d (its last readers were chunk d-1's)."""
     meta, ops = trace.meta, trace.ops
     N, L = meta["nodes"], meta["model"]["layers"]
+    if meta["scheme"]["name"] in ("ulysses", "usp"):  # head shards, owner-only: the generator's exact figures
+        rows = trace.schedule["node_kv_bytes"]
+        return np.array(rows + rows[-1:], dtype=np.int64)
     lay = layout_of(meta)
     C = lay.n_chunks
     m = _kv_bytes_per_token_layer(meta["model"])
