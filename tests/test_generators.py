@@ -15,6 +15,7 @@ from emu.workload.trace import dumps
 
 SMALL = dict(seq=1000, nodes=4, chunk=256, decode_tokens=3, overrides=["model.layers=2"])
 SCHEMES = ["mars", "ring", "zigzag", "pd", "full"]
+ALL = SCHEMES + ["ulysses", "usp"]  # Ulysses and USP: head-sharded, checked further in test_ulysses.py
 
 
 @functools.lru_cache(maxsize=None)
@@ -42,7 +43,7 @@ def attn_ops(t):
     return out
 
 
-@pytest.mark.parametrize("scheme", SCHEMES)
+@pytest.mark.parametrize("scheme", ALL)
 def test_generated_traces_are_topologically_ordered_and_deterministic(scheme):
     t = small(scheme)
     rows = np.repeat(np.arange(t.n_ops), np.diff(t.dep_ptr))
@@ -51,7 +52,7 @@ def test_generated_traces_are_topologically_ordered_and_deterministic(scheme):
     assert dumps(again) == dumps(t)
 
 
-@pytest.mark.parametrize("scheme", SCHEMES)
+@pytest.mark.parametrize("scheme", ALL)
 def test_every_scheme_does_the_same_compute(scheme):
     """Dataflow equivalence: causal attention computes S(S+1)/2 pairs per layer, and the
     projections run once per token, whatever the KV placement."""
@@ -64,7 +65,7 @@ def test_every_scheme_does_the_same_compute(scheme):
         assert t.ops["flops"][t.ops["kind"] == kind].sum() == ref.ops["flops"][ref.ops["kind"] == kind].sum(), kind.name
 
 
-@pytest.mark.parametrize("scheme", SCHEMES)
+@pytest.mark.parametrize("scheme", ALL)
 def test_each_node_runs_its_prefill_as_one_chain(scheme):
     """Chunks in order, layers in order: consecutive compute ops of a node depend on each other
     (so the replay's index tie-break never reorders a node's prefill)."""

@@ -252,3 +252,23 @@ def test_a_board_outside_the_group_forwards_but_does_not_reduce():
     red.contribute(2, R.pack_values(np.array([3, 4], np.float32), Dtype.fp32))
     c.net.run()
     assert list(R.unpack_values(out["r"], Dtype.fp32)) == [4, 6]
+
+
+def test_all_to_all_members_start_when_ready_and_send_only_their_pairs():
+    """autostart=False: a member sends nothing before start(member); a pair map limits the
+    exchange to its pairs (here sources 0, 1, 2 to destinations 2, 3), one block each."""
+    c = cluster(torus2d(2, 2, link=LINK))
+    pairs = {(a, b): 3000 for a in (0, 1, 2) for b in (2, 3) if a != b}
+    got, done = [], {}
+    ex = c.all_to_all([0, 1, 2, 3], pairs, autostart=False, layer=5,
+                      on_delivered=lambda a, b, p, t: got.append((a, b, t)), on_complete=lambda x, t: done.update(t=t))
+    assert ex.expected == len(pairs) == 5
+    c.sim.at(0, ex.start, 0)
+    c.sim.at(0, ex.start, 1)
+    late = 3_000_000_000  # 3 ms: member 2 is ready long after the others finished
+    c.sim.at(late, ex.start, 2)
+    c.net.run()
+    assert sorted((a, b) for a, b, _ in got) == sorted(pairs)
+    assert all(t < late for a, b, t in got if a != 2) and all(t > late for a, b, t in got if a == 2)
+    assert done["t"] == max(t for *_, t in got)
+    assert all(tr.meta["layer"] == 5 and tr.nbytes == 3000 for tr in c.transfers)

@@ -17,6 +17,7 @@ from emu.replay.results import summarize
 from emu.replay.run import Options, Replay
 from emu.topology import multicast_tree
 from emu.workload import analytic
+from emu.workload.analysis import fan_out
 from emu.workload.enums import Kind, MsgOp, Stage
 from emu.workload.trace import load_trace
 
@@ -24,7 +25,7 @@ TRACES = Path(__file__).resolve().parent.parent / "traces"
 KV_OPS = [MsgOp.kv_replica, MsgOp.kv_fetch_resp, MsgOp.kv_transfer]
 
 
-@pytest.fixture(scope="module", params=["mars", "ring", "zigzag", "pd"])
+@pytest.fixture(scope="module", params=["mars", "ring", "zigzag", "pd", "ulysses", "usp"])
 def run(request):
     rp = Replay(load_trace(str(TRACES / f"{request.param}_16k.json")), Options()).run()
     return request.param, rp, summarize(rp)
@@ -50,6 +51,10 @@ def expected_wire_bytes(rp) -> int:
                 trees[(src, dsts)] = sum(len(c) for c in multicast_tree(G, routes, src, dsts).values())
             links = trees[(src, dsts)]
         total += per_link_wire(ops["bytes"][i], mtu) * links
+    for i in np.flatnonzero(ops["kind"] == Kind.all_to_all).tolist():  # one unicast per pair
+        srcs, dsts = tr.src(i).tolist(), tr.dst(i).tolist()
+        links = sum(routes.hops(a, b) for a in srcs for b in dsts if a != b)
+        total += per_link_wire(ops["bytes"][i], mtu) * links
     for i in np.flatnonzero(ops["kind"] == Kind.reduce).tolist():
         root = int(tr.dst(i)[0])
         parent = rp.cluster.board_tree(root, [int(s) for s in tr.src(i)])
@@ -62,7 +67,7 @@ def test_every_op_completes_and_kv_arrives_once_per_destination(run):
     assert s["incomplete_ops"] == 0 and not s["directory_errors"]
     ops, tr = rp.trace.ops, rp.trace
     kv = np.isin(ops["msg_op"], KV_OPS)
-    assert s["kv_bytes"] == int((ops["bytes"][kv] * np.diff(tr.dst_ptr)[kv]).sum())
+    assert s["kv_bytes"] == int((ops["bytes"][kv] * fan_out(tr)[kv]).sum())
     c = rp.net.counters()
     assert (c.offered_frames == c.delivered_frames + c.dropped_frames).all() and s["dropped_frames"] == 0
 
@@ -87,7 +92,19 @@ def test_layouts(run):
             m["seq"] // m["chunk"], m["nodes"], m["chunk"] * m_token)
     if scheme == "mars":
         assert replicas > 0
-    if scheme != "pd":
+    if scheme == "pd":
+        # the bulk handoff moved every block: the prefill boards hold nothing
+        assert s["final_layout_owner_only"] and s["final_node_kv_bytes"][:8] == [0] * 8
+    elif scheme in ("ulysses", "usp"):
+        # head-sharded (docs/workloads.md): every attending board holds its group's tokens
+        # of its KV heads; the sum is the KV of the prompt (and decoded tokens) x replication
+        u = rp.trace.schedule["ulysses"]
+        m = rp.trace.meta
+        per_token = 2 * m["model"]["kv_heads"] * m["model"]["head_dim"] * m["model"]["layers"] // 2
+        total = (m["seq"] + m["decode_tokens"]) * per_token * u["kv_replication"]
+        assert s["final_layout_owner_only"] and sum(s["final_node_kv_bytes"]) == total
+        assert {n for n, b in enumerate(s["final_node_kv_bytes"]) if b} == set(u["attention_boards"])
+    else:
         # Owner-only at the end: each node holds its even share, nothing else.
         assert s["final_layout_owner_only"]
         assert s["final_node_kv_bytes"] == s["owner_only_node_kv_bytes"]

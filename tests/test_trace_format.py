@@ -117,7 +117,7 @@ def cases(doc):
     dep_cycle = list(dep)
     dep_cycle[0] = n - 1  # op 1's first dependency now points at the last op, which depends on it
     return [
-        (mutate(doc, ["meta", "version"], 2), "meta.version: unsupported version 2"),
+        (mutate(doc, ["meta", "version"], 1), "meta.version: trace format version 1, this emu reads version 2: regenerate it"),
         (mutate(doc, ["meta", "nodes"], KeyError), "meta.nodes: missing field"),
         (mutate(doc, ["meta", "seq"], "16k"), "meta.seq: expected an integer"),
         (mutate(doc, ["meta", "scheme", "name"], "magic"), "meta.scheme.name: unknown scheme 'magic'"),
@@ -134,6 +134,11 @@ def cases(doc):
         (mutate(doc, ["ops", "src_idx"], {"codec": "rle", "values": [1], "runs": [0]}), "ops.src_idx.runs[0]: run length must be >= 1"),
         (mutate(doc, ["ops", "extra"], []), "ops.extra: unknown column"),
         (mutate(doc, ["schedule"], []), "schedule: expected an object, got list"),
+        (mutate(doc, ["meta", "version"], 3), "meta.version: trace format version 3, this emu reads version 2: this emu is older"),
+        (mutate(doc, ["ops", "blk_ptr"], KeyError), "ops.blk_ptr: missing field"),
+        (mutate(doc, ["ops", "blk_idx"], [5]), "ops.blk_ptr[" + str(n) + "]: last offset 0 != blk_idx length 1"),
+        (mutate(mutate(doc, ["ops", "blk_idx"], [5]), ["ops", "blk_ptr"], [0] * comp + [0] + [1] * (n - comp)),
+         f"ops.blk_ptr[{comp}]: op {comp} lists blocks but is not a message with residency owner"),
     ]
 
 
@@ -215,4 +220,5 @@ def test_generated_trace_satisfies_the_json_schema(mars_file):
     doc = doc_of(mars_file)
     v.validate(doc)
     assert not v.is_valid(mutate(doc, ["ops", "flops"], KeyError))
-    assert not v.is_valid(mutate(doc, ["meta", "version"], 2))
+    assert not v.is_valid(mutate(doc, ["meta", "version"], 1))
+    assert not v.is_valid(mutate(doc, ["ops", "blk_idx"], KeyError))

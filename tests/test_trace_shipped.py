@@ -17,7 +17,7 @@ from emu.workload.trace import load_trace
 
 ROOT = Path(__file__).resolve().parents[1]
 TRACES = ROOT / "traces"
-NAMES = ["mars", "ring", "zigzag", "pd"]
+NAMES = ["mars", "ring", "zigzag", "pd", "ulysses", "usp"]
 
 
 def readme_commands() -> dict[str, list[str]]:
@@ -54,7 +54,7 @@ def test_shipped_mars_trace_respects_its_budget():
     assert (mem[-1] == 1024 * 7168).all()
 
 
-@pytest.mark.parametrize("name", ["pd", "mars"])
+@pytest.mark.parametrize("name", ["pd", "mars", "ring", "ulysses", "usp"])
 def test_readme_command_regenerates_the_identical_file(tmp_path, name):
     argv = readme_commands()[f"{name}_16k.json"]
     out = tmp_path / f"{name}.json"

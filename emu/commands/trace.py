@@ -37,7 +37,7 @@ def register(subparsers) -> None:
     from ..workload.generate import SCHEMES
 
     parser = subparsers.add_parser(
-        "trace", help="generate a workload trace (MARS, Ring, Zigzag, PD, full replication) or check one",
+        "trace", help="generate a workload trace (MARS, Ring, Zigzag, PD, full replication, Ulysses, USP) or check one",
         description="Generate the op DAG of one scheme as a trace file (docs/workloads.md, docs/trace-format.md).")
     sub = parser.add_subparsers(dest="scheme", metavar="SCHEME")
     common = argparse.ArgumentParser(add_help=False)
@@ -54,6 +54,9 @@ def register(subparsers) -> None:
                         help="override a profile field, e.g. hw.link_rate=10Gbps or model.layers=4 (repeatable)")
     common.add_argument("--topology", default=None,
                         help="topology the placement assumes (emu.topology spec, e.g. torus:4x4, full, star); default: the hardware's for the node count")
+    common.add_argument("--ring-order", choices=("embedding", "boards"), default="embedding",
+                        help="ring schemes (ring, zigzag, pd's prefill, usp): the topology's best ring embedding "
+                             "(default; one link per step where the topology has such a cycle) or board order 0..N-1")
     common.add_argument("-o", "--output", required=True, help="trace file to write (.json or .json.gz)")
     common.add_argument("--json", action="store_true", help="print what was written as one JSON object")
     for name in SCHEMES:
@@ -61,6 +64,10 @@ def register(subparsers) -> None:
         if name == "pd":
             p.add_argument("--pd-mode", choices=("bulk", "stream"), default="bulk", help="KV handoff: bulk after prefill, or streamed per block")
             p.add_argument("--prefill-nodes", type=_int(1), default=None, help="prefill pool size P (default nodes/2)")
+        if name == "usp":
+            p.add_argument("--ulysses-degree", type=_int(1), default=None, metavar="U",
+                           help="Ulysses degree u (all-to-all groups of u boards, ring over nodes/u groups); "
+                                "default: the model's KV heads (the largest degree without replicating them)")
         p.set_defaults(func=_generate)
     show = sub.add_parser("show", help="validate a trace and summarise it")
     show.add_argument("file", help="trace file, or the name of a shipped trace (emu trace list)")
@@ -80,7 +87,7 @@ def _generate(args) -> int:
         scheme=args.scheme, seq=args.seq, nodes=args.nodes, chunk=args.chunk, model=args.model, hw=args.hw,
         decode_tokens=args.decode_tokens, kv_budget=args.kv_budget, alpha=args.alpha, overrides=args.overrides,
         pd_mode=getattr(args, "pd_mode", "bulk"), prefill_nodes=getattr(args, "prefill_nodes", None),
-        topology=args.topology))
+        topology=args.topology, ring_order=args.ring_order, ulysses_degree=getattr(args, "ulysses_degree", None)))
     save_trace(trace, args.output)
     size = os.path.getsize(args.output)
     if args.json:
@@ -95,6 +102,7 @@ def _generate(args) -> int:
 def _show(args) -> int:
     import numpy as np
 
+    from ..workload.analysis import fan_out
     from ..workload.enums import MsgOp
     from ..workload.trace import load_trace
 
@@ -102,23 +110,36 @@ def _show(args) -> int:
 
     t = load_trace(trace_path(args.file))
     m = t.meta
-    fan = np.diff(t.dst_ptr) * t.ops["bytes"]
-    messages = {op.name: (int(sel.sum()), int(fan[sel].sum())) for op in MsgOp
+    msgs = fan_out(t)
+    fan = msgs * t.ops["bytes"]
+    messages = {op.name: (int(sel.sum()), int(msgs[sel].sum()), int(fan[sel].sum())) for op in MsgOp
                 if op and (sel := t.ops["msg_op"] == op).any()}
     if args.json:
         print(json.dumps({"file": args.file, "scheme": m["scheme"]["name"], "nodes": m["nodes"], "hw": m["hw"]["name"],
                           "topology": m["scheme"]["topology"], "model": m["model"]["name"], "seq": m["seq"],
                           "chunk": m["chunk"], "n_chunks": m["n_chunks"], "decode_tokens": m["decode_tokens"],
                           "ops": t.n_ops, "kinds": t.kind_count(),
-                          "messages": {k: {"count": n, "delivered_bytes": b} for k, (n, b) in messages.items()},
-                          "r": t.schedule["r"], "kv_budget_bytes": t.schedule["kv_budget_bytes"]}, indent=2, default=int))
+                          "messages": {k: {"ops": n, "count": c, "delivered_bytes": b} for k, (n, c, b) in messages.items()},
+                          "r": t.schedule["r"], "kv_budget_bytes": t.schedule["kv_budget_bytes"],
+                          "ring": t.schedule.get("ring"), "ulysses": t.schedule.get("ulysses")}, indent=2, default=int))
         return 0
     print(f"{args.file}: {m['scheme']['name']} on {m['nodes']} x {m['hw']['name']} ({m['scheme']['topology']}), "
           f"{m['model']['name']}, seq {m['seq']}, chunk {m['chunk']} ({m['n_chunks']} chunks), {m['decode_tokens']} decode tokens")
     print(f"ops {t.n_ops}: " + ", ".join(f"{k} {v}" for k, v in t.kind_count().items()))
-    for name, (n, b) in messages.items():
-        print(f"  {name:14s} {n:8d} messages {format_size(b):>10s} delivered")
+    for name, (n, k, b) in messages.items():
+        print(f"  {name:14s} {n:8d} ops {k:9d} messages {format_size(b):>10s} delivered")
     print(f"r(c) {t.schedule['r']}, S_node {format_size(t.schedule['kv_budget_bytes'])}")
+    uly = t.schedule.get("ulysses")
+    if uly:
+        print(f"ulysses degree {uly['degree']} x ring degree {uly['ring_degree']}; groups {uly['groups']}; "
+              f"query heads per board {len(max(uly['heads'], key=len))}, attention on {len(uly['attention_boards'])} of "
+              f"{m['nodes']} boards; KV heads replicated x{uly['kv_replication']:g} "
+              f"(the model's {m['model']['kv_heads']} KV heads allow degree {uly['gqa_limit']} without replication)")
+    ring = t.schedule.get("ring")
+    if ring:
+        for order, hops in zip(ring.get("rings", [ring["order"]]), ring.get("rings_hops", [ring["hops"]])):
+            print(f"ring ({ring['mode']}) {' -> '.join(map(str, order))} -> {order[0]}; hops per step "
+                  f"{hops} (mean {sum(hops) / len(hops):.2f})")
     return 0
 
 

@@ -353,8 +353,13 @@ class Cluster:
         return reduction_parents(self.net.topology, self.routes, root, members)
 
     def all_to_all(self, group: Iterable[int], nbytes: int | dict, *, data: dict | None = None,
-                   op: Op = Op.kv_transfer, stage: Stage = Stage.prefill, on_delivered=None, on_complete=None):
-        return AllToAll(self, tuple(sorted(set(group))), nbytes, data, op, stage, on_delivered, on_complete)
+                   op: Op = Op.kv_transfer, stage: Stage = Stage.prefill, on_delivered=None, on_complete=None,
+                   autostart: bool = True, **meta):
+        """Personalized exchange inside ``group``. ``nbytes`` a dict: only its (src, dst) pairs
+        are sent. ``autostart=False``: each member begins when ``start(member)`` is called
+        (its data is ready). ``meta``: kv_id, layer, dtype of the frames."""
+        return AllToAll(self, tuple(sorted(set(group))), nbytes, data, op, stage, on_delivered, on_complete,
+                        autostart, meta)
 
 
 class Reduction:
@@ -409,24 +414,35 @@ class Reduction:
 
 
 class AllToAll:
-    """Personalized exchange: every member sends a distinct block to every other member."""
+    """Personalized exchange: every member sends a distinct block to every other member
+    (or to the pairs ``nbytes``/``data`` name), pairwise: at step s member i sends to member
+    i + s, one step in flight per member."""
 
-    def __init__(self, cluster, group, nbytes, data, op, stage, on_delivered, on_complete):
+    def __init__(self, cluster, group, nbytes, data, op, stage, on_delivered, on_complete, autostart=True, meta=None):
         self.c, self.group, self.data, self.op, self.stage = cluster, group, data, op, stage
         self.nbytes = nbytes
+        self.meta = meta or {}
         self.on_delivered, self.on_complete = on_delivered, on_complete
         self.received: dict[tuple[int, int], bytes | None] = {}
-        self.expected = len(group) * (len(group) - 1)
-        for i in range(len(group)):
-            self._step(i, 1)
+        n = len(group)
+        self.expected = sum(1 for i in range(n) for s in range(1, n) if self._size(group[i], group[(i + s) % n]) is not None)
+        if autostart:
+            for i in range(n):
+                self._step(i, 1)
 
-    def _size(self, a: int, b: int) -> int:
+    def start(self, member: int) -> None:
+        """``member``'s blocks are ready: it begins its sends."""
+        self._step(self.group.index(member), 1)
+
+    def _size(self, a: int, b: int) -> int | None:
         if self.data is not None:
-            return len(self.data[(a, b)])
-        return self.nbytes[(a, b)] if isinstance(self.nbytes, dict) else self.nbytes
+            return len(self.data[(a, b)]) if (a, b) in self.data else None
+        return self.nbytes.get((a, b)) if isinstance(self.nbytes, dict) else self.nbytes
 
     def _step(self, i: int, s: int) -> None:
         n = len(self.group)
+        while s < n and self._size(self.group[i], self.group[(i + s) % n]) is None:
+            s += 1  # a pair outside the exchange: no frame
         if s >= n:
             return
         a, b = self.group[i], self.group[(i + s) % n]
@@ -437,7 +453,7 @@ class AllToAll:
             self._step(i, s + 1)  # one step in flight per member
 
         self.c.send(a, [b], self._size(a, b), data=payload, op=self.op, stage=self.stage,
-                    collective=Collective.all_to_all, on_delivered=delivered)
+                    collective=Collective.all_to_all, on_delivered=delivered, **self.meta)
 
     def _got(self, a, b, payload, t) -> None:
         self.received[(a, b)] = payload

@@ -15,6 +15,12 @@ dependencies are satisfied, by these rules (docs/trace-format.md):
 The result is flat arrays: the number of unmet dependencies per part, and for
 each (op, event) the list of parts it releases. Events are "done" (finished /
 delivered everywhere) and "at n" (delivered at node n).
+
+A transient copy delivered at n is held until its *readers* there are done: the
+compute ops at n that depend on the delivery, and the KV sends from n that
+forward it (same kv_id). Other ops that wait on the delivery only order after it
+(a replica multicast that waits until a push has arrived, a control op): they do
+not read its data and do not keep it resident.
 """
 
 from __future__ import annotations
@@ -23,7 +29,9 @@ from collections import defaultdict
 
 import numpy as np
 
-from ..workload.enums import COMM_KINDS, CONTROL_KINDS
+from ..workload.enums import COMM_KINDS, CONTROL_KINDS, MsgOp
+
+_KV_MSGS = (int(MsgOp.kv_replica), int(MsgOp.kv_fetch_resp), int(MsgOp.kv_transfer))
 
 
 class Wiring:
@@ -53,6 +61,8 @@ class Wiring:
         self.on_at: dict[tuple[int, int], list[int]] = defaultdict(list)
         # Who reads each delivery at each node: transient copies are freed after their last reader.
         self.readers: dict[tuple[int, int], int] = defaultdict(int)
+        # (y, x): y waits for x's delivery at its node without reading the copy
+        self.orders_only: set[tuple[int, int]] = set()
 
         dsts = [None] * n
         for i in comm_rows.tolist():
@@ -60,6 +70,8 @@ class Wiring:
         dep_ptr, dep_idx = trace.dep_ptr, trace.dep_idx
         part_ptr, part_node = self.part_ptr.tolist(), self.part_node.tolist()
         node_l, comm_l = node.tolist(), is_comm.tolist()
+        kv_l = ops["kv_id"].tolist()
+        kv_msg = np.isin(ops["msg_op"], _KV_MSGS).tolist()
         for y in range(n):
             d0, d1 = dep_ptr[y], dep_ptr[y + 1]
             if d0 == d1:
@@ -72,7 +84,10 @@ class Wiring:
                     if comm_l[x]:
                         if at in dsts[x]:
                             self.on_at[(x, at)].append(p)
-                            self.readers[(x, at)] += 1
+                            if not comm_l[y] or (kv_msg[y] and kv_l[y] == kv_l[x]):
+                                self.readers[(x, at)] += 1
+                            else:
+                                self.orders_only.add((y, x))
                         else:
                             self.on_done[x].append(p)
                     else:

@@ -111,11 +111,12 @@ class Replay:
         self.stalled = [0] * self.nodes
         self.readers = dict(w.readers)
         self.reductions: dict[int, object] = {}
+        self.exchanges: dict[int, object] = {}  # all-to-all op -> its engine
         self.kv_bytes = 0
         self.done_ops = 0
         self._next_progress = 0.0
         self._ops = {k: tr.ops[k].tolist() for k in ("kind", "node", "msg_op", "kv_id", "bytes", "residency",
-                                                     "collective", "reduce_op", "dtype", "stage", "layer")}
+                                                     "collective", "reduce_op", "dtype", "stage", "layer", "chunk")}
         for p in np.flatnonzero(self.need == 0).tolist():
             self._ready(p)
         self.net.run()
@@ -171,7 +172,7 @@ class Replay:
         """A reader of transient copies at ``node`` is done with them."""
         for x in self.trace.deps(op).tolist():
             key = (x, node)
-            if key in self.readers:
+            if key in self.readers and (op, x) not in self.wiring.orders_only:
                 self.readers[key] -= 1
                 if self.readers[key] == 0 and self._ops["residency"][x] == Residency.transient:
                     self.cluster.directory.free_transient(node, x, self.sim.now)
@@ -214,18 +215,28 @@ class Replay:
                                          layer=common["layer"],
                                          on_delivered=lambda tr, node, t, op=op: self._delivered(op, node))
             return
-        targets = [d for d in dsts if d != src] if kind == Kind.all_to_all else dsts
         if kind == Kind.all_to_all:
-            sends = [[d] for d in targets]  # personalized: one block per member
-        else:
-            sends = [targets]
-        self.stalled[src] += len(sends)
-        for group in sends:
-            self.cluster.send(src, group, o["bytes"][op], op=Op(o["msg_op"][op]),
-                              collective=WireCollective(o["collective"][op]), **common,
-                              on_accept=lambda tr, t, src=src: self._accepted(src),
-                              on_delivered=lambda tr, node, t, op=op: self._part_delivered(op, node))
+            self._all_to_all(op, common).start(src)  # the NIC's engine sends src's blocks pairwise
+            self._consumed(op, src)
+            return
+        self.stalled[src] += 1
+        self.cluster.send(src, dsts, o["bytes"][op], op=Op(o["msg_op"][op]),
+                          collective=WireCollective(o["collective"][op]), **common,
+                          on_accept=lambda tr, t, src=src: self._accepted(src),
+                          on_delivered=lambda tr, node, t, op=op: self._part_delivered(op, node))
         self._consumed(op, src)
+
+    def _all_to_all(self, op: int, common: dict):
+        """The op's exchange on the NIC's all-to-all engine, made when its first source is ready."""
+        a2a = self.exchanges.get(op)
+        if a2a is None:
+            srcs, dsts = self.trace.src(op).tolist(), self.trace.dst(op).tolist()
+            pairs = {(a, b): self._ops["bytes"][op] for a in srcs for b in dsts if a != b}
+            a2a = self.exchanges[op] = self.cluster.all_to_all(
+                set(srcs) | set(dsts), pairs, op=Op(self._ops["msg_op"][op]), stage=common["stage"], autostart=False,
+                layer=common["layer"], dtype=common["dtype"],
+                on_delivered=lambda a, b, payload, t, op=op: self._part_delivered(op, b))
+        return a2a
 
     def _accepted(self, src: int) -> None:
         # The packetization buffer took the payload: the compute engine may go on.
@@ -246,6 +257,8 @@ class Replay:
         o = self._ops
         now = self.sim.now
         nbytes = o["bytes"][op]
+        if o["kind"][op] == Kind.all_to_all:  # one block from every other source
+            nbytes *= int(self.wiring.part_ptr[op + 1] - self.wiring.part_ptr[op]) - (node in self.trace.src(op))
         if o["msg_op"][op] in KV_OPS:
             self.kv_bytes += nbytes
         res = o["residency"][op]
@@ -254,8 +267,18 @@ class Replay:
             d.add_transient(node, op, nbytes, now)
             if self.readers.get((op, node), 0) == 0:
                 d.free_transient(node, op, now)
+        elif res == Residency.owner and o["kind"][op] == Kind.all_to_all:
+            # a head shard: node owns block (chunk, node, layer), its own part included
+            kv = (o["chunk"][op] * self.nodes + node) * int(self.model["layers"]) + o["layer"][op]
+            d.add_owner(node, kv, o["bytes"][op] * len(self.trace.src(op)), now)
         elif res == Residency.owner and o["kv_id"][op] >= 0:
-            d.add_owner(node, o["kv_id"][op], nbytes, now)
+            blocks = self.trace.blocks(op).tolist()
+            if blocks:  # a bulk handoff: each block moves with the size its owner holds
+                for kv in blocks:
+                    prev = d.owners.get(kv)
+                    d.add_owner(node, kv, prev[1] if prev else nbytes // len(blocks), now)
+            else:
+                d.add_owner(node, o["kv_id"][op], nbytes, now)
         self._release(self.wiring.on_at.pop((op, node), ()))
         done = self.delivered_at.setdefault(-op - 1, {})
         done[node] = now

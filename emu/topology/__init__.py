@@ -17,7 +17,7 @@ from .graph import (
     switches,
 )
 from .io import load, save, to_json
-from .ring_embed import ring_hops, ring_order
+from .ring_embed import ring_hops, ring_order, ring_order_among
 from .routing import WEIGHTS, NoRoute, Routes
 from .trees import (
     Tree,
@@ -35,6 +35,6 @@ __all__ = [
     "LINK_ATTRS", "WEIGHTS", "LinkDefaults", "LinkTable", "NoRoute", "Routes", "Tree",
     "boards", "bounded_tree", "build", "check", "default_for", "edge_index", "fat_tree",
     "full_mesh", "link_table", "load", "mesh2d", "multicast_tree", "n_boards", "reduction_parents", "reduction_tree",
-    "ring", "ring_hops", "ring_order", "save", "set_link", "star", "switches", "to_json",
+    "ring", "ring_hops", "ring_order", "ring_order_among", "save", "set_link", "star", "switches", "to_json",
     "torus2d", "tree_depth", "tree_edges", "tree_links", "tree_root",
 ]

@@ -109,6 +109,22 @@ def ring_order(G: nx.DiGraph, routes: Routes | None = None) -> list[int]:
     return greedy
 
 
+def ring_order_among(G: nx.DiGraph, boards, routes: Routes | None = None) -> list[int]:
+    """A ring over a subset of the boards (PD's prefill pool): the order the whole-topology
+    ring visits them in, or greedy nearest neighbour from the lowest board, whichever has
+    fewer hops in total (ties: the former). Routes are the full topology's: boards outside
+    the subset still forward."""
+    routes = routes or Routes(G)
+    boards = sorted(set(int(b) for b in boards))
+    if len(boards) == routes.n_boards:
+        return ring_order(G, routes)
+    hops = np.asarray(routes.hop_count[:routes.n_boards, :routes.n_boards])
+    sub = hops[np.ix_(boards, boards)]
+    induced = [b for b in ring_order(G, routes) if b in set(boards)]
+    greedy = [boards[i] for i in _greedy_order(sub)]
+    return induced if _cost(induced, hops) <= _cost(greedy, hops) else greedy
+
+
 def ring_hops(G: nx.DiGraph, order: list[int] | None = None, routes: Routes | None = None) -> list[int]:
     """Hops of each ring step order[i] -> order[i+1] (the last step closes the ring).
     NoRoute if a step has no route."""

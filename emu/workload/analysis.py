@@ -13,14 +13,28 @@ def layout_of(meta: dict) -> Layout:
     """The token layout a trace was generated with."""
     scheme = meta["scheme"]
     nodes = scheme.get("prefill_nodes", meta["nodes"]) if scheme["name"] == "pd" else meta["nodes"]
+    if scheme["name"] in ("ulysses", "usp"):  # chunks cut into ring_degree group slices
+        nodes = scheme["ring_degree"]
     return Layout(meta["seq"], meta["chunk"], nodes, meta["model"]["layers"], zigzag=scheme["name"] == "zigzag",
                   kv_nodes=meta["nodes"])
 
 
-def delivered_bytes(trace, msg_op: MsgOp | None = None, stage: Stage | None = None) -> int:
-    """Payload bytes delivered: bytes x destinations (a reduction: x contributions)."""
+def fan_out(trace) -> np.ndarray:
+    """Messages each op delivers: destinations; a reduction: contributions; an all-to-all:
+    (source, destination) pairs with source != destination."""
     ops = trace.ops
     fan = np.where(ops["kind"] == Kind.reduce, np.diff(trace.src_ptr), np.diff(trace.dst_ptr))
+    for i in np.flatnonzero(ops["kind"] == Kind.all_to_all).tolist():
+        src, dst = set(trace.src(i).tolist()), trace.dst(i).tolist()
+        fan[i] = sum(len(src) - (d in src) for d in dst)
+    return fan
+
+
+def delivered_bytes(trace, msg_op: MsgOp | None = None, stage: Stage | None = None) -> int:
+    """Payload bytes delivered: bytes x destinations (a reduction: x contributions, an
+    all-to-all: x pairs)."""
+    ops = trace.ops
+    fan = fan_out(trace)
     sel = ops["kind"] >= Kind.send
     if msg_op is not None:
         sel &= ops["msg_op"] == msg_op
@@ -42,6 +56,9 @@ def kv_memory(trace) -> np.ndarray:
     decision d stops counting at row d (its last readers were chunk d-1's)."""
     meta, ops = trace.meta, trace.ops
     N, L = meta["nodes"], meta["model"]["layers"]
+    if meta["scheme"]["name"] in ("ulysses", "usp"):  # head shards, owner-only: the generator's exact figures
+        rows = trace.schedule["node_kv_bytes"]
+        return np.array(rows + rows[-1:], dtype=np.int64)
     lay = layout_of(meta)
     C = lay.n_chunks
     m = _kv_bytes_per_token_layer(meta["model"])

@@ -23,11 +23,12 @@ class OpBuilder:
         self._dep_ptr, self._dep = [0], []
         self._src_ptr, self._src = [0], []
         self._dst_ptr, self._dst = [0], []
+        self._blk_ptr, self._blk = [0], []
 
     def __len__(self) -> int:
         return len(self._rows)
 
-    def _add(self, row: tuple, deps, src, dst) -> int:
+    def _add(self, row: tuple, deps, src, dst, blocks=()) -> int:
         i = len(self._rows)
         if deps:
             if max(deps) >= i or min(deps) < 0:
@@ -38,6 +39,8 @@ class OpBuilder:
         self._src_ptr.append(len(self._src))
         self._dst.extend(dst)
         self._dst_ptr.append(len(self._dst))
+        self._blk.extend(blocks)
+        self._blk_ptr.append(len(self._blk))
         self._rows.append(row)
         return i
 
@@ -50,16 +53,25 @@ class OpBuilder:
                          deps, (), ())
 
     def send(self, stage: Stage, msg_op: MsgOp, src: int, dst, nbytes: int, *, chunk=_NONE, layer=_NONE,
-             step=_NONE, kv_id=_NONE, dtype: Dtype = Dtype.raw, residency: Residency = Residency.none, deps=()) -> int:
+             step=_NONE, kv_id=_NONE, dtype: Dtype = Dtype.raw, residency: Residency = Residency.none, deps=(),
+             blocks=()) -> int:
+        """A unicast or multicast; ``blocks`` lists every KV block an owner handoff carries."""
         dst = sorted(dst)
         coll = Collective.unicast if len(dst) == 1 else Collective.multicast
         return self._add((_K[Kind.send], int(stage), _NONE, chunk, layer, step, 0, 0, int(coll), int(msg_op), 0,
-                          kv_id, nbytes, int(dtype), int(residency)), deps, (src,), dst)
+                          kv_id, nbytes, int(dtype), int(residency)), deps, (src,), dst, blocks)
 
     def reduce(self, stage: Stage, msg_op: MsgOp, reduce_op: ReduceOp, srcs, dst: int, nbytes: int, *,
                chunk=_NONE, layer=_NONE, step=_NONE, dtype: Dtype = Dtype.fp32, deps=()) -> int:
         return self._add((_K[Kind.reduce], int(stage), _NONE, chunk, layer, step, 0, 0, int(Collective.reduce),
                           int(msg_op), int(reduce_op), _NONE, nbytes, int(dtype), 0), deps, sorted(srcs), (dst,))
+
+    def all_to_all(self, stage: Stage, msg_op: MsgOp, srcs, dsts, nbytes: int, *, chunk=_NONE, layer=_NONE,
+                   dtype: Dtype = Dtype.raw, residency: Residency = Residency.none, deps=()) -> int:
+        """A personalized exchange: every source sends its own ``nbytes`` block to every
+        destination other than itself (the NIC's all-to-all engine, pairwise schedule)."""
+        return self._add((_K[Kind.all_to_all], int(stage), _NONE, chunk, layer, _NONE, 0, 0, int(Collective.all_to_all),
+                          int(msg_op), 0, _NONE, nbytes, int(dtype), int(residency)), deps, sorted(srcs), sorted(dsts))
 
     def control(self, kind: Kind, owner: int, holders, kv_id: int, *, chunk: int, layer: int, deps=()) -> int:
         holders = sorted(holders)
@@ -71,7 +83,7 @@ class OpBuilder:
     def columns(self) -> dict[str, np.ndarray]:
         table = np.array(self._rows, dtype=np.int64).reshape(-1, len(SCALAR_COLUMNS))
         cols = {name: table[:, j].copy() for j, name in enumerate(SCALAR_COLUMNS)}
-        for name in ("dep", "src", "dst"):
+        for name in ("dep", "src", "dst", "blk"):
             cols[f"{name}_ptr"] = np.array(getattr(self, f"_{name}_ptr"), dtype=np.int64)
             cols[f"{name}_idx"] = np.array(getattr(self, f"_{name}"), dtype=np.int64)
         return cols

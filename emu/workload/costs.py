@@ -94,11 +94,19 @@ class Model:
         mem = self.w(self.qkv_params) + self.act(q * self.hidden) + self.act(q * self.q_dim) + self.kv_bytes(q)
         return flops, mem
 
-    def attn(self, q: int, kv_tokens: int, pairs: int) -> tuple[int, int]:
+    def kv_head_bytes(self, tokens: int, kv_heads: int) -> int:
+        """KV bytes of ``tokens`` tokens of one layer for ``kv_heads`` of the KV heads."""
+        return dtype_bytes(2 * tokens * kv_heads * self.head_dim, self.kv_dtype)
+
+    def attn(self, q: int, kv_tokens: int, pairs: int, heads: int | None = None,
+             kv_heads: int | None = None) -> tuple[int, int]:
         """Attention of q queries over kv_tokens keys of which ``pairs`` (query, key) pairs
-        are unmasked: reads the keys/values and the queries, writes a partial output."""
-        flops = 4 * self.q_dim * pairs
-        mem = self.kv_bytes(kv_tokens) + 2 * self.act(q * self.q_dim)
+        are unmasked: reads the keys/values and the queries, writes a partial output.
+        ``heads``/``kv_heads``: a head shard (Ulysses); default all heads."""
+        heads = self.heads if heads is None else heads
+        kv_heads = self.kv_heads if kv_heads is None else kv_heads
+        flops = 4 * heads * self.head_dim * pairs
+        mem = self.kv_head_bytes(kv_tokens, kv_heads) + 2 * self.act(q * heads * self.head_dim)
         return flops, mem
 
     def mlp(self, q: int) -> tuple[int, int]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 FORMAT = "mcf-emu-trace"
-VERSION = 1
+VERSION = 2  # 2: the blk column (blocks a message hands over), all_to_all ops, transient readers
 
 # Scalar op columns, in file order, with the numpy dtype a loaded Trace uses.
 SCALAR_COLUMNS: dict[str, type] = {
@@ -30,4 +30,4 @@ SCALAR_COLUMNS: dict[str, type] = {
     "residency": np.int8,
 }
 # CSR lists: <name>_ptr (n_ops + 1 offsets) and <name>_idx (the concatenated rows).
-CSR_COLUMNS = ("dep", "src", "dst")
+CSR_COLUMNS = ("dep", "src", "dst", "blk")

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from ..errors import ConfigError
 from ..units import parse_budget, resolve_budget
-from . import analytic, decode, mars, pd, profiles, ring
+from . import analytic, decode, mars, pd, profiles, ring, usp
 from .builder import OpBuilder
 from .costs import Model
 from .enums import Kind, Stage
@@ -21,8 +21,9 @@ from .trace import FORMAT, VERSION, Trace, from_columns
 
 # Bump when the generators' output changes for the same parameters (the shipped traces and
 # their regeneration test follow it).
-GENERATOR = "mcf-emu-workload/1"
-SCHEMES = ("mars", "ring", "zigzag", "pd", "full")
+GENERATOR = "mcf-emu-workload/2"
+SCHEMES = ("mars", "ring", "zigzag", "pd", "full", "ulysses", "usp")
+RING_ORDERS = ("embedding", "boards")
 
 
 @dataclass
@@ -40,12 +41,26 @@ class Params:
     pd_mode: str = "bulk"
     prefill_nodes: int | None = None
     topology: str | None = None  # None: the hardware's default for the node count
+    ring_order: str = "embedding"  # ring schemes: the topology's best ring, or "boards" (0..N-1)
+    ulysses_degree: int | None = None  # usp: u (None: the GQA limit, H_kv, if it divides N)
 
 
 def _need_int(name: str, value, lo: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < lo:
         raise ConfigError(f"--{name} must be an integer >= {lo}, got {value!r}")
     return value
+
+
+def _usp_degree(u, N: int, model: Model) -> int:
+    """USP's Ulysses degree: as given, else the GQA limit (H_kv) when it divides N, else 1."""
+    if u is None:
+        u = usp.gqa_limit(model)
+        while N % u:
+            u -= 1
+    u = _need_int("ulysses-degree", u, 1)
+    if N % u:
+        raise ConfigError(f"--ulysses-degree {u} does not divide the {N} nodes")
+    return u
 
 
 def _weights_bytes(m: Model, tied: bool) -> int:
@@ -69,9 +84,16 @@ def generate(p: Params) -> Trace:
     if weights > hw_p["dram_bytes"]:
         raise ConfigError(f"model {model_p['name']}: weights take {weights} B, more than hw.dram_bytes {hw_p['dram_bytes']} B")
     net = Net(p.topology, N, hw_p)
+    if p.ring_order not in RING_ORDERS:
+        raise ConfigError(f"--ring-order must be one of {', '.join(RING_ORDERS)}, got {p.ring_order!r}")
 
     zig = p.scheme == "zigzag"
     P, D = pd.split(N, p.prefill_nodes) if p.scheme == "pd" else (N, 0)
+    heads = None
+    if p.scheme in ("ulysses", "usp"):
+        u = N if p.scheme == "ulysses" else _usp_degree(p.ulysses_degree, N, model)
+        heads = usp.head_split(model, u)
+        P = N // u  # the layout cuts chunks into R = N / u group slices
     parts = 2 * P if zig else P
     chunk_choice = None
     if p.chunk == "auto":
@@ -85,6 +107,9 @@ def generate(p: Params) -> Trace:
     layout = Layout(p.seq, B, P, model.layers, zigzag=zig, kv_nodes=N)
     C = layout.n_chunks
     owner_share = max(layout.owner_tokens(n) for n in range(P)) * model.m_token
+    if heads is not None:  # a member holds its group's tokens of its KV heads
+        owner_share = max(layout.owner_tokens(g) for g in range(P)) * model.layers * \
+            model.kv_head_bytes(1, max(len(h) for h in heads.kv_heads))
     s_node = resolve_budget(hw_p["kv_budget"], owner_share)
     if s_node + weights > hw_p["dram_bytes"]:
         raise ConfigError(f"kv budget {s_node} B plus weights {weights} B exceed hw.dram_bytes {hw_p['dram_bytes']} B")
@@ -98,24 +123,53 @@ def generate(p: Params) -> Trace:
         plan = mars.make_plan(p.scheme, layout, model, net, p.alpha, s_node)
         out = mars.generate(b, layout, model, net, plan)
         sched.update(mars.schedule(plan, net, layout))
+    elif heads is not None:
+        u, R = N // P, P
+        order = net.ring() if p.ring_order == "embedding" else list(range(N))
+        grid = usp.place(net, u, R, order)
+        out = usp.generate(b, layout, model, grid, heads)
+        rings = [[grid[g][k] for g in range(R)] for k in heads.active] if R > 1 else []
+        sched.update(r=[1] * C, holders=[[[] for _ in range(N)] for _ in range(C)], drains=[],
+                     node_kv_bytes=out["node_kv_bytes"])
+        sched["ulysses"] = {
+            "degree": u, "ring_degree": R, "groups": grid, "heads": [list(h) for h in heads.heads],
+            "kv_heads": [list(h) for h in heads.kv_heads], "kv_replication": heads.replication,
+            "gqa_limit": usp.gqa_limit(model), "attention_boards": sorted(grid[g][k] for g in range(R) for k in heads.active)}
+        if rings:
+            sched["ring"] = {"order": rings[0], "hops": net.ring_hops(rings[0]), "mode": p.ring_order,
+                             "rings": rings, "rings_hops": [net.ring_hops(r) for r in rings]}
     else:
-        out = pd.generate(b, layout, model, N, p.pd_mode) if p.scheme == "pd" else ring.generate(b, layout, model)
+        order = net.ring(range(P)) if p.ring_order == "embedding" else list(range(P))
+        sched["ring"] = {"order": order, "hops": net.ring_hops(order), "mode": p.ring_order}
+        out = (pd.generate(b, layout, model, N, p.pd_mode, order) if p.scheme == "pd"
+               else ring.generate(b, layout, model, order))
         # owner-only throughout; PD's decode boards hold nothing until the handoff
         sched.update(r=[1] * C, holders=[[[] for _ in range(N)] for _ in range(C)], drains=[],
                      node_kv_bytes=[[sum(layout.tokens(j, n) for j in range(c + 1)) * model.m_token if n < P else 0
                                      for n in range(N)] for c in range(C)])
+    dec_heads = dec_groups = None
     if p.scheme == "pd":
         leader, lm, shards = out["leader"], out["lm_head"], out["shards"]
         sched["pd"] = out["handoff"]
+    elif heads is not None:
+        leader = out["leader"]
+        lm = b.compute(Kind.lm_head, Stage.prefill, leader, C - 1, -1, -1, model.lm_head(1),
+                       [out["mlp"][C - 1][model.layers - 1][leader]])
+        shards, dec_heads, dec_groups = usp.decode_layout(layout, model, grid, heads)
     else:
         leader = layout.holder_of_last_token()
         lm = b.compute(Kind.lm_head, Stage.prefill, leader, C - 1, -1, -1, model.lm_head(1),
                        [out["mlp"][C - 1][model.layers - 1][leader]])
         shards = {n: layout.owner_tokens(n) for n in range(N)}
     dec = decode.generate(b, model, model.layers, leader, shards, lm, K,
-                          lambda t, x, l: layout.kv_id(C + t, x, l))
-    sched["decode"] = {"leader": leader, "kv_nodes": sorted(shards), "start_shards": [shards[h] for h in sorted(shards)],
-                       **dec}
+                          lambda t, x, l: layout.kv_id(C + t, x, l), heads=dec_heads, groups=dec_groups)
+    if dec_groups is None:
+        sched["decode"] = {"leader": leader, "kv_nodes": sorted(shards),
+                           "start_shards": [shards[h] for h in sorted(shards)], **dec}
+    else:  # head-sharded: a group of boards holds a token range, each board its heads
+        sched["decode"] = {"leader": leader, "kv_nodes": sorted(dec_heads), "layout": "head-sharded",
+                           "groups": [dec_groups[g] for g in sorted(dec_groups)],
+                           "start_shards": [shards[g] for g in sorted(shards)], **dec}
     sched["stats"] = out.get("stats", {})
     if p.scheme == "pd":
         sched["stats"] = {**sched["stats"], "handoff_bytes": out["handoff_bytes"]}
@@ -124,8 +178,12 @@ def generate(p: Params) -> Trace:
               "kv_budget": hw_p["kv_budget"], "kv_budget_bytes": s_node}
     if p.scheme == "mars":
         scheme["alpha"] = float(p.alpha)
+    if "ring" in sched:
+        scheme["ring_order"] = p.ring_order
     if p.scheme == "pd":
         scheme.update(pd_mode=p.pd_mode, prefill_nodes=P, decode_nodes=D)
+    if heads is not None:
+        scheme.update(ulysses_degree=N // P, ring_degree=P)
     meta = {
         "format": FORMAT, "version": VERSION, "generator": GENERATOR, "scheme": scheme,
         "model": model_p, "hw": hw_p, "nodes": N, "seq": p.seq, "chunk": B, "n_chunks": C,

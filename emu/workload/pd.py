@@ -26,14 +26,14 @@ def split(nodes: int, prefill: int | None) -> tuple[int, int]:
     return P, nodes - P
 
 
-def generate(b: OpBuilder, layout, model, nodes: int, mode: str) -> dict:
-    """``layout`` slices the prompt over the P prefill boards."""
+def generate(b: OpBuilder, layout, model, nodes: int, mode: str, order: list[int] | None = None) -> dict:
+    """``layout`` slices the prompt over the P prefill boards; ``order`` is their ring."""
     if mode not in MODES:
         raise ConfigError(f"--pd-mode must be one of {', '.join(MODES)}, got {mode!r}")
     P, C, L = layout.nodes, layout.n_chunks, layout.layers
     D = nodes - P
     dest = lambda c, p: P + (c * P + p) % D  # noqa: E731
-    out = ring.generate(b, layout, model)
+    out = ring.generate(b, layout, model, order)
     kvd = Dtype[model.kv_dtype]
     handoff, hand_bytes = [], 0
     if mode == "stream":
@@ -52,9 +52,10 @@ def generate(b: OpBuilder, layout, model, nodes: int, mode: str) -> dict:
                 cs = [c for c in range(C) if dest(c, p) == d]
                 for l in range(L):
                     nbytes = sum(model.kv_bytes(layout.tokens(c, p)) for c in cs)
+                    # one message, every block it carries listed: each leaves p's memory on delivery
                     handoff.append(b.send(Stage.prefill, MsgOp.kv_transfer, p, [d], nbytes, chunk=cs[-1], layer=l,
                                           kv_id=layout.kv_id(cs[-1], p, l), dtype=kvd, residency=Residency.owner,
-                                          deps=[done]))
+                                          deps=[done], blocks=[layout.kv_id(c, p, l) for c in cs]))
                     hand_bytes += nbytes
     last = layout.holder_of_last_token()
     leader = P

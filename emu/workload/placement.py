@@ -94,6 +94,19 @@ class Net:
         """The candidate nearest to ``node`` (ties: lower id)."""
         return min(candidates, key=lambda h: (self.hops[node, h], h))
 
+    # ------------------------------------------------------------- rings
+    def ring(self, boards=None) -> list[int]:
+        """The best ring embedding over ``boards`` (default all): every step one link when the
+        topology has such a cycle (emu.topology.ring_order)."""
+        from ..topology import ring_order_among
+
+        return ring_order_among(self.G, range(self.nodes) if boards is None else boards, self.routes)
+
+    def ring_hops(self, order) -> list[int]:
+        """Hops of each ring step order[i] -> order[i+1], the last closing the ring."""
+        order = list(order)
+        return [int(self.hops[a, b]) for a, b in zip(order, order[1:] + order[:1])]
+
     # ------------------------------------------------------------- trees
     @cached_property
     def _tree_stats(self) -> dict[int, tuple[float, float]]:

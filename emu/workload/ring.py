@@ -4,8 +4,11 @@ For attn(c, l, .) the nodes run N - 1 ring steps. At step s node n forwards to i
 successor the set it received at step s - 1 (at step 0 its own blocks (j, n, l), j <= c),
 so at step s it holds the set of owner (n - s) mod N and computes a partial attention on
 it while the next set is in flight; the partials merge in order (online softmax), so each
-step's op depends on the previous one. Received sets are transient. Ring order is board
-order: on a topology where n and n+1 are not adjacent the NIC routes the extra hops.
+step's op depends on the previous one. Received sets are transient. The ring's order is
+given (``order``: ring position -> board): by default the topology's best ring embedding
+(every step one link on a torus, an even mesh, a ring), ``--ring-order boards`` 0..N-1.
+Board b keeps slice b of every chunk whatever its ring position, so the layout (and the
+final owner-only shard) does not depend on the order; only who sends to whom does.
 Zigzag differs only in the layout (pieces n and 2N-1-n), hence in the attention work.
 """
 
@@ -15,10 +18,13 @@ from .builder import OpBuilder
 from .enums import Dtype, Kind, MsgOp, Residency, Stage
 
 
-def generate(b: OpBuilder, layout, model, nodes: list[int] | None = None) -> dict:
-    """Append the prefill ops. ``nodes`` maps ring position -> board (default: 0..N-1)."""
+def generate(b: OpBuilder, layout, model, order: list[int] | None = None) -> dict:
+    """Append the prefill ops. ``order`` maps ring position -> board (default: 0..N-1).
+    Tables are indexed by board: ``qkv[c][l][board]``."""
     N, C, L = layout.nodes, layout.n_chunks, layout.layers
-    board = nodes or list(range(N))
+    board = list(order) if order is not None else list(range(N))
+    if sorted(board) != list(range(N)):
+        raise ValueError(f"ring order {board} is not a permutation of boards 0..{N - 1}")
     kv_dtype = Dtype[model.kv_dtype]
     qkv = [[[-1] * N for _ in range(L)] for _ in range(C)]
     attn_last = [[[-1] * N for _ in range(L)] for _ in range(C)]
@@ -26,35 +32,35 @@ def generate(b: OpBuilder, layout, model, nodes: list[int] | None = None) -> dic
     sent_bytes = 0
     for c in range(C):
         # per owner: tokens of its blocks j <= c, and the work of node n on owner o's set
+        # (indexed by board)
         set_tokens = [sum(layout.tokens(j, o) for j in range(c + 1)) for o in range(N)]
         pairs = [[sum(layout.pairs(c, n, j, o) for j in range(c + 1)) for o in range(N)] for n in range(N)]
         for l in range(L):
-            for n in range(N):
-                prev = [mlp[c][l - 1][n]] if l else ([mlp[c - 1][L - 1][n]] if c else [])
-                qkv[c][l][n] = b.compute(Kind.qkv, Stage.prefill, board[n], c, l, -1, model.qkv(layout.tokens(c, n)), prev,
-                                         produces=(layout.kv_id(c, board[n], l), model.kv_bytes(layout.tokens(c, n))))
-            last = [-1] * N
-            for n in range(N):
-                q = layout.tokens(c, n)
-                last[n] = b.compute(Kind.attn, Stage.prefill, board[n], c, l, 0,
-                                    model.attn(q, set_tokens[n], pairs[n][n]), [qkv[c][l][n]])
-            recv = [-1] * N  # recv[n]: the send delivering to n at the previous step
+            for x in board:
+                prev = [mlp[c][l - 1][x]] if l else ([mlp[c - 1][L - 1][x]] if c else [])
+                qkv[c][l][x] = b.compute(Kind.qkv, Stage.prefill, x, c, l, -1, model.qkv(layout.tokens(c, x)), prev,
+                                         produces=(layout.kv_id(c, x, l), model.kv_bytes(layout.tokens(c, x))))
+            last = {}  # board -> its latest partial-attention op
+            for x in board:
+                last[x] = b.compute(Kind.attn, Stage.prefill, x, c, l, 0,
+                                    model.attn(layout.tokens(c, x), set_tokens[x], pairs[x][x]), [qkv[c][l][x]])
+            recv = [-1] * N  # recv[n]: the send delivering to position n at the previous step
             for s in range(N - 1):
                 sends = [-1] * N
                 for n in range(N):
-                    o = (n - s) % N  # owner of the set n holds at step s
+                    o = board[(n - s) % N]  # owner of the set position n holds at step s
                     nbytes = model.kv_bytes(set_tokens[o])
                     sends[n] = b.send(Stage.prefill, MsgOp.kv_transfer, board[n], [board[(n + 1) % N]], nbytes,
-                                      chunk=c, layer=l, step=s, kv_id=layout.kv_id(c, board[o], l), dtype=kv_dtype,
+                                      chunk=c, layer=l, step=s, kv_id=layout.kv_id(c, o, l), dtype=kv_dtype,
                                       residency=Residency.transient,
-                                      deps=[qkv[c][l][n]] if s == 0 else [recv[n]])
+                                      deps=[qkv[c][l][board[n]]] if s == 0 else [recv[n]])
                     sent_bytes += nbytes
                 recv = [sends[(n - 1) % N] for n in range(N)]
                 for n in range(N):
-                    o = (n - s - 1) % N
-                    last[n] = b.compute(Kind.attn, Stage.prefill, board[n], c, l, s + 1,
-                                        model.attn(layout.tokens(c, n), set_tokens[o], pairs[n][o]), [last[n], recv[n]])
-            for n in range(N):
-                attn_last[c][l][n] = last[n]
-                mlp[c][l][n] = b.compute(Kind.mlp, Stage.prefill, board[n], c, l, -1, model.mlp(layout.tokens(c, n)), [last[n]])
+                    x, o = board[n], board[(n - s - 1) % N]
+                    last[x] = b.compute(Kind.attn, Stage.prefill, x, c, l, s + 1,
+                                        model.attn(layout.tokens(c, x), set_tokens[o], pairs[x][o]), [last[x], recv[n]])
+            for x in board:
+                attn_last[c][l][x] = last[x]
+                mlp[c][l][x] = b.compute(Kind.mlp, Stage.prefill, x, c, l, -1, model.mlp(layout.tokens(c, x)), [last[x]])
     return {"qkv": qkv, "attn_last": attn_last, "mlp": mlp, "stats": {"ring_bytes": sent_bytes}}

@@ -43,7 +43,14 @@ class Trace:
     src_idx: np.ndarray
     dst_ptr: np.ndarray
     dst_idx: np.ndarray
+    blk_ptr: np.ndarray | None = None  # KV blocks a message hands over (None: no op lists any)
+    blk_idx: np.ndarray | None = None
     path: str | None = field(default=None, compare=False)
+
+    def __post_init__(self):
+        if self.blk_ptr is None:
+            self.blk_ptr = np.zeros(self.n_ops + 1, np.int64)
+            self.blk_idx = np.zeros(0, np.int64)
 
     @property
     def n_ops(self) -> int:
@@ -57,6 +64,10 @@ class Trace:
 
     def dst(self, i: int) -> np.ndarray:
         return self.dst_idx[self.dst_ptr[i]:self.dst_ptr[i + 1]]
+
+    def blocks(self, i: int) -> np.ndarray:
+        """The KV blocks message i hands over (empty: it names only ``kv_id``)."""
+        return self.blk_idx[self.blk_ptr[i]:self.blk_ptr[i + 1]]
 
     def mask(self, which: str = "dst") -> np.ndarray:
         """Board sets as uint64 bit masks (bit b = board b); needs at most 64 nodes."""
@@ -87,7 +98,8 @@ class Trace:
 def from_columns(meta: dict, schedule: dict, cols: dict[str, np.ndarray]) -> Trace:
     """Build a Trace from decoded columns (casting to the loaded dtypes)."""
     ops = {name: np.ascontiguousarray(cols[name], dtype=dt) for name, dt in SCALAR_COLUMNS.items()}
-    csr = {f"{c}_{p}": np.ascontiguousarray(cols[f"{c}_{p}"], dtype=np.int64) for c in CSR_COLUMNS for p in ("ptr", "idx")}
+    csr = {f"{c}_{p}": np.ascontiguousarray(cols[f"{c}_{p}"], dtype=np.int64)
+           for c in CSR_COLUMNS for p in ("ptr", "idx") if f"{c}_{p}" in cols}
     return Trace(meta=meta, schedule=schedule, ops=ops, **csr)
 
 

@@ -13,7 +13,7 @@ from . import columns, profiles
 from .enums import ENUM_COLUMNS, Collective, Kind, MsgOp, ReduceOp, Residency
 from .fileformat import CSR_COLUMNS, FORMAT, SCALAR_COLUMNS, VERSION
 
-SCHEMES = ("mars", "ring", "zigzag", "pd", "full")
+SCHEMES = ("mars", "ring", "zigzag", "pd", "full", "ulysses", "usp")
 _META_INTS = {"nodes": 1, "seq": 1, "chunk": 1, "n_chunks": 1, "decode_tokens": 0, "leader": 0}
 
 
@@ -39,7 +39,9 @@ def _check_meta(meta: dict, path: str) -> None:
     if not _int(meta.get("version")):
         raise _err(path, "meta.version", f"expected an integer, got {meta.get('version')!r}")
     if meta["version"] != VERSION:
-        raise _err(path, "meta.version", f"unsupported version {meta['version']} (this emu reads {VERSION})")
+        v = meta["version"]
+        why = "regenerate it with `emu trace`" if v < VERSION else "this emu is older than the file; update mcf-emu"
+        raise _err(path, "meta.version", f"trace format version {v}, this emu reads version {VERSION}: {why}")
     if not isinstance(meta.get("generator"), str):
         raise _err(path, "meta.generator", "missing field" if "generator" not in meta else "expected a string")
     for key, lo in _META_INTS.items():
@@ -219,6 +221,14 @@ def validate(trace, path: str) -> None:
         i = int(drows[sel][j])
         raise _err(path, "ops.dst_idx", f"op {i} sends to its own source board {src_first[i]}")
     del srows
+
+    # blocks handed over: only owner handoffs list them, each a block id
+    _check_csr(path, "blk", trace.blk_ptr, trace.blk_idx, n)
+    j = _first(trace.blk_idx < 0)
+    if j is not None:
+        raise _err(path, f"ops.blk_idx[{j}]", f"block ids are >= 0, got {trace.blk_idx[j]}")
+    nblk = np.diff(trace.blk_ptr)
+    need((nblk > 0) & ~(comm & owner), "blk_ptr", lambda i: f"op {i} lists blocks but is not a message with residency owner")
 
     # dependencies
     _check_csr(path, "dep", trace.dep_ptr, trace.dep_idx, n)
