@@ -173,7 +173,7 @@ def test_all_to_all_delivers_every_block_to_its_member(topo):
 
 def test_collectives_complete_under_loss_and_a_link_failure():
     G = torus2d(2, 4, link=LINK)
-    c = cluster(G, lossless=False, seed=11, rto_ps=300_000_000)
+    c = cluster(G, lossless=False, seed=11)
     for link in range(len(c.net.links)):
         c.net.set_loss(link, Loss(p=0.01))
     tl = Timeline(parse("link 0-1 down at 400us"), detect_ps=50 * US)

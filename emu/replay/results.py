@@ -77,6 +77,7 @@ def summarize(rp) -> dict:
         "dropped_by_cause": drops,
         "retransmitted_frames": int(rp.cluster.retransmitted_frames),
         "control_frames": int(rp.cluster.control_frames),
+        "control_frames_by_op": dict(rp.cluster.control_frames_by_op),
         "final_layout_owner_only": bool(d.owner_only()) and not incomplete,
         "peak_node_kv_bytes": peak,
         "final_node_kv_bytes": [m.total for m in d.memory],
@@ -144,6 +145,8 @@ def format_summary(s: dict) -> str:
         f"wire      {s['wire_bytes'] / gib:.3f} GiB in {s['frames']:,} frame-hops; KV payload {s['kv_bytes'] / gib:.3f} GiB",
         f"drops     {s['dropped_frames']:,} frames" + "".join(f", {k} {v:,}" for k, v in s["dropped_by_cause"].items() if v)
         + f"; retransmitted {s['retransmitted_frames']:,}",
+        f"control   {s['control_frames']:,} frames"
+        + "".join(f", {k} {v:,}" for k, v in s.get("control_frames_by_op", {}).items() if v),
         f"KV memory peak {s['peak_node_kv_bytes'] / 2**20:.1f} MiB per node; final "
         f"{max(s['final_node_kv_bytes']) / 2**20:.1f} MiB max vs owner-only {max(s['owner_only_node_kv_bytes']) / 2**20:.1f} MiB; "
         f"owner-only at the end: {'yes' if s['final_layout_owner_only'] else 'NO'}",

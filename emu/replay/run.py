@@ -28,6 +28,7 @@ from ..sim import MS, US, Simulator
 from ..topology import LinkDefaults, Routes, build
 from ..units import apply_overrides
 from ..workload.enums import Kind, MsgOp, Residency
+from ..workload.profiles import HW_DEFAULTS
 from ..workload.enums import Stage as TStage
 from .dag import Wiring
 
@@ -68,8 +69,11 @@ class Replay:
                            nic_rate_bps={b: int(hw.get("nic_rate", 0)) for b in range(self.nodes)},
                            seed=options.seed)
         reliable = options.reliable if options.reliable is not None else bool(options.loss or options.scenario)
+        rto = {k: int(hw.get(k, v)) for k, v in HW_DEFAULTS.items()}
         self.cluster = Cluster(self.net, self.routes, NicConfig(mtu=int(hw["mtu"]), reliable=reliable,
-                                                                fifo_bytes=max(int(hw["comm_buffer"]), 1 << 20)))
+                                                                fifo_bytes=max(int(hw["comm_buffer"]), 1 << 20),
+                                                                rto_min_ps=rto["rto_min_ps"],
+                                                                rto_initial_ps=rto["rto_initial_ps"]))
         if options.loss:
             for l in range(len(self.net.links)):
                 self.net.set_loss(l, Loss(p=options.loss))

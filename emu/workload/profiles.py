@@ -52,9 +52,13 @@ SCHEMA: dict[str, dict[str, str]] = {
         "nic_rate": "rate",
         "ports": "int",
         "gamma": "float",
+        "rto_min_ps": "time",
+        "rto_initial_ps": "time",
     },
 }
-OPTIONAL = {"description"}
+OPTIONAL = {"description", "rto_min_ps", "rto_initial_ps"}
+# Values of optional hardware fields a profile leaves out (the reasoning: docs/nic.md).
+HW_DEFAULTS = {"rto_min_ps": 100_000_000, "rto_initial_ps": 1_000_000_000}  # 100 us, 1 ms
 # Fields that must be >= 1 (counts, rates, sizes that divide something).
 _POSITIVE = {
     "model": ("layers", "hidden", "heads", "kv_heads", "head_dim", "intermediate", "vocab"),
@@ -116,6 +120,9 @@ def check(section: str, values: dict, where: str) -> dict:
             raise ConfigError(f"{where}: hw.mtu must be at least 64 bytes, got {out['mtu']}")
         if not out["gamma"] > 0:
             raise ConfigError(f"{where}: hw.gamma must be positive, got {out['gamma']}")
+        for name in HW_DEFAULTS:
+            if name in out and out[name] < 1:
+                raise ConfigError(f"{where}: hw.{name} must be positive, got {out[name]}")
     return out
 
 
