@@ -31,7 +31,10 @@ def register(sub) -> None:
     p.add_argument("--reliable", choices=("auto", "on", "off"), default="auto",
                    help="acks and retransmission in the NICs; auto (default): on when --loss or --fail can lose "
                         "frames; off: a lost frame leaves its op incomplete")
-    p.add_argument("--seed", default="0", help="seed of the loss streams (default 0)")
+    p.add_argument("--seed", default="0", help="seed of the loss streams and of functional payloads (default 0)")
+    p.add_argument("--functional", action="store_true",
+                   help="carry real payload bytes and merge real attention states in the decode reductions; "
+                        "the summary reports the error against numpy attention (timing is unchanged)")
     p.add_argument("--capture", metavar="FILE", help="write the frames to a pcap/pcapng capture in the results folder")
     p.add_argument("--snaplen", default="62", help="bytes kept per captured frame (default 62: headers only)")
     p.add_argument("--capture-filter", action="append", default=[], metavar="F",
@@ -64,7 +67,8 @@ def run(args) -> int:
                           snaplen=parse_int(args.snaplen, "--snaplen"))
     opt = Options(topology=args.topology, overrides=tuple(args.overrides), scenario=tuple(args.fail + args.degrade),
                   loss=loss, seed=parse_int(args.seed, "--seed"), reliable={"auto": None, "on": True, "off": False}[args.reliable],
-                  detect_ps=parse_time(args.detect, "--detect"), progress=sys.stderr.isatty() and not args.json)
+                  detect_ps=parse_time(args.detect, "--detect"), progress=sys.stderr.isatty() and not args.json,
+                  functional=args.functional)
     rp = Replay(trace, opt)
     if capture:
         capture.attach(rp)

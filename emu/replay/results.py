@@ -86,6 +86,7 @@ def summarize(rp) -> dict:
         "directory_errors": d.errors[:20],
         "incomplete_ops": len(incomplete),
         "incomplete": rp.cluster.incomplete()[:20],
+        "functional": rp.functional.summary() if rp.functional else None,
         "sim_end_s": rp.sim.now / 1e12,
         "wall_s": rp.wall_s,
     }
@@ -153,6 +154,12 @@ def format_summary(s: dict) -> str:
         f"busiest   link {s['busiest_link']['src']}->{s['busiest_link']['dst']} at {s['busiest_link']['utilization']:.1%}",
         f"wall      {s['wall_s']:.2f} s",
     ]
+    f = s.get("functional")
+    if f:
+        lines.append(f"functional {f['deliveries_checked']:,} payloads ({f['bytes_checked'] / gib:.3f} GiB) checked, "
+                     f"{f['payload_mismatches']} mismatched; {f['reductions']} reductions "
+                     f"({'/'.join(f['state_dtypes']) or 'none'}): max abs error {f['max_abs_error']:.3g}, "
+                     f"max rel error {f['max_rel_error']:.3g} vs numpy attention")
     if s["incomplete_ops"]:
         lines.append(f"INCOMPLETE {s['incomplete_ops']} ops never finished; first: " + "; ".join(s["incomplete"][:3]))
     if s["directory_errors"]:

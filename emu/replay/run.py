@@ -31,6 +31,7 @@ from ..workload.enums import Kind, MsgOp, Residency
 from ..workload.profiles import HW_DEFAULTS
 from ..workload.enums import Stage as TStage
 from .dag import Wiring
+from .functional import Functional
 
 KV_OPS = {int(MsgOp.kv_replica), int(MsgOp.kv_fetch_resp), int(MsgOp.kv_transfer)}
 PRODUCES_KV = {int(Kind.qkv), int(Kind.decode_qkv)}
@@ -47,6 +48,7 @@ class Options:
     detect_ps: int = 100 * US       # failure detection delay before re-routing
     bin_ps: int | None = None       # link time-series bin; default from the trace's size
     progress: bool = False
+    functional: bool = False        # real payload bytes and reductions (emu.replay.functional)
 
 
 class Replay:
@@ -83,6 +85,7 @@ class Replay:
                                      base_loss={l: Loss(p=options.loss) for l in range(len(self.net.links))})
             self.timeline.on_reroute.append(self.cluster.reroute)
             self.timeline.install(self.net, self.routes)
+        self.functional = Functional(trace, self.model, options.seed) if options.functional else None
         self.wiring = Wiring(trace)
         self.durations = self._durations()
         est = max(1, int(np.bincount(np.maximum(trace.ops["node"], 0), weights=self.durations,
@@ -203,14 +206,16 @@ class Replay:
         dsts = sorted(self.wiring.dsts[op])
         common = dict(stage=Stage.decode if o["stage"][op] == TStage.decode else Stage.prefill,
                       kv_id=max(o["kv_id"][op], 0), layer=max(o["layer"][op], 0), dtype=Dtype(o["dtype"][op]))
+        fn = self.functional
         if kind == Kind.reduce:
             red = self.reductions.get(op)
             if red is None:
                 red = self.reductions[op] = self.cluster.reduction(
                     self.trace.src(op).tolist(), dsts[0], ReduceOp(o["reduce_op"][op]), nbytes=o["bytes"][op],
-                    dtype=common["dtype"], functional=False, stage=common["stage"], layer=common["layer"],
-                    on_complete=lambda r, t, op=op, root=dsts[0]: self._delivered(op, root))
-            red.contribute(src)
+                    dtype=common["dtype"], heads=int(self.model["heads"]), head_dim=int(self.model["head_dim"]),
+                    functional=fn is not None, stage=common["stage"], layer=common["layer"],
+                    on_complete=lambda r, t, op=op, root=dsts[0]: self._reduced(op, root, r))
+            red.contribute(src, fn.contribution(op, src) if fn else None)
             self._consumed(op, src)
             return
         if kind in (Kind.drain, Kind.invalidate):
@@ -225,10 +230,16 @@ class Replay:
             sends = [targets]
         self.stalled[src] += len(sends)
         for group in sends:
+            block = group[0] if kind == Kind.all_to_all else -1
+            extra = {}
+            if fn:
+                # Real bytes: checked where they arrive, dropped once every destination has them.
+                extra = dict(data=fn.payload(op, src, block), on_complete=lambda tr, t: setattr(tr, "data", None))
             self.cluster.send(src, group, o["bytes"][op], op=Op(o["msg_op"][op]),
                               collective=WireCollective(o["collective"][op]), **common,
                               on_accept=lambda tr, t, src=src: self._accepted(src),
-                              on_delivered=lambda tr, node, t, op=op: self._part_delivered(op, node))
+                              on_delivered=lambda tr, node, t, op=op, src=src, block=block:
+                                  self._part_delivered(op, node, src, block, tr.data), **extra)
         self._consumed(op, src)
 
     def _accepted(self, src: int) -> None:
@@ -236,8 +247,15 @@ class Replay:
         self.stalled[src] -= 1
         self._try_compute(src)
 
-    def _part_delivered(self, op: int, node: int) -> None:
+    def _reduced(self, op: int, root: int, red) -> None:
+        if self.functional:
+            self.functional.reduced(op, red.result)
+        self._delivered(op, root)
+
+    def _part_delivered(self, op: int, node: int, src: int = -1, block: int = -1, data=None) -> None:
         """One source's payload reached ``node``; the op is delivered there when every source's has."""
+        if self.functional:
+            self.functional.delivered(op, src, block, node, data)
         got = self.delivered_at.setdefault(op, {})
         got[node] = got.get(node, 0) + 1
         nsrc = int(self.wiring.part_ptr[op + 1] - self.wiring.part_ptr[op])
