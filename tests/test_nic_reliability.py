@@ -167,3 +167,31 @@ def test_every_control_frame_is_counted_by_op():
     c.net.run()
     assert c.control_frames_by_op == {"ack": 3 + 3 + 1, "nack": 0, "probe": 0, "drain": 2, "invalidate": 1}
     assert c.control_frames == 10
+
+
+def test_the_replay_summary_counts_control_frames_by_op(tmp_path):
+    """On 4 boards (a full mesh) a drain or invalidate to k other boards leaves its owner on k
+    links; every message to a remote receiver is acked once, and every probe is answered
+    once, by an ack or a nack (nothing is lost here)."""
+    from emu.cli import main
+    from emu.replay.results import format_summary, summarize
+    from emu.replay.run import Options, Replay
+    from emu.workload.enums import Kind
+    from emu.workload.trace import load_trace
+
+    path = tmp_path / "m.json"
+    assert main(["trace", "mars", "--seq", "1024", "--nodes", "4", "--chunk", "256", "-o", str(path)]) == 0
+    tr = load_trace(str(path))
+    rp = Replay(tr, Options(reliable=True)).run()
+    s = summarize(rp)
+    by = s["control_frames_by_op"]
+    ops = tr.ops
+    for kind in (Kind.drain, Kind.invalidate):
+        rows = ops["kind"] == kind
+        assert rows.any()
+        remote = sum(len(set(tr.dst(i).tolist()) - set(tr.src(i).tolist())) for i in map(int, rows.nonzero()[0]))
+        assert by[kind.name] == remote
+    receivers = sum(len([d for d in t.dsts if d != t.src]) * len(t.parts) for t in rp.cluster.transfers)
+    assert by["ack"] + by["nack"] == receivers + by["probe"]
+    assert s["control_frames"] == sum(by.values()) and s["dropped_frames"] == 0
+    assert f"control   {s['control_frames']:,} frames" in format_summary(s)
