@@ -195,3 +195,20 @@ def test_the_replay_summary_counts_control_frames_by_op(tmp_path):
     assert by["ack"] + by["nack"] == receivers + by["probe"]
     assert s["control_frames"] == sum(by.values()) and s["dropped_frames"] == 0
     assert f"control   {s['control_frames']:,} frames" in format_summary(s)
+
+
+def test_timeouts_back_off_by_doubling_until_max_retries_then_the_send_fails_once():
+    """Everything on 0->1 is lost. Before any sample the RTO is the initial value I; each
+    timeout probes and doubles it: timeouts at left + I, + 2I, + 4I; the fourth, at
+    left + 15I, finds max_retries (3) used up and fails the send, and nothing runs after."""
+    c = pair(US, max_retries=3)
+    c.net.set_loss(c.net.link(0, 1), Loss(p=1.0))
+    tr = c.send(0, [1], 100)
+    end = c.net.run()
+    I = RTO_INITIAL
+    assert end == tr.parts[0].left_at + 15 * I
+    assert c.control_frames_by_op["probe"] == 3 and c.retransmitted_frames == 0
+    assert c.failures == ["send 0 from node 0: no acknowledgement from [1] after 3 retries"]
+    (why,) = c.incomplete()
+    assert "never reached [1]: no acknowledgement from [1] after 3 retries" in why
+    assert c.rto(0, 1).rto == 8 * I

@@ -326,7 +326,7 @@ class Cluster:
             part.timer.cancel()
             part.timer = None
         waiting = self._waiting(part)
-        if waiting:
+        if waiting and part.retries <= self.config.max_retries:
             rto = max(self.rto(part.msg.src, d).rto for d in waiting)
             part.timer = self.sim.after(rto, self._timeout, part)
 
@@ -350,6 +350,7 @@ class Cluster:
             tr = part.transfer
             tr.failed = f"no acknowledgement from {waiting} after {part.retries} retries"
             self.failures.append(f"send {tr.id} from node {tr.src}: {tr.failed}")
+            part.retries += 1  # past max_retries: the timer is never armed again
             return
         part.retries += 1
         src = part.msg.src

@@ -86,9 +86,9 @@ def summarize(rp) -> dict:
         "directory_errors": d.errors[:20],
         "incomplete_ops": len(incomplete),
         "incomplete": rp.cluster.incomplete()[:20],
-        "functional": rp.functional.summary() if rp.functional else None,
         "sim_end_s": rp.sim.now / 1e12,
         "wall_s": rp.wall_s,
+        **({"functional": rp.functional.summary()} if rp.functional else {}),
     }
 
 
