@@ -55,7 +55,6 @@ class Functional:
         queries = np.flatnonzero((kind == Kind.send) & (msg_op == MsgOp.query) & (ops["stage"] == TStage.decode))
         self.query_of = {(int(ops["chunk"][q]), int(ops["layer"][q])): int(q) for q in queries.tolist()}
         self.is_query = set(self.query_of.values())
-        self.is_real = set(reduces) | self.is_query
         if reduces:
             self._decode_layout(trace, reduces)
 
