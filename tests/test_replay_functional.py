@@ -98,14 +98,18 @@ def test_merged_attention_matches_numpy_over_the_whole_kv(traces, name, states, 
     assert s["deliveries_checked"] == int(per_op[comm].sum())
 
 
-def test_functional_and_timing_replays_give_identical_timing(traces):
-    timing, _ = run(load_trace(str(traces["mars"])))
-    functional, _ = run(load_trace(str(traces["mars"])), functional=True)
+@pytest.mark.parametrize("loss", [0.0, 0.01])
+def test_functional_and_timing_replays_give_identical_timing(traces, loss):
+    timing, _ = run(load_trace(str(traces["mars"])), loss=loss)
+    functional, _ = run(load_trace(str(traces["mars"])), loss=loss, functional=True)
     assert np.array_equal(timing.end, functional.end) and np.array_equal(timing.start, functional.start)
     a, b = summarize(timing), summarize(functional)
-    for k in ("ttft_s", "decode_s", "wire_bytes", "frames", "sim_end_s", "peak_node_kv_bytes", "control_frames"):
+    for k in ("ttft_s", "decode_s", "wire_bytes", "frames", "sim_end_s", "peak_node_kv_bytes", "control_frames",
+              "retransmitted_frames", "dropped_frames"):
         assert a[k] == b[k], k
     assert "functional" not in a and b["functional"]["reductions"] > 0
+    assert b["functional"]["payload_mismatches"] == 0 and b["functional"]["max_abs_error"] < 1e-5
+    assert (a["retransmitted_frames"] > 0) == (loss > 0)
 
 
 def test_functional_queries_are_the_bytes_that_arrived(traces):
