@@ -17,7 +17,7 @@ from emu.nic.rto import RtoEstimator
 from emu.sim import MS, US, Simulator
 from emu.topology import LinkDefaults, Routes, mesh2d
 from emu.topology.graph import add_link, new_graph
-from emu.workload.profiles import HW_DEFAULTS, load
+from emu.workload.profiles import DEFAULTS, load
 
 NIC_PS = 500_000                 # kr260 nic_latency_ps
 FULL = 1538 * 8 * 1000           # 1514 B + 24 B framing at 1 Gb/s
@@ -25,8 +25,8 @@ CTRL = 86 * 8 * 1000             # ack / probe
 NACK20 = 89 * 8 * 1000           # nack with a 3-byte bitmap
 FRAGS, DATA = 20, 20 * 1452      # a 20-fragment message of full frames
 KR260 = load("hw", "kr260")
-RTO_MIN = int(KR260.get("rto_min_ps", HW_DEFAULTS["rto_min_ps"]))
-RTO_INITIAL = int(KR260.get("rto_initial_ps", HW_DEFAULTS["rto_initial_ps"]))
+RTO_MIN = int(KR260.get("rto_min_ps", DEFAULTS["hw"]["rto_min_ps"]))
+RTO_INITIAL = int(KR260.get("rto_initial_ps", DEFAULTS["hw"]["rto_initial_ps"]))
 
 
 def pair(latency_ps: int, **cfg):

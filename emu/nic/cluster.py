@@ -225,17 +225,20 @@ class Cluster:
     def _on_event(self, kind, msg, node, frag, t) -> None:
         meta, part = msg.meta
         if kind == "sent":
-            # "sent": a stream's last frame has left the wire. A multicast source feeds several
+            # "sent": a stream's last frame has left the wire; ``frag`` is how many of the
+            # message's streams are still unsent (0: none; -1 from a network that does not
+            # say, and then the streams are counted here). A multicast source feeds several
             # first-hop links: the part has left when all have.
             if not part.sent:
                 part.streams_left += 1
-                if part.streams_left == part.streams:
+                if frag == 0 or (frag < 0 and part.streams_left == part.streams):
                     part.sent = True
                     self._part_left(part)
             elif part.resending:
                 # A resend has left: the retransmission timer starts again from now.
                 part.resending -= 1
-                if part.resending == 0:
+                if frag == 0 or (frag < 0 and part.resending == 0):
+                    part.resending = 0
                     self._arm(part)
         elif kind == "done":
             self._delivered_part(part, node)

@@ -28,10 +28,12 @@ from ..sim import MS, US, Simulator
 from ..topology import LinkDefaults, Routes, build
 from ..units import apply_overrides
 from ..workload.enums import Kind, MsgOp, Residency
-from ..workload.profiles import HW_DEFAULTS
+from ..workload.profiles import DEFAULTS
 from ..workload.enums import Stage as TStage
 from .dag import Wiring
 from .functional import Functional
+
+HW_DEFAULTS = DEFAULTS["hw"]
 
 KV_OPS = {int(MsgOp.kv_replica), int(MsgOp.kv_fetch_resp), int(MsgOp.kv_transfer)}
 PRODUCES_KV = {int(Kind.qkv), int(Kind.decode_qkv)}
@@ -56,7 +58,7 @@ class Replay:
         self.trace, self.opt = trace, options
         meta = trace.meta
         prof = apply_overrides({"model": dict(meta["model"]), "hw": dict(meta["hw"])}, options.overrides)
-        self.model, self.hw = prof["model"], prof["hw"]
+        self.model, self.hw = prof["model"], {**HW_DEFAULTS, **prof["hw"]}
         hw = self.hw
         self.nodes = int(meta["nodes"])
         link = LinkDefaults(rate_bps=int(hw["link_rate"]), latency_ps=int(hw["link_latency_ps"]), mtu=int(hw["mtu"]))
@@ -71,11 +73,10 @@ class Replay:
                            nic_rate_bps={b: int(hw.get("nic_rate", 0)) for b in range(self.nodes)},
                            seed=options.seed)
         reliable = options.reliable if options.reliable is not None else bool(options.loss or options.scenario)
-        rto = {k: int(hw.get(k, v)) for k, v in HW_DEFAULTS.items()}
         self.cluster = Cluster(self.net, self.routes, NicConfig(mtu=int(hw["mtu"]), reliable=reliable,
                                                                 fifo_bytes=max(int(hw["comm_buffer"]), 1 << 20),
-                                                                rto_min_ps=rto["rto_min_ps"],
-                                                                rto_initial_ps=rto["rto_initial_ps"]))
+                                                                rto_min_ps=int(hw["rto_min_ps"]),
+                                                                rto_initial_ps=int(hw["rto_initial_ps"])))
         if options.loss:
             for l in range(len(self.net.links)):
                 self.net.set_loss(l, Loss(p=options.loss))
