@@ -144,17 +144,34 @@ def test_multicast_reaches_each_member_exactly_once(topo):
     rng = np.random.default_rng(1)
     seen = []
     sends = []
+    buffers = []
     for k in range(12):
         src = int(rng.integers(8))
         members = sorted(set(int(x) for x in rng.choice(8, size=int(rng.integers(2, 8)), replace=False)) - {src})
-        data = rng.bytes(int(rng.integers(1, 9000)))
-        sends.append((src, members, data))
-        c.send(src, members, data=data, op=Op.kv_replica, kv_id=k,
+        buf = bytearray(rng.bytes(int(rng.integers(1, 9000))))
+        sends.append((src, members, bytes(buf)))  # an independent copy, made before the send
+        c.send(src, members, data=buf, op=Op.kv_replica, kv_id=k,
                on_delivered=lambda tr, node, t: seen.append((tr.id, node, tr.data)))
+        buffers.append(buf)
+    for buf in buffers:
+        buf[:] = bytes(len(buf))  # the compute engine reuses its buffers at once
     c.net.run()
     assert sorted((i, n) for i, n, _ in seen) == sorted((i, n) for i, (_, m, _) in enumerate(sends) for n in m)
-    assert all(d == sends[i][2] for i, _, d in seen)
+    assert all(d == sends[i][2] and d is not sends[i][2] for i, _, d in seen)
     assert c.net.duplicates == 0
+
+
+@pytest.mark.parametrize("make", [bytearray, lambda b: np.frombuffer(b, np.uint8).copy(), memoryview])
+def test_a_send_carries_the_bytes_as_they_were_when_handed_over(make):
+    c = cluster(ring(4, link=LINK))
+    original = bytes(range(256)) * 40
+    buf = make(bytearray(original))
+    got = {}
+    c.send(0, [1, 2], data=buf, on_delivered=lambda tr, node, t: got.__setitem__(node, tr.data))
+    view = memoryview(buf).cast("B")
+    view[:] = bytes(len(original))  # overwritten after the send, before any frame left
+    c.net.run()
+    assert got == {1: original, 2: original}
 
 
 @pytest.mark.parametrize("topo", sorted(TOPOLOGIES))
@@ -173,7 +190,7 @@ def test_all_to_all_delivers_every_block_to_its_member(topo):
 
 def test_collectives_complete_under_loss_and_a_link_failure():
     G = torus2d(2, 4, link=LINK)
-    c = cluster(G, lossless=False, seed=11, rto_ps=300_000_000)
+    c = cluster(G, lossless=False, seed=11)
     for link in range(len(c.net.links)):
         c.net.set_loss(link, Loss(p=0.01))
     tl = Timeline(parse("link 0-1 down at 400us"), detect_ps=50 * US)

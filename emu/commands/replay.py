@@ -28,7 +28,10 @@ def register(sub) -> None:
     p.add_argument("--reliable", choices=("auto", "on", "off"), default="auto",
                    help="acks and retransmission in the NICs; auto (default): on when --loss or --fail can lose "
                         "frames; off: a lost frame leaves its op incomplete")
-    p.add_argument("--seed", default="0", help="seed of the loss streams (default 0)")
+    p.add_argument("--seed", default="0", help="seed of the loss streams and of functional payloads (default 0)")
+    p.add_argument("--functional", action="store_true",
+                   help="carry real payload bytes and merge real attention states in the decode reductions; "
+                        "the summary reports the error against numpy attention (timing is unchanged)")
     p.add_argument("--capture", metavar="FILE",
                    help="write the frames to a pcap/pcapng capture: an absolute path is written there, a relative "
                         "name goes into the results folder")
@@ -50,7 +53,7 @@ def run(args) -> int:
         Path(args.out) if args.out else Path("results") / f"{stem}-{time.strftime('%Y%m%d-%H%M%S')}")
     res = replay(args.trace, topology=args.topology, set=args.overrides, loss=args.loss, fail=args.fail,
                  degrade=args.degrade, detect=args.detect, reliable=args.reliable, seed=args.seed,
-                 capture=args.capture, capture_filter=args.capture_filter, snaplen=args.snaplen, out=out,
+                 capture=args.capture, functional=args.functional, capture_filter=args.capture_filter, snaplen=args.snaplen, out=out,
                  progress=sys.stderr.isatty() and not args.json)
     summary = res.summary
     print(json.dumps(summary, indent=2) if args.json else format_summary(summary)

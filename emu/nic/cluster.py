@@ -15,12 +15,14 @@ to do. Here that is:
   in flight per member, so no receiver is hit by everyone at once;
 - reliable delivery: fragments carry ACK_REQ; a receiver acknowledges a
   complete message; a sender that hears nothing within the retransmission
-  timeout probes, and the receiver answers with an ACK or a NACK naming its
-  missing fragments, which the sender resends by unicast. Duplicates are
-  discarded at the receiver and never reach the application.
+  timeout (adaptive, emu.nic.rto) probes, and the receiver answers with an ACK
+  or a NACK carrying its missing-fragment bitmap, and the sender resends exactly
+  those fragments by unicast. Duplicates are discarded at the receiver and never
+  reach the application.
 
-Functional mode carries real payload bytes (reductions compute real numbers);
-timing mode only lengths. Both run the same paths and give identical timing.
+Functional mode carries real payload bytes, copied when the send is handed
+over (reductions compute real numbers); timing mode only lengths. Both run the
+same paths and give identical timing.
 The NIC never knows which scheme produced its frames.
 """
 
@@ -41,8 +43,10 @@ from ..topology import multicast_tree, reduction_parents
 from . import reduce as R
 from .control import control_meta
 from .directory import Directory
+from .rto import RtoEstimator
 
 CONTROL_LEN = 0  # acks, probes, drains and invalidates are header-only: the Meta says it all
+CONTROL_OPS = ("ack", "nack", "probe", "drain", "invalidate")  # what control_frames_by_op counts
 
 
 @dataclass(frozen=True)
@@ -51,7 +55,10 @@ class NicConfig:
     fifo_bytes: int = 4 << 20      # payload FIFO of the packetization buffer
     fifo_entries: int = 256        # metadata FIFO
     reliable: bool = True
-    rto_ps: int = 2_000_000_000    # 2 ms: several frame times on 1 GbE plus queueing
+    # Retransmission timeout (emu.nic.rto; the kr260 values and why: docs/nic.md).
+    rto_min_ps: int = 100_000_000        # 100 us
+    rto_initial_ps: int = 1_000_000_000  # 1 ms, before the first RTT sample of a pair
+    rto_max_ps: int = 64_000_000_000     # 64 ms, the back-off ceiling
     max_retries: int = 20
 
 
@@ -83,11 +90,13 @@ class _Part:
     transfer: Transfer
     msg: object = None
     acked: set = field(default_factory=set)
-    retries: int = 0
+    retries: int = 0          # timeouts so far; > 0 means no RTT sample (Karn)
     timer: object = None
     sent: bool = False
     streams: int = 0
     streams_left: int = 0
+    left_at: int | None = None   # when the last fragment left the wire (the timer's start)
+    resending: int = 0        # resend streams whose last fragment has not left yet
 
 
 class Cluster:
@@ -105,7 +114,8 @@ class Cluster:
         self._msg_ids = [0] * self.boards
         self._seq = [0] * self.boards
         self.retransmitted_frames = 0
-        self.control_frames = 0
+        self.control_frames_by_op = dict.fromkeys(CONTROL_OPS, 0)
+        self._rto: dict[tuple[int, int], RtoEstimator] = {}
         self.failures: list[str] = []
         if max_payload(config.mtu) <= 0:
             raise ConfigError(f"mtu {config.mtu} leaves no room for payload")
@@ -141,6 +151,8 @@ class Cluster:
             if not 0 <= d < self.boards:
                 raise ConfigError(f"no board {d} (the cluster has {self.boards})")
         if data is not None:
+            # The payload FIFO takes a copy: the compute engine may reuse its buffer at once.
+            data = data if isinstance(data, bytes) else memoryview(data).tobytes()
             nbytes = len(data)
         if nbytes is None or nbytes < 0:
             raise ValueError("a send needs data or a non-negative length")
@@ -200,6 +212,8 @@ class Cluster:
                     flags=int(Flags.ACK_REQ) if self.config.reliable else 0)
         self._seq[tr.src] = (self._seq[tr.src] + nfrags) & 0xFFFFFFFF
         part.streams = len(self.net.first_hops(route, tr.src))
+        if tr.meta["op"] in (Op.drain, Op.invalidate):
+            self.control_frames_by_op[Op(tr.meta["op"]).name] += nfrags * part.streams
         part.msg = self.net.send(tr.src, dsts, nfrags, full, last, route=route, track=self.config.reliable,
                                  on_event=self._on_event, meta=(meta, part))
         if part.streams == 0:
@@ -211,12 +225,21 @@ class Cluster:
     def _on_event(self, kind, msg, node, frag, t) -> None:
         meta, part = msg.meta
         if kind == "sent":
-            # A multicast source feeds several first-hop links: the part has left when all have.
+            # "sent": a stream's last frame has left the wire; ``frag`` is how many of the
+            # message's streams are still unsent (0: none; -1 from a network that does not
+            # say, and then the streams are counted here). A multicast source feeds several
+            # first-hop links: the part has left when all have.
             if not part.sent:
                 part.streams_left += 1
-                if part.streams_left == part.streams:
+                if frag == 0 or (frag < 0 and part.streams_left == part.streams):
                     part.sent = True
                     self._part_left(part)
+            elif part.resending:
+                # A resend has left: the retransmission timer starts again from now.
+                part.resending -= 1
+                if frag == 0 or (frag < 0 and part.resending == 0):
+                    part.resending = 0
+                    self._arm(part)
         elif kind == "done":
             self._delivered_part(part, node)
 
@@ -224,7 +247,8 @@ class Cluster:
         tr = part.transfer
         if all(p.sent for p in tr.parts):
             self._left(tr)
-        if self.config.reliable:
+        if self.config.reliable and part.streams:
+            part.left_at = self.sim.now
             self._arm(part)
 
     def _left(self, tr: Transfer) -> None:
@@ -236,7 +260,7 @@ class Cluster:
     def _delivered_part(self, part: _Part, node: int) -> None:
         tr = part.transfer
         if self.config.reliable:
-            self._control(node, tr.src, Op.ack, lambda t, p=part, n=node: self._acked(p, n), part)
+            self._control(node, tr.src, Op.ack, lambda t, _, p=part, n=node: self._acked(p, n, t), part)
         if len(tr.parts) == 1 or all(self.net.received(p.msg, node) == p.msg.nfrags for p in tr.parts):
             self._delivered(tr, node)
 
@@ -267,62 +291,109 @@ class Cluster:
 
     # ---- reliability -----------------------------------------------------------------
 
-    def _control(self, src: int, dst: int, op: Op, on_done, part: _Part, nbytes: int = CONTROL_LEN,
+    @property
+    def control_frames(self) -> int:
+        """Control frames the NICs put on the wire (acks, nacks, probes, drains, invalidates)."""
+        return sum(self.control_frames_by_op.values())
+
+    def rto(self, src: int, dst: int) -> RtoEstimator:
+        """The retransmission-timeout estimator ``src`` keeps for ``dst``."""
+        est = self._rto.get((src, dst))
+        if est is None:
+            cfg = self.config
+            est = self._rto[(src, dst)] = RtoEstimator(cfg.rto_min_ps, cfg.rto_initial_ps, cfg.rto_max_ps)
+        return est
+
+    def _control(self, src: int, dst: int, op: Op, on_done, part: _Part, payload: bytes = b"",
                  probe: bool = False) -> None:
-        """A control message (ack, probe, nack) about ``part``'s message; it is not itself acknowledged."""
-        nfrags, full, last = frame_sizes(nbytes, self.config.mtu)
+        """A control message (ack, probe, nack) about ``part``'s message; it is not itself acknowledged.
+        ``on_done(time, payload)`` runs when it has arrived at ``dst``."""
+        nfrags, full, last = frame_sizes(len(payload), self.config.mtu)
         about = part.msg.meta[0]
-        meta = dict(control_meta(src, dst, op, msg_id=about["msg_id"], seq=about["seq"], probe=probe), msg_len=nbytes)
-        self.control_frames += nfrags
+        meta = dict(control_meta(src, dst, op, msg_id=about["msg_id"], seq=about["seq"], probe=probe),
+                    msg_len=len(payload))
+        self.control_frames_by_op["probe" if probe else Op(op).name] += nfrags * len(self.net.first_hops(dst, src))
 
         def done(kind, msg, node, frag, t):
             if kind == "done":
-                on_done(t)
+                on_done(t, payload)
 
         self.net.send(src, [dst], nfrags, full, last, on_event=done, meta=(meta, None))
 
+    def _waiting(self, part: _Part) -> list[int]:
+        return [d for d in part.msg.dsts if d not in part.acked]
+
     def _arm(self, part: _Part) -> None:
+        """(Re)start the message's retransmission timer: the largest RTO of the receivers still silent."""
         if part.timer is not None:
             part.timer.cancel()
-        backoff = self.config.rto_ps << min(part.retries, 6)
-        part.timer = self.sim.after(backoff, self._timeout, part)
+            part.timer = None
+        waiting = self._waiting(part)
+        if waiting and part.retries <= self.config.max_retries:
+            rto = max(self.rto(part.msg.src, d).rto for d in waiting)
+            part.timer = self.sim.after(rto, self._timeout, part)
 
-    def _acked(self, part: _Part, node: int) -> None:
+    def _acked(self, part: _Part, node: int, t: int) -> None:
+        if node in part.acked:
+            return
         part.acked.add(node)
-        if len(part.acked) == len(part.msg.dsts) and part.timer is not None:
+        # Karn: only a message never probed nor resent gives a sample; it times what the timer times.
+        if part.retries == 0 and part.left_at is not None:
+            self.rto(part.msg.src, node).sample(t - part.left_at)
+        if not self._waiting(part) and part.timer is not None:
             part.timer.cancel()
             part.timer = None
 
     def _timeout(self, part: _Part) -> None:
         part.timer = None
-        waiting = [d for d in part.msg.dsts if d not in part.acked]
+        waiting = self._waiting(part)
         if not waiting:
             return
         if part.retries >= self.config.max_retries:
             tr = part.transfer
             tr.failed = f"no acknowledgement from {waiting} after {part.retries} retries"
             self.failures.append(f"send {tr.id} from node {tr.src}: {tr.failed}")
+            part.retries += 1  # past max_retries: the timer is never armed again
             return
         part.retries += 1
+        src = part.msg.src
         for d in waiting:
+            self.rto(src, d).backoff()
             # Probe: the receiver answers with an ACK if complete, else a NACK of what it misses.
-            self._control(part.msg.src, d, Op.ack, lambda t, p=part, n=d: self._answer(p, n), part, probe=True)
+            self._control(src, d, Op.ack, lambda t, _, p=part, n=d: self._answer(p, n), part, probe=True)
         self._arm(part)
 
     def _answer(self, part: _Part, node: int) -> None:
+        """A probe reached receiver ``node``: it answers from its own bitmap, as it is now."""
         missing = self.net.missing(part.msg, node)
         src = part.msg.src
         if missing.size == 0:
-            self._control(node, src, Op.ack, lambda t, p=part, n=node: self._acked(p, n), part)
+            self._control(node, src, Op.ack, lambda t, _, p=part, n=node: self._acked(p, n, t), part)
         else:
-            nack_len = (part.msg.nfrags + 7) // 8  # the missing-fragment bitmap
-            self._control(node, src, Op.nack, lambda t, p=part, n=node, m=missing: self._resend(p, n, m), part, nack_len)
+            bitmap = np.zeros(part.msg.nfrags, np.uint8)
+            bitmap[missing] = 1
+            payload = np.packbits(bitmap, bitorder="little").tobytes()  # bit i set: fragment i missing
+            self._control(node, src, Op.nack, lambda t, pl, p=part, n=node: self._resend(p, n, pl), part, payload)
 
-    def _resend(self, part: _Part, node: int, missing: np.ndarray) -> None:
-        missing = missing[np.isin(missing, self.net.missing(part.msg, node))]
-        if missing.size:
-            self.retransmitted_frames += int(missing.size)
-            self.net.resend(part.msg, node, missing)
+    def _resend(self, part: _Part, node: int, nack: bytes) -> None:
+        """A NACK from ``node`` arrived: resend exactly the fragments its bitmap names."""
+        if node in part.acked:
+            return  # an ACK overtook this NACK: the receiver has everything
+        bits = np.unpackbits(np.frombuffer(nack, np.uint8), bitorder="little")[: part.msg.nfrags]
+        missing = np.flatnonzero(bits)
+        if not missing.size:
+            return
+        self.retransmitted_frames += int(missing.size)
+        hops = len(self.net.first_hops(node, part.msg.src))
+        self.net.resend(part.msg, node, missing)
+        # The timer restarts when the resent fragments have left the wire ("sent"); without a
+        # route nothing leaves, so it restarts now and the probes go on until max_retries.
+        if part.timer is not None:
+            part.timer.cancel()
+            part.timer = None
+        part.resending += hops
+        if hops == 0 and not part.resending:
+            self._arm(part)
 
     # ---- results -------------------------------------------------------------------------
 
@@ -410,7 +481,7 @@ class Reduction:
         self.c.send(node, [parent], self.nbytes, data=payload if self.functional else None,
                     op=Op.partial_state, stage=self.stage, collective=Collective.reduce, reduce_op=self.op,
                     dtype=self.dtype, layer=self.layer, kv_id=self.kv_id,
-                    on_delivered=lambda tr, n, t, p=payload: self._fold(n, p))
+                    on_delivered=lambda tr, n, t: self._fold(n, tr.data))  # what arrived, not our buffer
 
 
 class AllToAll:
@@ -449,7 +520,7 @@ class AllToAll:
         payload = self.data[(a, b)] if self.data is not None else None
 
         def delivered(tr, node, t):
-            self._got(a, node, payload, t)
+            self._got(a, node, tr.data, t)
             self._step(i, s + 1)  # one step in flight per member
 
         self.c.send(a, [b], self._size(a, b), data=payload, op=self.op, stage=self.stage,

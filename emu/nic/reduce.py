@@ -87,15 +87,27 @@ def combine(op: ReduceOp, a: bytes, b: bytes, *, dtype, heads: int = 0, head_dim
 
 
 def partial_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray):
-    """A node's partial state for queries ``q`` [H, d] over its shard ``k``, ``v`` [T, H, d] (fp32)."""
-    q = q.astype(np.float32)
-    scale = np.float32(1.0 / np.sqrt(q.shape[-1]))
-    s = np.einsum("hd,thd->ht", q, k.astype(np.float32)) * scale
-    if s.shape[1] == 0:
-        return identity(q.shape[0], q.shape[1])
+    """A node's partial state for queries ``q`` [H, d] over its shard ``k``, ``v`` [T, Hk, d] (fp32).
+
+    ``Hk`` (key/value heads) divides ``H``; query head h attends with key/value head
+    h // (H / Hk) (grouped-query attention; Hk = H is plain multi-head attention).
+    """
+    q = np.asarray(q, np.float32)
+    H, d = q.shape
+    T, Hk = k.shape[0], k.shape[1]
+    if T == 0:
+        return identity(H, d)
+    if H % Hk:
+        raise ValueError(f"{H} query heads cannot share {Hk} key/value heads")
+    g = H // Hk
+    scale = np.float32(1.0 / np.sqrt(d))
+    k = np.asarray(k, np.float32)
+    v = np.asarray(v, np.float32)
+    s = (np.matmul(q.reshape(Hk, g, d), k.transpose(1, 2, 0)) * scale).reshape(H, T)
     m = s.max(axis=1)
     p = np.exp(s - m[:, None])
-    return m.astype(np.float32), p.sum(axis=1).astype(np.float32), np.einsum("ht,thd->hd", p, v.astype(np.float32)).astype(np.float32)
+    o = np.matmul(p.reshape(Hk, g, T), v.transpose(1, 0, 2)).reshape(H, d)
+    return m.astype(np.float32), p.sum(axis=1).astype(np.float32), o.astype(np.float32)
 
 
 def finish(state) -> np.ndarray:

@@ -78,6 +78,7 @@ def summarize(rp) -> dict:
         "dropped_by_cause": drops,
         "retransmitted_frames": int(rp.cluster.retransmitted_frames),
         "control_frames": int(rp.cluster.control_frames),
+        "control_frames_by_op": dict(rp.cluster.control_frames_by_op),
         "final_layout_owner_only": bool(d.owner_only()) and not incomplete,
         "peak_node_kv_bytes": peak,
         "final_node_kv_bytes": [m.total for m in d.memory],
@@ -88,6 +89,7 @@ def summarize(rp) -> dict:
         "incomplete": rp.cluster.incomplete()[:20],
         "sim_end_s": rp.sim.now / 1e12,
         "wall_s": rp.wall_s,
+        **({"functional": rp.functional.summary()} if rp.functional else {}),
     }
 
 
@@ -164,12 +166,20 @@ def format_summary(s: dict) -> str:
         f"wire      {s['wire_bytes'] / gib:.3f} GiB in {s['frames']:,} frame-hops; KV payload {s['kv_bytes'] / gib:.3f} GiB",
         f"drops     {s['dropped_frames']:,} frames" + "".join(f", {k} {v:,}" for k, v in s["dropped_by_cause"].items() if v)
         + f"; retransmitted {s['retransmitted_frames']:,}",
+        f"control   {s['control_frames']:,} frames"
+        + "".join(f", {k} {v:,}" for k, v in s.get("control_frames_by_op", {}).items() if v),
         f"KV memory peak {s['peak_node_kv_bytes'] / 2**20:.1f} MiB per node; final "
         f"{max(s['final_node_kv_bytes']) / 2**20:.1f} MiB max vs owner-only {max(s['owner_only_node_kv_bytes']) / 2**20:.1f} MiB; "
         f"owner-only at the end: {'yes' if s['final_layout_owner_only'] else 'NO'}",
         f"busiest   link {s['busiest_link']['src']}->{s['busiest_link']['dst']} at {s['busiest_link']['utilization']:.1%}",
         f"wall      {s['wall_s']:.2f} s",
     ]
+    f = s.get("functional")
+    if f:
+        lines.append(f"functional {f['deliveries_checked']:,} payloads ({f['bytes_checked'] / gib:.3f} GiB) checked, "
+                     f"{f['payload_mismatches']} mismatched; {f['reductions']} reductions "
+                     f"({'/'.join(f['state_dtypes']) or 'none'}): max abs error {f['max_abs_error']:.3g}, "
+                     f"max rel error {f['max_rel_error']:.3g} vs numpy attention")
     if s["incomplete_ops"]:
         lines.append(f"INCOMPLETE {s['incomplete_ops']} ops never finished; first: " + "; ".join(s["incomplete"][:3]))
     if s["directory_errors"]:

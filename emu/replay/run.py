@@ -28,8 +28,12 @@ from ..sim import MS, US, Simulator
 from ..topology import LinkDefaults, Routes, build
 from ..workload.profiles import apply_overrides
 from ..workload.enums import Kind, MsgOp, Residency
+from ..workload.profiles import DEFAULTS
 from ..workload.enums import Stage as TStage
 from .dag import Wiring
+from .functional import Functional
+
+HW_DEFAULTS = DEFAULTS["hw"]
 
 KV_OPS = {int(MsgOp.kv_replica), int(MsgOp.kv_fetch_resp), int(MsgOp.kv_transfer)}
 PRODUCES_KV = {int(Kind.qkv), int(Kind.decode_qkv)}
@@ -46,6 +50,7 @@ class Options:
     detect_ps: int = 100 * US       # failure detection delay before re-routing
     bin_ps: int | None = None       # link time-series bin; default from the trace's size
     progress: bool = False
+    functional: bool = False        # real payload bytes and reductions (emu.replay.functional)
 
 
 class Replay:
@@ -53,7 +58,7 @@ class Replay:
         self.trace, self.opt = trace, options
         meta = trace.meta
         prof = apply_overrides({"model": dict(meta["model"]), "hw": dict(meta["hw"])}, options.overrides)
-        self.model, self.hw = prof["model"], prof["hw"]
+        self.model, self.hw = prof["model"], {**HW_DEFAULTS, **prof["hw"]}
         hw = self.hw
         self.nodes = int(meta["nodes"])
         link = LinkDefaults(rate_bps=int(hw["link_rate"]), latency_ps=int(hw["link_latency_ps"]), mtu=int(hw["mtu"]))
@@ -69,7 +74,9 @@ class Replay:
                            seed=options.seed)
         reliable = options.reliable if options.reliable is not None else bool(options.loss or options.scenario)
         self.cluster = Cluster(self.net, self.routes, NicConfig(mtu=int(hw["mtu"]), reliable=reliable,
-                                                                fifo_bytes=max(int(hw["comm_buffer"]), 1 << 20)))
+                                                                fifo_bytes=max(int(hw["comm_buffer"]), 1 << 20),
+                                                                rto_min_ps=int(hw["rto_min_ps"]),
+                                                                rto_initial_ps=int(hw["rto_initial_ps"])))
         if options.loss:
             for l in range(len(self.net.links)):
                 self.net.set_loss(l, Loss(p=options.loss))
@@ -79,6 +86,7 @@ class Replay:
                                      base_loss={l: Loss(p=options.loss) for l in range(len(self.net.links))})
             self.timeline.on_reroute.append(self.cluster.reroute)
             self.timeline.install(self.net, self.routes)
+        self.functional = Functional(trace, self.model, options.seed) if options.functional else None
         self.wiring = Wiring(trace)
         self.durations = self._durations()
         est = max(1, int(np.bincount(np.maximum(trace.ops["node"], 0), weights=self.durations,
@@ -200,14 +208,16 @@ class Replay:
         dsts = sorted(self.wiring.dsts[op])
         common = dict(stage=Stage.decode if o["stage"][op] == TStage.decode else Stage.prefill,
                       kv_id=max(o["kv_id"][op], 0), layer=max(o["layer"][op], 0), dtype=Dtype(o["dtype"][op]))
+        fn = self.functional
         if kind == Kind.reduce:
             red = self.reductions.get(op)
             if red is None:
                 red = self.reductions[op] = self.cluster.reduction(
                     self.trace.src(op).tolist(), dsts[0], ReduceOp(o["reduce_op"][op]), nbytes=o["bytes"][op],
-                    dtype=common["dtype"], functional=False, stage=common["stage"], layer=common["layer"],
-                    on_complete=lambda r, t, op=op, root=dsts[0]: self._delivered(op, root))
-            red.contribute(src)
+                    dtype=common["dtype"], heads=int(self.model["heads"]), head_dim=int(self.model["head_dim"]),
+                    functional=fn is not None, stage=common["stage"], layer=common["layer"],
+                    on_complete=lambda r, t, op=op, root=dsts[0]: self._reduced(op, root, r))
+            red.contribute(src, fn.contribution(op, src) if fn else None)
             self._consumed(op, src)
             return
         if kind in (Kind.drain, Kind.invalidate):
@@ -220,10 +230,15 @@ class Replay:
             self._consumed(op, src)
             return
         self.stalled[src] += 1
+        extra = {}
+        if fn:
+            # Real bytes: checked where they arrive, dropped once every destination has them.
+            extra = dict(data=fn.payload(op, src), on_complete=lambda tr, t: setattr(tr, "data", None))
         self.cluster.send(src, dsts, o["bytes"][op], op=Op(o["msg_op"][op]),
                           collective=WireCollective(o["collective"][op]), **common,
                           on_accept=lambda tr, t, src=src: self._accepted(src),
-                          on_delivered=lambda tr, node, t, op=op: self._part_delivered(op, node))
+                          on_delivered=lambda tr, node, t, op=op, src=src:
+                              self._part_delivered(op, node, src, -1, tr.data), **extra)
         self._consumed(op, src)
 
     def _all_to_all(self, op: int, common: dict):
@@ -232,10 +247,12 @@ class Replay:
         if a2a is None:
             srcs, dsts = self.trace.src(op).tolist(), self.trace.dst(op).tolist()
             pairs = {(a, b): self._ops["bytes"][op] for a in srcs for b in dsts if a != b}
+            fn = self.functional
+            data = {(a, b): fn.payload(op, a, b) for a, b in pairs} if fn else None
             a2a = self.exchanges[op] = self.cluster.all_to_all(
-                set(srcs) | set(dsts), pairs, op=Op(self._ops["msg_op"][op]), stage=common["stage"], autostart=False,
-                layer=common["layer"], dtype=common["dtype"],
-                on_delivered=lambda a, b, payload, t, op=op: self._part_delivered(op, b))
+                set(srcs) | set(dsts), pairs, data=data, op=Op(self._ops["msg_op"][op]), stage=common["stage"],
+                autostart=False, layer=common["layer"], dtype=common["dtype"],
+                on_delivered=lambda a, b, payload, t, op=op: self._part_delivered(op, b, a, b, payload))
         return a2a
 
     def _accepted(self, src: int) -> None:
@@ -243,8 +260,15 @@ class Replay:
         self.stalled[src] -= 1
         self._try_compute(src)
 
-    def _part_delivered(self, op: int, node: int) -> None:
+    def _reduced(self, op: int, root: int, red) -> None:
+        if self.functional:
+            self.functional.reduced(op, red.result)
+        self._delivered(op, root)
+
+    def _part_delivered(self, op: int, node: int, src: int = -1, block: int = -1, data=None) -> None:
         """One source's payload reached ``node``; the op is delivered there when every source's has."""
+        if self.functional:
+            self.functional.delivered(op, src, block, node, data)
         got = self.delivered_at.setdefault(op, {})
         got[node] = got.get(node, 0) + 1
         nsrc = int(self.wiring.part_ptr[op + 1] - self.wiring.part_ptr[op])

@@ -82,13 +82,14 @@ class _CaptureTarget:
 
 def replay(trace, *, topology: str = "auto", set=None, loss=0.0, fail=None, degrade=None, detect="100us",
            reliable=None, seed=0, capture=None, capture_filter=(), snaplen=DEFAULT_SNAPLEN,
-           out=None, progress: bool = False):
+           out=None, progress: bool = False, functional: bool = False):
     """Replay ``trace`` (a Trace, a file path, or a shipped trace's name such as "mars_16k") on the
     emulated cluster and return its Result. ``set``: profile overrides ({"hw.link_rate": "10Gbps"});
     ``loss``: Bernoulli frame loss on every link; ``fail``/``degrade``: timeline clauses
     ("link 3-4 down at 0.5s"); ``detect``: failure detection delay; ``reliable``: None (on when
     frames can be lost), True or False; ``capture``: a pcap/pcapng file (see the module doc);
-    ``out``: write a results folder there (None: keep everything in memory)."""
+    ``out``: write a results folder there (None: keep everything in memory); ``functional``: carry
+    real payload bytes and merge real attention states (the summary reports the error)."""
     from ..units import parse_float, parse_int, parse_time
     from .capture import Capture, parse_filters
     from .result import Result
@@ -104,7 +105,8 @@ def replay(trace, *, topology: str = "auto", set=None, loss=0.0, fail=None, degr
         raise ConfigError(f"{out}: already exists; choose another --out")
     opt = Options(topology=topology, overrides=tuple(overrides_list(set)),
                   scenario=tuple(_clauses(fail) + _clauses(degrade)), loss=loss, seed=parse_int(seed, "seed"),
-                  reliable=_reliable(reliable), detect_ps=parse_time(detect, "detect"), progress=progress)
+                  reliable=_reliable(reliable), detect_ps=parse_time(detect, "detect"), progress=progress,
+                  functional=bool(functional))
     target = cap = None
     if capture is not None:
         target = _CaptureTarget(capture, out)

@@ -53,9 +53,14 @@ SCHEMA: dict[str, dict[str, str]] = {
         "nic_rate": "rate",
         "ports": "int",
         "gamma": "float",
+        "rto_min_ps": "time",
+        "rto_initial_ps": "time",
     },
 }
-OPTIONAL = {"description"}
+# Fields a profile may leave out; the replay then uses DEFAULTS: the NIC's minimum and
+# initial retransmission timeout, 100 us and 1 ms (docs/nic.md gives the reasoning).
+DEFAULTS = {"hw": {"rto_min_ps": 100_000_000, "rto_initial_ps": 1_000_000_000}}
+OPTIONAL = {"description", *DEFAULTS["hw"]}
 # Fields that must be >= 1 (counts, rates, sizes that divide something).
 _POSITIVE = {
     "model": ("layers", "hidden", "heads", "kv_heads", "head_dim", "intermediate", "vocab"),
@@ -142,6 +147,9 @@ def check(section: str, values: dict, where: str) -> dict:
             raise ConfigError(f"{where}: hw.mtu must be at least 64 bytes, got {out['mtu']}")
         if not out["gamma"] > 0:
             raise ConfigError(f"{where}: hw.gamma must be positive, got {out['gamma']}")
+        for name in ("rto_min_ps", "rto_initial_ps"):
+            if name in out and out[name] < 1:
+                raise ConfigError(f"{where}: hw.{name} must be positive, got {out[name]}")
     return out
 
 
