@@ -130,10 +130,11 @@ def page(browser, app, request, tmp_path):
 
 WAIT_PAGE = """(name) => { const p = document.getElementById('_pages_content'); if (!p) return false;
   const h = p.querySelector('h2'); if (!h || h.textContent !== name) return false;
-  if (p.querySelector('.error')) return true;
+  if ([...p.querySelectorAll('.error')].some(e => !e.closest('.card'))) return true;
   if (name === 'Frames' && !p.querySelector('div.frames table, .note')) return false;
-  const g = [...p.querySelectorAll('.js-plotly-plot')];
-  return g.every(x => x.data && x.querySelector('.main-svg')); }"""
+  if (name === 'Overview' && !p.querySelector('#cards')) return false;
+  const g = [...p.querySelectorAll('.dash-graph')];
+  return g.every(x => { const q = x.querySelector('.js-plotly-plot'); return q && q.data && q.querySelector('.main-svg'); }); }"""
 
 FIGURES = """() => { const n = a => a ? Array.from(a).filter(v => v !== null && v !== undefined).length : 0;
   return [...document.querySelectorAll('#_pages_content .js-plotly-plot')].map(g => ({
