@@ -427,12 +427,6 @@ def lane_names(n_nodes: int) -> list[str]:
     return [f"node {i // 2} {'NIC' if i % 2 else 'compute'}" for i in range(2 * n_nodes)]
 
 
-def minor_slot(cat: str) -> tuple[int, int]:
-    """(slot, slots) of a category's thin strip inside its lane: one row per kind the lane runs."""
-    group = COMM_CATS if cat in COMM_CATS else [c for c in CATEGORY_ORDER if c not in COMM_CATS]
-    return (group.index(cat) if cat in group else len(group) - 1), len(group)
-
-
 @dataclass
 class Segments:
     """Bars of a timeline window. ``bars``: per category, dict of equal-length lists

@@ -407,14 +407,23 @@ def _timeline_traces(fig, seg: D.Segments, run_i: int, row: int, legend: bool, p
         if not b["base"]:
             continue
         fig.add_trace(go.Bar(
-            base=b["base"], x=b["length"], y=b["lane"], orientation="h", width=0.56, offset=-0.4, name=cat,
+            base=b["base"], x=b["length"], y=b["lane"], orientation="h", width=0.54, offset=-0.42, name=cat,
             legendgroup=cat, showlegend=legend, marker=dict(color=CATEGORY_COLORS.get(cat, "#999"), line=dict(width=0)),
             hovertext=b["text"], hoverinfo="text", customdata=[[o, run_i] for o in b["op"]]), row, 1)
+    # strips share the band under the bars: one row per kind that has strips, per lane group
+    groups: dict[bool, list] = {}
     for cat, b in seg.strips:
-        slot, slots = D.minor_slot(cat)
-        h = 0.26 / slots
+        if b["base"]:
+            groups.setdefault(cat in D.COMM_CATS, []).append(cat)
+    for cat, b in seg.strips:
+        if not b["base"]:
+            continue
+        g = groups[cat in D.COMM_CATS]
+        slot, slots = g.index(cat), len(g)
+        h = 0.3 / slots
         fig.add_trace(go.Bar(
-            base=b["base"], x=b["length"], y=b["lane"], orientation="h", width=h * 0.9, offset=0.17 + slot * h,
+            base=b["base"], x=b["length"], y=b["lane"], orientation="h", width=h * 0.85, offset=0.14 + slot * h,
+            opacity=0.9,
             name=cat, legendgroup=cat, showlegend=False, marker=dict(color=CATEGORY_COLORS.get(cat, "#999"),
                                                                       line=dict(width=0)),
             hovertext=b["text"], hoverinfo="text", customdata=[[-2, run_i]] * len(b["base"])), row, 1)
@@ -431,19 +440,20 @@ def timeline_figure(segs, ttft=None, title: str | None = None, names=None) -> go
     k = len(segs)
     lanes_n = [len(sg.lanes) for sg in segs]
     fig = make_subplots(rows=k, cols=1, shared_xaxes=True, vertical_spacing=0.06 if k > 1 else 0.02,
-                        row_heights=[max(n, 1) for n in lanes_n],
-                        subplot_titles=[f"{html.escape(str(n))}" for n in names] if k > 1 else None)
+                        row_heights=[max(n, 1) for n in lanes_n])
     seen = set()
     for i, sg in enumerate(segs):
         present = {c for c, b in sg.bars if b["base"]} | {c for c, b in sg.strips if b["base"]}
         _timeline_traces(fig, sg, i, i + 1, legend=False)
-        for c in present - seen:  # one legend entry per kind over all runs
+        for c in [c for c in D.CATEGORY_ORDER if c in present - seen] + sorted(present - seen - set(D.CATEGORY_ORDER)):
+            # one legend entry per kind over all runs, in lane order
             fig.add_trace(go.Bar(x=[None], y=[None], orientation="h", name=c, legendgroup=c,
                                  marker=dict(color=CATEGORY_COLORS.get(c, "#999")), hoverinfo="skip"), i + 1, 1)
         seen |= present
         n = len(sg.lanes)
         fig.update_yaxes(tickmode="array", tickvals=list(range(n)), ticktext=sg.lanes, tickfont=dict(size=9),
-                         fixedrange=True, range=[n - 0.5, -0.5], row=i + 1, col=1)
+                         fixedrange=True, range=[n - 0.5, -0.5], row=i + 1, col=1,
+                         title=dict(text=f"<b>{html.escape(str(names[i]))}</b>", font=dict(size=13)) if k > 1 else None)
         t = ttft[i]
         if t and sg.t0 <= t <= sg.t1:
             fig.add_vline(x=t, line=dict(color="#555", width=1, dash="dot"), row=i + 1, col=1)
@@ -457,7 +467,9 @@ def timeline_figure(segs, ttft=None, title: str | None = None, names=None) -> go
            "other kinds that ran")
     _base(fig, title or f"Compute and NIC activity per node, {t0:.4f}–{t1:.4f} s ({how}; drag or wheel to zoom, "
                         "double-click to reset)", h)
-    fig.update_layout(hovermode="closest", dragmode="zoom", barmode="overlay", bargap=0)
+    fig.update_layout(hovermode="closest", dragmode="zoom", barmode="overlay", bargap=0, margin=dict(t=88),
+                      legend=dict(y=1.0, yanchor="bottom", x=0, xanchor="left"))
+    fig.update_layout(title=dict(y=0.995, yanchor="top"))
     return fig
 
 

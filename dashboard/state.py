@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import flask
@@ -31,7 +31,6 @@ class Config:
     traces: list | None = None
     whatif_dir: str | None = None
     cache_dir: str | None = None  # frame indexes; default user_cache_dir()
-    extra: dict = field(default_factory=dict)
 
 
 class AppState:
@@ -61,7 +60,6 @@ class AppState:
         self.traces = trace_list(cfg.traces or [])
         self.whatifs = WhatIfs(self.whatif_dir, self.traces, self.registry)
         self.figs = D.LRU(160)
-        self.timings: dict[str, float] = {}
 
     def close(self) -> None:
         """Stop running what-ifs and drop unfinished frame indexes (finished ones stay in the cache)."""

@@ -336,3 +336,34 @@ def test_cli_serves_until_sigterm_and_finds_sweeps(runs, tmp_path):
 def test_cli_refuses_missing_folder(tmp_path):
     p = subprocess.run([sys.executable, "-m", "emu", "dashboard", str(tmp_path / "nope")], capture_output=True, text=True)
     assert p.returncode == 2 and "no such results folder" in p.stderr
+
+
+def test_compare_names_differing_parameters_and_diffs_a_whatif(runs, tmp_path):
+    """Issue 15: cards show the parameters that differ (link rate, topology, loss, chunk ...);
+    a what-if is diffed against its base run."""
+    import shutil
+
+    from dashboard import compare as C
+    from dashboard.data import Registry
+
+    wi = tmp_path / "whatif-1-mars"
+    shutil.copytree(runs["mars"], wi)
+    topo = json.loads((wi / "topology.json").read_text())
+    for lk in topo["links"]:
+        lk["rate_bps"] = 10_000_000_000
+    (wi / "topology.json").write_text(json.dumps(topo))
+    s = json.loads((wi / "summary.json").read_text())
+    base_ttft = s["ttft_s"]
+    s["ttft_s"] = base_ttft * 0.75
+    (wi / "summary.json").write_text(json.dumps(s))
+    reg = Registry()
+    mars, ring = reg.add(runs["mars"]), reg.add(runs["ring"])
+    w = reg.add(wi, origin="what-if", note="10Gbps")
+    assert C.params(w)["link rate"] == "10 Gbps" and C.params(mars)["link rate"] == "1 Gbps"
+    assert C.differing([mars, w]) == {"link rate"}
+    assert {"scheme", "trace"} <= C.differing([mars, ring])
+    assert C.base_of(w, reg.runs()) is mars and C.base_of(mars, reg.runs()) is None
+    rows, same = C.diff(mars, w)
+    assert [r["key"] for r in rows] == ["ttft_s"]
+    assert rows[0]["base"] == base_ttft and rows[0]["pct"] == pytest.approx(-0.25)
+    assert "bytes on the wire" in same

@@ -207,9 +207,12 @@ def register(app) -> None:
 
     @app.callback(Output("fr-msg", "data"), Input("fr-follow", "n_clicks"), Input("fr-unfollow", "n_clicks"),
                   State("fr-sel", "value"), State("runs", "value"), prevent_initial_call=True)
-    def follow(_f, _u, rec, key):
+    def follow(n_follow, n_unfollow, rec, key):
+        # a button drawn anew fires with n_clicks None: only a click counts
         if ctx.triggered_id == "fr-unfollow":
-            return None
+            return None if n_unfollow else no_update
+        if not n_follow:
+            return no_update
         st = current()
         run = st.registry.get(key)
         if run is None or run.error or not isinstance(rec, int):
