@@ -36,6 +36,21 @@ def _fmt_rate(v) -> str:
     return f"{v:g} bps"
 
 
+def _whatif_option(run, prefix: str):
+    """An option of the replay a what-if ran (from the note the app left beside its folder):
+    summary.json does not record loss."""
+    if run.origin != "what-if":
+        return None
+    import json
+
+    try:
+        argv = json.loads((run.path.parent / f".{run.path.name}.json").read_text()).get("argv") or []
+    except (OSError, ValueError, AttributeError):
+        return None
+    hit = [a[len(prefix):] for a in argv if isinstance(a, str) and a.startswith(prefix)]
+    return hit[-1] if hit else ("0" if prefix == "--loss=" else None)
+
+
 def params(run) -> dict[str, str]:
     """What ran, as short strings: the parameters a comparison may differ in."""
     s = run.summary
@@ -49,7 +64,7 @@ def params(run) -> dict[str, str]:
         "topology": s.get("topology"),
         "link rate": " / ".join(_fmt_rate(v) for v in rates) if rates else None,
         "link latency": " / ".join(D.fmt_s(v / 1e12) for v in lats) if lats else None,
-        "loss": s.get("loss", 0 if "loss" not in s else None),
+        "loss": s.get("loss") if "loss" in s else _whatif_option(run, "--loss=") or "not recorded",
         "model": s.get("model"), "hardware": s.get("hw"), "seed": s.get("seed"), "decode tokens": s.get("decode_tokens"),
         "trace": Path(str(s.get("trace"))).name if s.get("trace") else None,
     }

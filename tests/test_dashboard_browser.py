@@ -338,3 +338,37 @@ def test_perfetto_button_downloads_the_window(page, runs, tmp_path):
         for m in ("emu.export.perfetto", "emu.export"):
             sys.modules.pop(m, None)
         importlib.invalidate_caches()
+
+
+def test_pages_show_crafted_values_as_text(browser, runs, tmp_path):
+    """Issue 17 item 4, the pages: values from a crafted summary.json are text, never markup."""
+    import threading
+
+    from dashboard.app import Config, create_app, make_server
+
+    bad = "<img src=x onerror=\"window.__pwned=1\">"
+    crafted = tmp_path / "res" / "crafted"
+    crafted.mkdir(parents=True)
+    for f in ("ops.parquet", "links.parquet", "nodes.parquet", "topology.json", "schedule.json"):
+        (crafted / f).write_bytes((runs["mars"] / f).read_bytes())
+    s = json.loads((runs["mars"] / "summary.json").read_text())
+    (crafted / "summary.json").write_text(json.dumps(dict(s, scheme=bad, topology=bad, trace=bad, model=bad, hw=bad)))
+    dash_app, st = create_app(Config(results=[tmp_path / "res"], whatif_dir=str(tmp_path / "wi"),
+                                     cache_dir=str(tmp_path / "cache")))
+    server = make_server(dash_app, "127.0.0.1", 0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    ctx = browser.new_context(viewport={"width": 1440, "height": 1000})
+    pg = ctx.new_page()
+    try:
+        pg.base = f"http://127.0.0.1:{server.server_port}"
+        for path in ("/", "/links?runs=crafted", "/memory?runs=crafted", "/timeline?runs=crafted"):
+            goto(pg, path)
+            pg.mouse.move(700, 500)
+            assert pg.evaluate("window.__pwned") is None, path
+            assert pg.evaluate("document.querySelectorAll('img[src=x]').length") == 0, path
+        goto(pg, "/")
+        assert bad in pg.inner_text("#cards")
+    finally:
+        ctx.close()
+        server.shutdown()
+        st.close()

@@ -4,6 +4,7 @@ scale, and one link direction (``?link=U-V``) overlaid across the runs."""
 
 from __future__ import annotations
 
+import html as htmlesc
 import re
 
 from dash import ALL, Input, Output, ctx, dcc, html, no_update
@@ -64,7 +65,8 @@ def topo_fig(st, run, uv, vmax):
     lid = link_id(totals, uv)
     return st.figs.get((run.key, "topo", lid, round(vmax, 12)), lambda: F.topology_figure(
         run.topology(), totals, selected=lid, vmax=vmax, height=460,
-        title=f"{run.key} · {run.summary.get('topology') or 'topology'}: average utilization (click a link)"))
+        title=f"{run.key} · {htmlesc.escape(str(run.summary.get('topology') or 'topology'))}: average utilization "
+              "(click a link)"))
 
 
 def heat_fig(st, run, zmax, xr):
