@@ -202,8 +202,6 @@ def _sweeps(doc: _Doc, paths) -> None:
 
 def write_report(paths, out, title: str | None = None, frames_rows: int = 200) -> tuple[Path, int]:
     """Write the report of the results folders ``paths`` to ``out``; returns (path, figures)."""
-    import tempfile
-
     from emu.atomic import atomic_file
 
     reg = D.Registry()
@@ -225,9 +223,10 @@ def write_report(paths, out, title: str | None = None, frames_rows: int = 200) -
     if ok:
         f1, f2 = F.overview_figures(ok)
         doc.add('<div class="row">' + _panel(doc, f1) + _panel(doc, f2) + "</div>")
-    with tempfile.TemporaryDirectory(prefix="mcf-report-") as cache:
-        for r in runs:
-            _section(doc, r, frames_rows, Path(cache))
+    from .state import user_cache_dir
+
+    for r in runs:  # frame indexes come from (and go to) the user cache, as the dashboard's do
+        _section(doc, r, frames_rows, user_cache_dir())
     if sweeps:
         _sweeps(doc, sweeps)
     title = title or ("mcf-emu report: " + ", ".join([r.key for r in runs] + [p.name for p in sweeps]))

@@ -4,6 +4,7 @@ two-sweep folder, the app on a free port, Playwright on Debian's chromium)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -42,6 +43,9 @@ def write_sweep(folder: Path, name: str, axes: list[str], rows: list[dict]) -> P
 def runs(tmp_path_factory):
     """Results folders of real replays (4 boards, 1K tokens), a broken one, two sweeps in one folder."""
     d = tmp_path_factory.mktemp("dash")
+    # frame indexes of every command the tests start go to a cache of their own, not the user's
+    old_cache = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = str(d / "xdg-cache")
 
     def make(scheme, capture):
         trace = d / f"{scheme}.json"
@@ -74,8 +78,12 @@ def runs(tmp_path_factory):
     sweeps = d / "sweeps"
     write_sweep(sweeps / "quick", "quick", ["scheme", "nodes", "seq"], quick)
     write_sweep(sweeps / "chunk_mars", "chunk_mars", ["chunk"], chunks)
-    return {"dir": d, "mars": mars, "ring": ring, "broken": broken, "trace": mars_trace, "sweeps": sweeps,
-            "notres": d / "results"}
+    yield {"dir": d, "mars": mars, "ring": ring, "broken": broken, "trace": mars_trace, "sweeps": sweeps,
+           "notres": d / "results"}
+    if old_cache is None:
+        os.environ.pop("XDG_CACHE_HOME", None)
+    else:
+        os.environ["XDG_CACHE_HOME"] = old_cache
 
 
 @pytest.fixture(scope="session")
