@@ -367,3 +367,16 @@ def test_compare_names_differing_parameters_and_diffs_a_whatif(runs, tmp_path):
     assert [r["key"] for r in rows] == ["ttft_s"]
     assert rows[0]["base"] == base_ttft and rows[0]["pct"] == pytest.approx(-0.25)
     assert "bytes on the wire" in same
+
+
+def test_stopped_index_build_leaves_nothing(runs, tmp_path):
+    """Ctrl-C and SIGTERM stop the app through the same close(): an unfinished index is removed."""
+    from dashboard.frames import CaptureIndex
+
+    cache = tmp_path / "cache"
+    ix = CaptureIndex(runs["mars"] / "cap.pcap", cache)
+    ix._cancel = True  # as close() does while the build runs: stop at the next batch
+    ix.wait()
+    ix.cancel()
+    assert ix.state == "error" and "cancelled" in ix.error
+    assert list(cache.iterdir()) == []

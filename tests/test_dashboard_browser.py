@@ -372,3 +372,23 @@ def test_pages_show_crafted_values_as_text(browser, runs, tmp_path):
         ctx.close()
         server.shutdown()
         st.close()
+
+
+def test_timeline_wheel_zooms(page):
+    goto(page, "/timeline?runs=mars")
+    before = page.text_content("#timeline .gtitle")
+    box = page.evaluate("""() => { const r = document.querySelector('#timeline .nsewdrag').getBoundingClientRect();
+      return {x: r.left + r.width / 2, y: r.top + r.height / 2}; }""")
+    for _ in range(4):
+        page.mouse.move(box["x"], box["y"])
+        page.mouse.wheel(0, -600)
+        try:
+            page.wait_for_function("(t) => document.querySelector('#timeline .gtitle').textContent !== t", arg=before,
+                                   timeout=5000)
+            break
+        except Exception:
+            pass
+    page.wait_for_function("() => window.location.search.includes('from=')")
+    q = dict(x.split("=") for x in page.evaluate("window.location.search")[1:].split("&"))
+    lo, hi = float(q["from"]), float(q["to"])
+    assert 0 <= lo < hi and f"{lo:.4f}–{hi:.4f} s" in page.text_content("#timeline .gtitle")
