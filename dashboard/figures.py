@@ -420,13 +420,16 @@ def _timeline_traces(fig, seg: D.Segments, run_i: int, row: int, legend: bool, p
             continue
         g = groups[cat in D.COMM_CATS]
         slot, slots = g.index(cat), len(g)
-        h = 0.3 / slots
-        fig.add_trace(go.Bar(
-            base=b["base"], x=b["length"], y=b["lane"], orientation="h", width=h * 0.85, offset=0.14 + slot * h,
-            opacity=0.9,
-            name=cat, legendgroup=cat, showlegend=False, marker=dict(color=CATEGORY_COLORS.get(cat, "#999"),
-                                                                      line=dict(width=0)),
-            hovertext=b["text"], hoverinfo="text", customdata=[[-2, run_i]] * len(b["base"])), row, 1)
+        y = 0.14 + (slot + 0.5) * 0.3 / slots  # the strip's row under the lane's bars
+        # one line path per kind (thousands of strips stay cheap to draw); no hover of their own
+        xs = np.empty(3 * len(b["base"]), dtype=object)
+        ys = np.empty(3 * len(b["base"]), dtype=object)
+        base, length, lane = (np.asarray(b[k], float) for k in ("base", "length", "lane"))
+        xs[0::3], xs[1::3], xs[2::3] = base, base + length, None
+        ys[0::3], ys[1::3], ys[2::3] = lane + y, lane + y, None
+        fig.add_trace(go.Scatter(x=xs.tolist(), y=ys.tolist(), mode="lines", name=cat, legendgroup=cat, showlegend=False,
+                                 line=dict(color=CATEGORY_COLORS.get(cat, "#999"), width=max(1.5, 6 / slots)),
+                                 hoverinfo="skip", connectgaps=False), row, 1)
 
 
 def timeline_figure(segs, ttft=None, title: str | None = None, names=None) -> go.Figure:
