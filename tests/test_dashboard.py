@@ -142,8 +142,8 @@ def test_sweep_table_is_scheme_by_nodes(runs):
             assert row[f"wire GiB @ nodes {n}"] == want["wire_bytes"].iloc[0] / 2**30
 
 
-def _pcapng_with_links(path: Path, names: list[str], frames: list[tuple[int, bytes, int]]) -> None:
-    """A pcapng file with one interface per name and (interface, frame bytes, ts_ns) records."""
+def _pcapng_with_links(path: Path, names: list[str], frames: list[tuple]) -> None:
+    """A pcapng file with one interface per name and (interface, frame bytes, ts_ns[, wire length]) records."""
     def block(t, body):
         n = (12 + len(body)).to_bytes(4, "little")
         return t.to_bytes(4, "little") + n + body + n
@@ -155,9 +155,10 @@ def _pcapng_with_links(path: Path, names: list[str], frames: list[tuple[int, byt
     for n in names:
         out += block(1, (1).to_bytes(2, "little") + b"\0\0" + (65535).to_bytes(4, "little") + opt(2, n.encode())
                      + opt(9, bytes([9])) + opt(0, b""))
-    for iface, data, ts in frames:
+    for iface, data, ts, *wire in frames:
         body = iface.to_bytes(4, "little") + (ts >> 32).to_bytes(4, "little") + (ts & 0xFFFFFFFF).to_bytes(4, "little") \
-            + len(data).to_bytes(4, "little") + len(data).to_bytes(4, "little") + data + b"\0" * (-len(data) % 4)
+            + len(data).to_bytes(4, "little") + (wire[0] if wire else len(data)).to_bytes(4, "little") + data \
+            + b"\0" * (-len(data) % 4)
         out += block(6, body)
     path.write_bytes(out)
 

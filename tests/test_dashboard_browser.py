@@ -392,3 +392,62 @@ def test_timeline_wheel_zooms(page):
     q = dict(x.split("=") for x in page.evaluate("window.location.search")[1:].split("&"))
     lo, hi = float(q["from"]), float(q["to"])
     assert 0 <= lo < hi and f"{lo:.4f}–{hi:.4f} s" in page.text_content("#timeline .gtitle")
+
+
+def test_frames_link_column_from_capture_interfaces(browser, runs, tmp_path):
+    """A capture with one pcapng interface per link direction (`U->V`): the Frames page shows
+    the link column and filter, and a multicast frame's copies are rows on distinct links."""
+    import shutil
+    import threading
+
+    from emu.codec import read_capture
+    from test_dashboard import _pcapng_with_links
+
+    from dashboard.app import Config, create_app, make_server
+
+    run = tmp_path / "res" / "linked"
+    shutil.copytree(runs["mars"], run)
+    (run / "cap.pcap").unlink()
+    batch = next(iter(read_capture(runs["mars"] / "cap.pcap")))
+    names, records, seen = [], [], set()
+    for i in range(60):  # each distinct frame once per destination board, on the link hop -> destination
+        data = bytes(batch.buf[batch.offsets[i]:batch.offsets[i + 1]])
+        if data in seen:
+            continue
+        seen.add(data)
+        hop = int.from_bytes(data[10:12], "big")
+        dst_set = int.from_bytes(data[26:34], "big")
+        for d in [b for b in range(4) if dst_set >> b & 1 and b != hop]:
+            name = f"{hop}->{d}"
+            if name not in names:
+                names.append(name)
+            records.append((names.index(name), data, int(batch.ts_ns[i]), int(batch.wirelen[i])))
+    _pcapng_with_links(run / "cap.pcapng", names, records)
+    dash_app, st = create_app(Config(results=[tmp_path / "res"], whatif_dir=str(tmp_path / "wi"),
+                                     cache_dir=str(tmp_path / "cache")))
+    server = make_server(dash_app, "127.0.0.1", 0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    ctx = browser.new_context(viewport={"width": 1440, "height": 1000})
+    pg = ctx.new_page()
+    try:
+        pg.base = f"http://127.0.0.1:{server.server_port}"
+        goto(pg, "/frames?runs=linked")
+        pg.wait_for_selector("div.frames table tbody tr")
+        cols = pg.eval_on_selector_all("div.frames thead th", "els => els.map(e => e.textContent)")
+        assert "link" in cols and pg.is_visible("#fr-link")
+        rows = pg.eval_on_selector_all("div.frames tbody tr", "trs => trs.map(r => [...r.children].map(c => c.textContent))")
+        li, ki = cols.index("link"), cols.index("kv_id")
+        assert len(rows) == len(records) and [r[li] for r in rows] == [names[k].replace("->", "→") for k, *_ in records]
+        # the copies of one frame: same header, distinct links
+        first = [r for r in rows if r[1] == rows[0][1] and r[ki] == rows[0][ki]]
+        assert len(first) > 1 and len({r[li] for r in first}) == len(first)
+        assert {r[cols.index("status")] for r in rows} == {"ok"}
+        pg.click("#fr-link")
+        pg.click(f"[role=option]:has-text('{names[1].replace('->', '→')}')")
+        pg.wait_for_function("() => document.querySelector('#fr-status').textContent.includes('match')")
+        rows = pg.eval_on_selector_all("div.frames tbody tr", f"trs => trs.map(r => r.children[{li}].textContent)")
+        assert rows and set(rows) == {names[1].replace("->", "→")}
+    finally:
+        ctx.close()
+        server.shutdown()
+        st.close()

@@ -79,7 +79,8 @@ def layout(runs=None, sel=None, frame=None, **_):
             html.Label(["source board (src_node)", dcc.Dropdown(id="fr-src", options=boards, placeholder="any")]),
             html.Label(["destination board", dcc.Dropdown(id="fr-dst", options=boards, placeholder="any")]),
             html.Label(["hop from board", dcc.Dropdown(id="fr-hop", options=boards, placeholder="any")]),
-            html.Label(["link", dcc.Dropdown(id="fr-link", options=[], placeholder="any (when the capture names links)")]),
+            html.Label(["link", dcc.Dropdown(id="fr-link", options=[], placeholder="any")], id="fr-link-wrap",
+                       style={"display": "none"}),  # shown when the capture names its links
             html.Label(["time from (s)", dcc.Input(id="fr-from", type="text", placeholder="e.g. 1.5", debounce=True)]),
             html.Label(["time to (s)", dcc.Input(id="fr-to", type="text", placeholder="e.g. 2 or 2500ms", debounce=True)]),
         ], className="filters"),
@@ -124,6 +125,7 @@ def register(app) -> None:
 
     @app.callback(Output("fr-status", "children"), Output("fr-table", "children"), Output("fr-hist", "figure"),
                   Output("fr-pageinfo", "children"), Output("fr-poll", "disabled"), Output("fr-link", "options"),
+                  Output("fr-link-wrap", "style"),
                   Input("fr-poll", "n_intervals"), Input("fr-page", "data"),
                   Input("fr-op", "value"), Input("fr-src", "value"), Input("fr-dst", "value"), Input("fr-hop", "value"),
                   Input("fr-link", "value"), Input("fr-from", "value"), Input("fr-to", "value"), Input("fr-msg", "data"),
@@ -132,17 +134,17 @@ def register(app) -> None:
         st = current()
         run = st.registry.get(key)
         if run is None or run.error:
-            return "no run", None, no_update, "", True, no_update
+            return "no run", None, no_update, "", True, no_update, no_update
         cap, ix = _index(st, run)
         if ix is None:
-            return "no capture", None, no_update, "", True, no_update
+            return "no capture", None, no_update, "", True, no_update, no_update
         if ix.state == "error":
-            return error_box(ix.error), None, F.message_figure(ix.error, 300), "", True, no_update
+            return error_box(ix.error), None, F.message_figure(ix.error, 300), "", True, no_update, no_update
         if ix.state != "ready":
             what = "hashing" if ix.state == "hashing" else "indexing"
             return (f"{what.capitalize()} {cap.name} ({cap.stat().st_size / 2**20:,.0f} MiB): {ix.progress:.0%} — the "
                     "first visit decodes the capture once into the user cache.", None,
-                    F.message_figure(f"{what} the capture… {ix.progress:.0%}", 300), "", False, no_update)
+                    F.message_figure(f"{what} the capture… {ix.progress:.0%}", 300), "", False, no_update, no_update)
         try:
             intval = (lambda v: v if isinstance(v, int) and not isinstance(v, bool) else None)
             flt = FrameFilter(ops=tuple(int(o) for o in (ops or []) if isinstance(o, int)), src=intval(src),
@@ -151,7 +153,7 @@ def register(app) -> None:
                                   isinstance(x, int) for x in msg) else None,
                               t_from=parse_time(t_from), t_to=parse_time(t_to))
         except ValueError as exc:
-            return error_box(str(exc)), None, no_update, "", True, no_update
+            return error_box(str(exc)), None, no_update, "", True, no_update, no_update
         page = page if isinstance(page, int) and page >= 0 else 0
         t0 = time.perf_counter()
         total, rows, hist = ix.query(flt, page, PAGE_SIZE)
@@ -168,7 +170,8 @@ def register(app) -> None:
         fig = F.frames_histogram(hist, title)
         fig.update_layout(dragmode="select", selectdirection="h")
         links = [{"label": link_label(n), "value": i} for i, n in enumerate(ix.links)]
-        return status, frames_table(rows, ix.columns()), fig, info, True, links
+        return status, frames_table(rows, ix.columns()), fig, info, True, links, \
+            ({} if links else {"display": "none"})
 
     @app.callback(Output("fr-from", "value"), Output("fr-to", "value"), Input("fr-hist", "selectedData"),
                   Input("fr-hist", "relayoutData"), prevent_initial_call=True)
