@@ -261,9 +261,8 @@ def sweep_table(df: pd.DataFrame, col: str = "nodes", metrics=("ttft_s", "wire_b
     metrics = [m for m in metrics if m in df.columns]
     if not len(df) or col not in df.columns or not metrics:
         return pd.DataFrame()
-    rows = [c for c in params_of(df) if c != col]
-    if "scheme" not in rows:
-        rows = ["scheme", *rows]
+    rows = [c for c in params_of(df) if c not in (col, "scheme", "sweep")]
+    rows = (["sweep"] if "sweep" in params_of(df) and col != "sweep" else []) + ["scheme"] + rows
     keyed = df.assign(**{f"__{c}": df[c].map(_label) for c in rows})
     out = None
     for m in metrics:
@@ -273,4 +272,9 @@ def sweep_table(df: pd.DataFrame, col: str = "nodes", metrics=("ttft_s", "wire_b
         pv.columns = [f"{label} @ {col} {_label(v)}" for v in pv.columns]
         out = pv if out is None else out.join(pv, how="outer")
     out.index.names = rows
-    return out.reset_index()
+    out = out.reset_index()
+
+    def natural(col):  # numbers by value (256 before 1024), the rest as text
+        num = pd.to_numeric(col, errors="coerce")
+        return num if num.notna().all() else col.astype(str)
+    return out.sort_values(rows, key=natural, kind="stable").reset_index(drop=True)
