@@ -451,3 +451,12 @@ def test_frames_link_column_from_capture_interfaces(browser, runs, tmp_path):
         ctx.close()
         server.shutdown()
         st.close()
+
+
+def test_frames_follows_the_run_picker(page):
+    goto(page, "/frames?runs=mars")
+    page.wait_for_selector("div.frames table tbody tr")
+    page.click("#runs")
+    page.click("[role=option]:has-text('ring:')")
+    page.wait_for_function("() => document.querySelector('#fr-body').textContent.includes('ring has no capture')")
+    page.wait_for_function("() => window.location.search.includes('runs=ring')")

@@ -14,7 +14,7 @@ from dash import Input, Output, State, ctx, dcc, html, no_update
 from .. import figures as F
 from ..frames import FrameFilter, enum_names, header_tree, hexdump, link_label
 from ..state import current
-from ..ui import error_box, graph, guarded, no_runs, note_box, run_picker
+from ..ui import error_box, graph, guarded, no_runs, note_box, run_picker, url_sync
 
 PATH = "/frames"
 NAME = "Frames"
@@ -52,23 +52,27 @@ def layout(runs=None, sel=None, frame=None, **_):
     picked = st.pick(runs or sel)[:1]
     if not picked:
         return no_runs(st, NAME)
-    run = picked[0]
-    head = [html.H2(NAME), run_picker(st, picked, multi=False)]
-    if run.error:
-        return html.Div(head + [error_box(run.error)], className="page")
-    cap = run.capture()
-    if cap is None:
-        return html.Div(head + [note_box(f"{run.key} has no capture. Replay with ",
-                                         html.Code("emu replay TRACE --out DIR --capture cap.pcapng"),
-                                         " to record its frames, then open the folder here.")], className="page")
-    n = int(run.summary.get("nodes") or 0)
-    boards = [{"label": str(i), "value": i} for i in range(n)]
-    ops = [{"label": name, "value": v} for v, name in sorted(enum_names()["op"].items())] + [{"label": "malformed", "value": -1}]
     try:
         frame = int(frame)
     except (TypeError, ValueError):
         frame = None
-    return html.Div(head + [
+    return html.Div([html.H2(NAME), run_picker(st, picked, multi=False), dcc.Store(id="fr-url"),
+                     html.Div(body(st, picked[0], frame), id="fr-body")], className="page")
+
+
+def body(st, run, frame=None):
+    """Everything under the run picker: a new run redraws it (its boards, its capture)."""
+    if run.error:
+        return [error_box(run.error)]
+    cap = run.capture()
+    if cap is None:
+        return [note_box(f"{run.key} has no capture. Replay with ",
+                         html.Code("emu replay TRACE --out DIR --capture cap.pcapng"),
+                         " to record its frames, then open the folder here.")]
+    n = int(run.summary.get("nodes") or 0)
+    boards = [{"label": str(i), "value": i} for i in range(n)]
+    ops = [{"label": name, "value": v} for v, name in sorted(enum_names()["op"].items())] + [{"label": "malformed", "value": -1}]
+    return [
         html.P([f"Decoded frames of {cap.name}, one row per frame per hop, with the MCF header fields as columns. With "
                 "one capture interface per link direction the link column names the direction a hop crossed (the copies "
                 "of a multicast frame are then distinct rows); \"hop from\" is the board that put the frame on the link. "
@@ -102,7 +106,7 @@ def layout(runs=None, sel=None, frame=None, **_):
         html.Div([html.Div([html.H3("Header"), html.Div(id="fr-tree", className="tree")], className="panel frdetail"),
                   html.Div([html.H3("Bytes"), html.Pre(id="fr-hex", className="hex")], className="panel")],
                  className="panes"),
-    ], className="page")
+    ]
 
 
 def tree_view(sections):
@@ -111,6 +115,14 @@ def tree_view(sections):
 
 
 def register(app) -> None:
+    url_sync(app, "fr-url", ["runs", "frame"], [Input("runs", "value"), Input("fr-sel", "value")])
+
+    @app.callback(Output("fr-body", "children"), Input("runs", "value"), prevent_initial_call=True)
+    def redraw(key):
+        st = current()
+        run = st.registry.get(key) if isinstance(key, str) else None
+        return body(st, run) if run is not None else [error_box("pick a run")]
+
     @app.callback(Output("fr-page", "data"), Input("fr-prev", "n_clicks"), Input("fr-next", "n_clicks"),
                   Input("fr-op", "value"), Input("fr-src", "value"), Input("fr-dst", "value"), Input("fr-hop", "value"),
                   Input("fr-link", "value"), Input("fr-from", "value"), Input("fr-to", "value"), Input("fr-msg", "data"),
