@@ -141,14 +141,13 @@ def test_timeline_hover_middle_of_long_bar_names_it_and_click_details(page, runs
     assert f"{op['start_s']:.9f} s" in text and f"{int(op['bytes']):,} B" in text
 
 
-def test_timeline_perfetto_button_hidden_without_the_export(page):
-    from dashboard.pages.timeline import perfetto_available
+def test_timeline_perfetto_button_hidden_without_the_export(page, monkeypatch):
+    from dashboard.pages import timeline
 
+    monkeypatch.setattr(timeline, "PERFETTO", "emu.export.no_such_module")  # as on a tree without the export
+    assert not timeline.perfetto_available()
     goto(page, "/timeline?runs=mars")
-    if perfetto_available():
-        assert page.locator("#tl-perfetto").count() == 1
-    else:
-        assert page.locator("#tl-perfetto").count() == 0
+    assert page.locator("#tl-perfetto").count() == 0 and page.locator("#timeline").count() == 1
 
 
 def test_two_sweeps_draw_their_own_curves(page, runs):
@@ -305,22 +304,26 @@ def test_whatif_runs_and_joins_the_others(page, app, runs):
 
 
 def test_perfetto_button_downloads_the_window(page, runs, tmp_path):
-    """The button's wiring against the export's signature. The export itself is another part of
-    mcf-emu (emu.export.perfetto); here a module with that signature stands in for it, found on
-    emu's package path for this test only, and returns what it was asked."""
+    """The button asks emu.export.perfetto (another part of mcf-emu) for the first run in the
+    window shown. Where that module is not installed, one with its signature stands in for it
+    (found on emu's package path for this test only)."""
     import importlib
+    import importlib.util
     import sys
 
     import emu
+    from dashboard.pages import timeline
 
-    pkg = tmp_path / "export"
-    pkg.mkdir()
-    (pkg / "__init__.py").write_text("")
-    (pkg / "perfetto.py").write_text(
-        "def perfetto_trace(results_dir, *, start_ps=None, end_ps=None, nodes=None):\n"
-        "    return {'traceEvents': [], 'asked': [str(results_dir), start_ps, end_ps, nodes]}\n")
-    emu.__path__.append(str(tmp_path))
-    importlib.invalidate_caches()
+    stand_in = not timeline.perfetto_available()
+    if stand_in:
+        pkg = tmp_path / "export"
+        pkg.mkdir()
+        (pkg / "__init__.py").write_text("")
+        (pkg / "perfetto.py").write_text(
+            "def perfetto_trace(results_dir, *, start_ps=None, end_ps=None, nodes=None):\n"
+            "    return {'traceEvents': [], 'asked': [str(results_dir), start_ps, end_ps, nodes]}\n")
+        emu.__path__.append(str(tmp_path))
+        importlib.invalidate_caches()
     try:
         _, op = _long_op(runs)
         lo, hi = float(op["start_s"]), float(op["end_s"])
@@ -330,14 +333,19 @@ def test_perfetto_button_downloads_the_window(page, runs, tmp_path):
             page.click("#tl-perfetto")
         path = tmp_path / "t.json"
         dl.value.save_as(path)
-        doc = json.loads(path.read_text())
         assert dl.value.suggested_filename == "mars.perfetto.json"
-        assert doc["asked"] == [str(runs["mars"].resolve()), round(lo * 1e12), round(hi * 1e12), None]
+        want = importlib.import_module(timeline.PERFETTO).perfetto_trace(
+            runs["mars"].resolve(), start_ps=round(lo * 1e12), end_ps=round(hi * 1e12))
+        assert json.loads(path.read_text()) == json.loads(json.dumps(want))
+        if not stand_in:  # the real export: a slice of the long MLP the window was cut around
+            ops = [e.get("args", {}).get("op") for e in want["traceEvents"] if e.get("ph") == "X"]
+            assert int(op["op"]) in ops
     finally:
-        emu.__path__.remove(str(tmp_path))
-        for m in ("emu.export.perfetto", "emu.export"):
-            sys.modules.pop(m, None)
-        importlib.invalidate_caches()
+        if stand_in:
+            emu.__path__.remove(str(tmp_path))
+            for m in ("emu.export.perfetto", "emu.export"):
+                sys.modules.pop(m, None)
+            importlib.invalidate_caches()
 
 
 def test_pages_show_crafted_values_as_text(browser, runs, tmp_path):

@@ -93,7 +93,7 @@ def layout(runs=None, sel=None, **q):
     tools = []
     if perfetto_available():
         tools = [html.Button("Download as Perfetto trace", id="tl-perfetto", className="secondary"),
-                 html.Span("the runs in the window shown, for ui.perfetto.dev", className="muted"),
+                 html.Span("the first run, in the window shown, for ui.perfetto.dev", className="muted", id="tl-dl-msg"),
                  dcc.Download(id="tl-dl")]
     return html.Div([
         html.H2(NAME),
@@ -173,22 +173,25 @@ def register(app) -> None:
             return fig_guard(timeline_fig)(st, picked), no_update, None
         return fig_guard(timeline_fig)(st, picked, *r), no_update, list(r)
 
-    @app.callback(Output("tl-dl", "data"), Input("tl-perfetto", "n_clicks"), State("runs", "value"),
-                  State("tl-range", "data"), prevent_initial_call=True)
+    @app.callback(Output("tl-dl", "data"), Output("tl-dl-msg", "children"), Input("tl-perfetto", "n_clicks"),
+                  State("runs", "value"), State("tl-range", "data"), prevent_initial_call=True)
     def download(n, keys, rng):
         if not n:
-            return no_update
+            return no_update, no_update
         st = current()
         picked = [r for r in st.pick(keys) if not r.error]
         if not picked:
-            return no_update
-        mod = importlib.import_module(PERFETTO)  # lazily: the page works without it
+            return no_update, no_update
         lo, hi = (rng or [None, None])
         kw = {}
         if lo is not None and hi is not None:
             kw = {"start_ps": int(round(lo * 1e12)), "end_ps": int(round(hi * 1e12))}
         run = picked[0]
-        doc = mod.perfetto_trace(run.path, **kw)
+        try:
+            mod = importlib.import_module(PERFETTO)  # lazily: the page works without it
+            doc = mod.perfetto_trace(run.path, **kw)
+        except Exception as exc:  # noqa: BLE001 - the export says what it cannot draw (a window needed, ...)
+            return no_update, error_box(f"Perfetto export: {exc}")
         return dict(content=json.dumps(doc, separators=(",", ":")), filename=f"{run.key}.perfetto.json",
-                    type="application/json")
+                    type="application/json"), f"{run.key}: {len(doc.get('traceEvents', [])):,} events"
 
