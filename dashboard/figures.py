@@ -409,7 +409,9 @@ def _timeline_traces(fig, seg: D.Segments, run_i: int, row: int, legend: bool, p
         fig.add_trace(go.Bar(
             base=b["base"], x=b["length"], y=b["lane"], orientation="h", width=0.54, offset=-0.42, name=cat,
             legendgroup=cat, showlegend=legend, marker=dict(color=CATEGORY_COLORS.get(cat, "#999"), line=dict(width=0)),
-            hovertext=b["text"], hoverinfo="text", customdata=[[o, run_i] for o in b["op"]]), row, 1)
+            hovertext=b["text"], hoverinfo="text",
+            # op id (-1: a merged segment), the run, and the bar's own start and end (a click zooms to them)
+            customdata=[[o, run_i, a, a + w] for o, a, w in zip(b["op"], b["base"], b["length"])]), row, 1)
     # strips share the band under the bars: one row per kind that has strips, per lane group
     groups: dict[bool, list] = {}
     for cat, b in seg.strips:

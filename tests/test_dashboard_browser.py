@@ -468,3 +468,19 @@ def test_frames_follows_the_run_picker(page):
     page.click("[role=option]:has-text('ring:')")
     page.wait_for_function("() => document.querySelector('#fr-body').textContent.includes('ring has no capture')")
     page.wait_for_function("() => window.location.search.includes('runs=ring')")
+
+
+def test_timeline_click_on_merged_segment_zooms_in(page):
+    goto(page, "/timeline?runs=mars")
+    assert "kept the lane busiest" in page.text_content("#timeline .gtitle")
+    pt = page.evaluate("""() => { const g = document.querySelector('#timeline .js-plotly-plot'); const L = g._fullLayout;
+      const t = g._fullData.find(t => t.type === 'bar' && t.base && t.base.length > 3 && t.name === 'mlp');
+      let k = 0; for (let i = 1; i < t.x.length; i++) if (t.x[i] > t.x[k]) k = i;   // the longest merged bar
+      const r = g.querySelector('.nsewdrag').getBoundingClientRect();
+      return {x: r.left + L.xaxis.l2p(t.base[k] + t.x[k] / 2), y: r.top + L.yaxis.l2p(t.y[k]),
+              lo: t.base[k], hi: t.base[k] + t.x[k]}; }""")
+    click_until(page, pt["x"], pt["y"], "() => window.location.search.includes('from=')")
+    q = dict(x.split("=") for x in page.evaluate("window.location.search")[1:].split("&"))
+    assert float(q["from"]) == pytest.approx(pt["lo"]) and float(q["to"]) == pytest.approx(pt["hi"])
+    page.wait_for_function("(lo) => document.querySelector('#timeline .gtitle').textContent.includes(lo)",
+                           arg=f"{pt['lo']:.4f}–")

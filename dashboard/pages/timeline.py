@@ -157,11 +157,12 @@ def register(app) -> None:
             if op >= 0:
                 return no_update, detail(picked[run_i], op), no_update
             if op == -1:  # a merged segment: zoom into it
-                lo, hi = _num(p.get("base")), None
-                length = _num(p.get("x"))
-                if lo is None or length is None:
+                try:
+                    lo, hi = _num(p["customdata"][2]), _num(p["customdata"][3])
+                except (IndexError, TypeError):
                     return no_update, no_update, no_update
-                hi = lo + length
+                if lo is None or hi is None or not hi > lo:
+                    return no_update, no_update, no_update
                 return fig_guard(timeline_fig)(st, picked, lo, hi), no_update, [lo, hi]
             return no_update, no_update, no_update
         if not isinstance(relayout, dict):
