@@ -484,3 +484,16 @@ def test_timeline_click_on_merged_segment_zooms_in(page):
     assert float(q["from"]) == pytest.approx(pt["lo"]) and float(q["to"]) == pytest.approx(pt["hi"])
     page.wait_for_function("(lo) => document.querySelector('#timeline .gtitle').textContent.includes(lo)",
                            arg=f"{pt['lo']:.4f}–")
+
+
+def test_adding_a_run_in_the_picker_compares(page):
+    goto(page, "/memory?runs=mars&node=2")
+    page.click("#runs")
+    page.click("[role=option]:has-text('ring:')")
+    page.keyboard.press("Escape")
+    page.wait_for_function("() => window.location.search.includes('runs=mars,ring')")
+    page.wait_for_function("""() => { const g = document.querySelector('#mem-node-fig .js-plotly-plot');
+      return g && g._fullData.some(t => t.name === 'ring: held'); }""")
+    names = page.evaluate("document.querySelector('#mem-node-fig .js-plotly-plot')._fullData.map(t => t.name)")
+    assert {"mars: held", "ring: held"} <= set(names)
+    assert "of node 2" in page.text_content("#mem-node-fig .gtitle")

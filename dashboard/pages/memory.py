@@ -186,14 +186,16 @@ def register(app) -> None:
             return no_update
         return fig_guard(node_fig)(st, picked, node)
 
-    @app.callback(Output("mem-body", "children"), Input("runs", "value"), Input("mem-node", "value"),
-                  prevent_initial_call=True)
+    @app.callback(Output("mem-body", "children"), Output("mem-node", "options"), Input("runs", "value"),
+                  State("mem-node", "value"), prevent_initial_call=True)
     def redraw(keys, node):
-        if ctx.triggered_id != "runs":
-            return no_update
         st = current()
         picked = st.pick(keys)
-        return body(st, picked, node if isinstance(node, int) else 0) if picked else [error_box("pick at least one run")]
+        if not picked:
+            return [error_box("pick at least one run")], no_update
+        n = max(n_nodes(r) for r in picked)
+        node = node if isinstance(node, int) and 0 <= node < n else 0
+        return body(st, picked, node), [{"label": f"node {i}", "value": i} for i in range(n)]
 
     @app.callback(Output("mem-node", "value"), Input({"type": "mem-heat", "run": ALL}, "clickData"),
                   prevent_initial_call=True)
