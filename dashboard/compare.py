@@ -77,7 +77,8 @@ def differing(runs) -> set[str]:
     if len(ok) < 2:
         return set()
     ps = [params(r) for r in ok]
-    return {k for k in ps[0] if len({p.get(k) for p in ps}) > 1}
+    # a value a folder does not record is unknown, not a difference
+    return {k for k in ps[0] if len({p.get(k) for p in ps} - {"-", "not recorded"}) > 1}
 
 
 def base_of(run, runs):
@@ -95,6 +96,9 @@ def base_of(run, runs):
     return None
 
 
+# (summary key, label, unit); HIGHER_IS_BETTER / NEUTRAL say how a change reads (else lower is better)
+HIGHER_IS_BETTER = {"decode_tokens_per_s"}
+NEUTRAL = {"busiest_link_utilization", "frames", "control_frames", "sim_end_s"}
 METRICS = [("ttft_s", "TTFT", "s"), ("prefill_s", "prefill", "s"), ("decode_tokens_per_s", "decode tokens/s", "rate"),
            ("wire_bytes", "bytes on the wire", "bytes"), ("kv_bytes", "KV payload", "bytes"), ("frames", "frame-hops", "n"),
            ("dropped_frames", "dropped frames", "n"), ("retransmitted_frames", "retransmitted frames", "n"),
@@ -115,6 +119,19 @@ def fmt_metric(v, unit: str) -> str:
         return "-"
     return {"s": D.fmt_s, "bytes": D.fmt_bytes, "pct": lambda x: f"{x:.2%}", "rate": lambda x: f"{x:.2f}",
             "n": lambda x: f"{x:,.0f}"}[unit](v)
+
+
+def fmt_pct(p) -> str:
+    if p is None:
+        return ""
+    return f"{p:+.3%}" if abs(p) < 0.01 else f"{p:+.1%}"
+
+
+def judgement(key: str, delta) -> str:
+    """'better', 'worse' or '' for a change of metric ``key``."""
+    if not delta or key in NEUTRAL:
+        return ""
+    return "better" if (delta > 0) == (key in HIGHER_IS_BETTER) else "worse"
 
 
 def diff(base, run) -> tuple[list[dict], list[str]]:

@@ -287,6 +287,7 @@ def test_whatif_runs_and_joins_the_others(page, app, runs):
     # the cards name what differs: the link rate, highlighted
     assert "10 Gbps" in card.locator(".changed").all_inner_texts()
     assert "1 Gbps" in page.locator("#cards .card[data-run='mars'] .changed").all_inner_texts()
+    assert "loss" not in page.inner_text(".lede")  # not recorded by the base: not a difference
     # and the what-if against its base run (mars, the same trace): the metrics that changed, by how much
     base = json.loads((runs["mars"] / "summary.json").read_text())
     new = json.loads((app[1].whatif_dir / key / "summary.json").read_text())
@@ -298,7 +299,7 @@ def test_whatif_runs_and_joins_the_others(page, app, runs):
         if a is not None and b is not None and a != b:
             assert got[label][1] == C.fmt_metric(a, unit) and got[label][2] == C.fmt_metric(b, unit)
             if a:
-                assert got[label][4] == f"{(b - a) / abs(a):+.1%}"
+                assert got[label][4] == C.fmt_pct((b - a) / abs(a))
         else:
             assert label not in got
 

@@ -61,8 +61,7 @@ def diff_table(base, run):
         d, pct, u = r["delta"], r["pct"], r["unit"]
         change = "-" if d is None else (("+" if d > 0 else "−") + C.fmt_metric(abs(d), u))
         body.append(html.Tr([html.Td(r["metric"]), html.Td(C.fmt_metric(r["base"], u)), html.Td(C.fmt_metric(r["run"], u)),
-                             html.Td(change, className="up" if d and d > 0 else "down" if d else ""),
-                             html.Td("" if pct is None else f"{pct:+.1%}")]))
+                             html.Td(change, className=C.judgement(r["key"], d)), html.Td(C.fmt_pct(pct))]))
     return html.Div([
         html.H3(f"{run.key} against {base.key}: {run.note or 'what-if'}"),
         html.Table([html.Thead(head), html.Tbody(body)], className="diff", id=f"diff-{run.key}") if body else
