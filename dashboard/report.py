@@ -194,8 +194,12 @@ def _sweeps(doc: _Doc, paths) -> None:
     tab = sweep_table(df, col)
     if len(tab):
         head = "".join(f"<th>{html.escape(str(c))}</th>" for c in tab.columns)
-        body = "".join("<tr>" + "".join(f"<td>{html.escape(f'{v:.4g}' if isinstance(v, float) else str(v))}</td>"
-                                        for v in row) + "</tr>" for row in tab.itertuples(index=False))
+        def cell(v) -> str:
+            if isinstance(v, float):
+                return "-" if v != v else f"{v:.4g}"  # NaN: that point is not in the sweep
+            return str(v)
+        body = "".join("<tr>" + "".join(f"<td>{html.escape(cell(v))}</td>" for v in row) + "</tr>"
+                       for row in tab.itertuples(index=False))
         doc.add(f'<div class="panel"><h3>Table: TTFT and wire GiB per {html.escape(col)}</h3><div class="wrap">'
                 f'<table class="sum"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div></div>')
 
