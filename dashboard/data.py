@@ -26,6 +26,9 @@ COLUMNS = {
     "nodes.parquet": ("t_s", "node", "owner_bytes", "replica_bytes", "transient_bytes", "replica_factor"),
 }
 SUMMARY_NEEDS = ("scheme", "nodes", "ttft_s", "wire_bytes", "kv_bytes")
+SUMMARY_TYPES = {"nodes": "int", "seq": "int", "chunk": "int", "seed": "int", "decode_tokens": "int", "ttft_s": "num",
+                 "sim_end_s": "num", "wire_bytes": "num", "kv_bytes": "num", "peak_node_kv_bytes": "num",
+                 "dropped_frames": "int", "incomplete_ops": "int", "decode_tokens_per_s": "num"}
 CAPTURE_SUFFIXES = (".pcap", ".pcapng")
 
 # what a screen shows: about this many columns of a time axis
@@ -149,6 +152,14 @@ class Run:
         return caps[0] if caps else None
 
 
+def is_sweep_dir(path: Path) -> bool:
+    """A sweep output folder: ``sweep.json`` beside ``results.parquet`` or ``parts/``
+    (docs/sweeps.md), never a results folder."""
+    path = Path(path)
+    return path.is_dir() and not (path / "summary.json").exists() and (path / "sweep.json").is_file() and \
+        ((path / "results.parquet").is_file() or (path / "parts").is_dir())
+
+
 def read_summary(path: Path) -> dict:
     f = path / "summary.json"
     if not f.is_file():
@@ -162,6 +173,16 @@ def read_summary(path: Path) -> dict:
     missing = [k for k in SUMMARY_NEEDS if k not in s]
     if missing:
         raise ResultsError(f"{path.name}: summary.json lacks {', '.join(missing)} (docs/results.md)")
+    # the numbers the pages compute with must be numbers: a crafted folder shows as unreadable
+    for k, kind in SUMMARY_TYPES.items():
+        v = s.get(k)
+        if v is None and k not in ("nodes",):
+            continue
+        ok = isinstance(v, int) and not isinstance(v, bool) if kind == "int" else \
+            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+        if not ok or (kind == "int" and k == "nodes" and not 0 < v <= 4096):
+            raise ResultsError(f"{path.name}: summary.json: {k} is not {'an integer' if kind == 'int' else 'a number'} "
+                               "(docs/results.md)")
     return s
 
 
@@ -196,14 +217,26 @@ class Registry:
             self.version += 1
             return run
 
-    def add_tree(self, path, origin: str = "given") -> list[Run]:
-        """A results folder, or a folder of results folders (each child with a summary.json)."""
+    def add_tree(self, path, origin: str = "given", sweeps: list | None = None) -> list[Run]:
+        """A results folder, or a folder of results folders (each child with a summary.json).
+
+        Sweep output folders (docs/sweeps.md) met on the way are not runs: they are appended
+        to ``sweeps`` (when given) and skipped."""
         path = Path(path)
+        if is_sweep_dir(path):
+            if sweeps is not None:
+                sweeps.append(path)
+                return []
         if (path / "summary.json").exists() or not path.is_dir():
             return [self.add(path, origin)]
-        kids = sorted(p for p in path.iterdir() if p.is_dir() and not p.name.startswith(".")
-                      and (p / "summary.json").exists())
+        kids = sorted(p for p in path.iterdir() if p.is_dir() and not p.name.startswith("."))
+        found_sweeps = [k for k in kids if is_sweep_dir(k)]
+        kids = [k for k in kids if (k / "summary.json").exists()]
+        if sweeps is not None:
+            sweeps.extend(found_sweeps)
         if not kids:
+            if found_sweeps and sweeps is not None:
+                return []
             return [self.add(path, origin)]  # shown as unreadable, with the reason
         return [self.add(k, origin) for k in kids]
 
@@ -375,6 +408,7 @@ COMPUTE_KINDS = {"qkv": "qkv", "attn": "attn", "mlp": "mlp", "lm_head": "lm head
 COMM_KINDS = {"send": "send", "reduce": "reduce", "all_to_all": "all-to-all", "drain": "drain / invalidate",
               "invalidate": "drain / invalidate"}
 CATEGORY_ORDER = ["qkv", "attn", "mlp", "lm head", "decode", "send", "reduce", "all-to-all", "drain / invalidate"]
+COMM_CATS = ["send", "reduce", "all-to-all", "drain / invalidate"]
 
 
 def categorize(ops: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -382,16 +416,27 @@ def categorize(ops: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     kind = ops["kind"].astype(str).to_numpy()
     cat = np.array([COMPUTE_KINDS.get(k) or COMM_KINDS.get(k) or ("decode" if k.startswith("decode_") else k)
                     for k in kind], dtype=object)
-    comm = np.isin(cat, ["send", "reduce", "all-to-all", "drain / invalidate"])
+    comm = np.isin(cat, COMM_CATS)
     node = ops["node"].to_numpy()
     src = ops["src"].to_numpy()
     lane_node = np.where(comm & (node < 0), src, node)
     return cat, lane_node, comm.astype(np.int64)
 
 
+def lane_names(n_nodes: int) -> list[str]:
+    return [f"node {i // 2} {'NIC' if i % 2 else 'compute'}" for i in range(2 * n_nodes)]
+
+
 @dataclass
 class Segments:
-    cat: list  # per category: (x list, y list, text list)
+    """Bars of a timeline window. ``bars``: per category, dict of equal-length lists
+    base (s), length (s), lane (index into ``lanes``), text (hover), op (op id, -1 for a
+    merged segment). ``strips``: per category, thin bars where the kind ran in a pixel
+    column it did not dominate (so every kind stays visible at any zoom): base, length,
+    lane, text."""
+
+    bars: list
+    strips: list
     lanes: list[str]
     n_ops: int
     n_segments: int
@@ -404,10 +449,11 @@ def timeline_segments(ops: pd.DataFrame, n_nodes: int, lo: float | None = None, 
                       max_segments: int = 6000, px: int = 1000, exact_below: int = 2500) -> Segments:
     """Compute and NIC activity per node over [lo, hi] at screen resolution.
 
-    With at most ``exact_below`` ops in the window every op is drawn as it ran. Otherwise the
+    With at most ``exact_below`` ops in the window every op is its own bar. Otherwise the
     window is cut into ``px`` columns; in each lane and column the category that kept the lane
-    busiest wins, and neighbouring columns with the same winner merge into one segment (so a
-    compute lane alternating qkv/attn/mlp faster than a pixel shows what dominated).
+    busiest wins the full-height bar, neighbouring columns with the same winner merge into one
+    segment, and every other kind that ran in a column gets a thin strip of its own in the
+    lane (qkv and the LM head are short and would otherwise never show at full view).
     """
     t_s = ops["start_s"].to_numpy(float)
     t_e = ops["end_s"].to_numpy(float)
@@ -428,26 +474,25 @@ def timeline_segments(ops: pd.DataFrame, n_nodes: int, lo: float | None = None, 
     present = set(cat.tolist())
     cats = [c for c in CATEGORY_ORDER if c in present] + sorted(present - set(CATEGORY_ORDER))
     n_lanes = 2 * n_nodes
-    lanes = [f"node {i // 2} {'NIC' if i % 2 else 'compute'}" for i in range(n_lanes)]
-    series = []
-    total = 0
+    lanes = lane_names(n_nodes)
     min_w = (hi - lo) / 1500  # make instant ops at least about a pixel wide
     if len(s) <= exact_below:
         kinds = sub["kind"].astype(str).to_numpy()
         chunk, layer, opid, nbytes = (sub[c].to_numpy() for c in ("chunk", "layer", "op", "bytes"))
+        t_true0, t_true1 = sub["start_s"].to_numpy(float), sub["end_s"].to_numpy(float)
+        bars = []
         for c in cats:
             m = np.flatnonzero(cat == c)
-            xs, ys, ts = [], [], []
-            for i in m.tolist():
-                a, b = float(s[i]), float(max(e[i], s[i] + min_w))
-                txt = (f"{kinds[i]} (op {int(opid[i])})<br>{lanes[lane[i]]}<br>chunk {int(chunk[i])}, layer {int(layer[i])}"
-                       f"<br>{int(nbytes[i]):,} B<br>{a:.6f} – {float(e[i]):.6f} s")
-                xs += [a, b, None]
-                ys += [lanes[lane[i]]] * 2 + [None]
-                ts += [txt, txt, None]
-            series.append((c, xs, ys, ts))
-            total += len(m)
-        return Segments(series, lanes, int(len(s)), total, lo, hi, exact=True)
+            length = np.maximum(e[m] - s[m], min_w)
+            text = [f"<b>{kinds[i]} op {int(opid[i])}</b><br>{lanes[lane[i]]}<br>chunk {int(chunk[i])}, layer {int(layer[i])}"
+                    f"<br>{int(nbytes[i]):,} B<br>{t_true0[i]:.6f} – {t_true1[i]:.6f} s<br><i>click for details</i>"
+                    for i in m.tolist()]
+            bars.append((c, {"base": s[m].tolist(), "length": length.tolist(), "lane": lane[m].tolist(), "text": text,
+                             "op": opid[m].astype(int).tolist()}))
+        return Segments(bars, [], lanes, int(len(s)), int(len(s)), lo, hi, exact=True)
+    ci = {c: i for i, c in enumerate(cats)}
+    cat_i = np.array([ci[c] for c in cat.tolist()], np.int64)
+    nc = len(cats)
     while True:
         w = (hi - lo) / px
         c0 = np.clip(((s - lo) / w).astype(np.int64), 0, px - 1)
@@ -458,54 +503,75 @@ def timeline_segments(ops: pd.DataFrame, n_nodes: int, lo: float | None = None, 
         col = c0[rep] + (np.arange(int(k.sum())) - first)
         ov = np.minimum(e[rep], lo + (col + 1) * w) - np.maximum(s[rep], lo + col * w)
         ov = np.maximum(ov, min(w, min_w) * 0.5)  # an instant op still counts a little
-        ci = {c: i for i, c in enumerate(cats)}
-        cat_i = np.array([ci[c] for c in cat.tolist()], np.int64)
-        nc = len(cats)
         flat = (lane[rep] * px + col) * nc + cat_i[rep]
         busy = np.bincount(flat, weights=ov, minlength=n_lanes * px * nc).reshape(n_lanes, px, nc)
         tot = busy.sum(axis=2)
         win = busy.argmax(axis=2)
         act = tot > 0
-        # run-length segments of (lane, winner) along the columns
         key = np.where(act, win, -1)
         brk = np.ones((n_lanes, px), bool)
         brk[:, 1:] = key[:, 1:] != key[:, :-1]
         starts = brk & act
-        total = int(starts.sum())
+        minor = (busy > 0) & (np.arange(nc)[None, None, :] != win[:, :, None])
+        mbrk = np.ones_like(minor)
+        mbrk[:, 1:, :] = minor[:, 1:, :] != minor[:, :-1, :]
+        n_minor = int((mbrk & minor).sum())
+        total = int(starts.sum()) + n_minor
         if total <= max_segments or px <= 100:
             break
         px //= 2
     seg_id = np.cumsum(brk.ravel()).reshape(n_lanes, px) - 1
     sl, sc = np.nonzero(starts)
     sid = seg_id[sl, sc]
-    # end column of each segment: last active column with the same segment id
     lanes_idx, cols_idx = np.nonzero(act)
     ends = np.zeros(int(seg_id.max()) + 1, np.int64)
     np.maximum.at(ends, seg_id[lanes_idx, cols_idx], cols_idx)
     busy_sum = np.zeros(int(seg_id.max()) + 1)
     np.add.at(busy_sum, seg_id[lanes_idx, cols_idx], np.minimum(tot[lanes_idx, cols_idx] / w, 1.0))
     ec = ends[sid]
-    ncols = ec - sc + 1
-    frac = busy_sum[sid] / ncols
+    frac = busy_sum[sid] / (ec - sc + 1)
     wc = win[sl, sc]
-    for ci_, c in enumerate(cats):
-        m = np.flatnonzero(wc == ci_)
-        if not len(m):
-            series.append((c, [], [], []))
+    bars, strips = [], []
+    for j, c in enumerate(cats):
+        m = np.flatnonzero(wc == j)
+        a, b = lo + sc[m] * w, lo + (ec[m] + 1) * w
+        text = [f"<b>mostly {c}</b><br>{lanes[ln]}<br>{p:.6f} – {q:.6f} s<br>busy {f:.0%} of the time"
+                "<br><i>click to zoom into this segment</i>" for ln, p, q, f in zip(sl[m].tolist(), a.tolist(), b.tolist(),
+                                                                                 frac[m].tolist())]
+        bars.append((c, {"base": a.tolist(), "length": (b - a).tolist(), "lane": sl[m].tolist(), "text": text,
+                         "op": [-1] * len(m)}))
+        # thin strips: runs of columns where this kind ran without winning
+        mk = minor[:, :, j]
+        st_ = mk & mbrk[:, :, j]
+        ml, mc = np.nonzero(st_)
+        if not len(ml):
             continue
-        a = lo + sc[m] * w
-        b = lo + (ec[m] + 1) * w
-        ys = [lanes[i] for i in sl[m].tolist()]
-        x = np.empty(len(m) * 3, dtype=object)
-        y = np.empty(len(m) * 3, dtype=object)
-        t = np.empty(len(m) * 3, dtype=object)
-        txt = [f"mostly {c}<br>{ln}<br>{p:.6f} – {q:.6f} s<br>busy {f:.0%} of the time"
-               for ln, p, q, f in zip(ys, a.tolist(), b.tolist(), frac[m].tolist())]
-        x[0::3], x[1::3], x[2::3] = a, b, None
-        y[0::3], y[1::3], y[2::3] = ys, ys, None
-        t[0::3], t[1::3], t[2::3] = txt, txt, None
-        series.append((c, x.tolist(), y.tolist(), t.tolist()))
-    return Segments(series, lanes, int(len(s)), total, lo, hi, exact=False)
+        run_id = np.cumsum(st_.ravel()).reshape(n_lanes, px) - 1
+        li, co = np.nonzero(mk)
+        mend = np.zeros(len(ml), np.int64)
+        np.maximum.at(mend, run_id[li, co], co)
+        sa, sb = lo + mc * w, lo + (mend + 1) * w
+        text = [f"{c} ran here (not the busiest kind)<br>{lanes[ln]}<br>{p:.6f} – {q:.6f} s"
+                for ln, p, q in zip(ml.tolist(), sa.tolist(), sb.tolist())]
+        strips.append((c, {"base": sa.tolist(), "length": (sb - sa).tolist(), "lane": ml.tolist(), "text": text}))
+    return Segments(bars, strips, lanes, int(len(s)), total, lo, hi, exact=False)
+
+
+def op_details(ops: pd.DataFrame, op: int) -> dict | None:
+    """One op's row (and its dependencies when ops.parquet records them) for the detail pane."""
+    if "op" not in ops.columns:
+        return None
+    hit = ops[ops["op"] == op]
+    if not len(hit):
+        return None
+    r = hit.iloc[0]
+    out = {k: r[k] for k in ("op", "kind", "stage", "node", "src", "dsts", "chunk", "layer", "bytes", "start_s", "end_s")
+           if k in hit.columns}
+    deps = r["deps"] if "deps" in hit.columns else None
+    if deps is not None and not isinstance(deps, str):
+        deps = [int(x) for x in np.asarray(deps).ravel().tolist()]
+    out["deps"] = deps
+    return out
 
 
 # ------------------------------------------------------------------------------- memory

@@ -7,6 +7,7 @@ server, so what reaches the browser is about what a screen can show.
 
 from __future__ import annotations
 
+import html
 import math
 
 import numpy as np
@@ -53,7 +54,8 @@ def overview_figures(runs: list) -> tuple[go.Figure, go.Figure]:
     names = [r.key for r in ok]
     colors = [scheme_color(r.summary.get("scheme"), i) for i, r in enumerate(ok)]
     ttft = [r.summary.get("ttft_s") for r in ok]
-    hover = [f"{r.key}<br>{r.summary.get('scheme')} · {r.summary.get('nodes')} nodes · seq {r.summary.get('seq')}"
+    e = (lambda v: html.escape(str(v)))  # values from files: plotly draws some HTML in text
+    hover = [f"{e(r.key)}<br>{e(r.summary.get('scheme'))} · {e(r.summary.get('nodes'))} nodes · seq {e(r.summary.get('seq'))}"
              f"<br>TTFT {D.fmt_s(r.summary.get('ttft_s'))}" for r in ok]
     f1 = go.Figure(go.Bar(x=names, y=ttft, marker_color=colors, hovertext=hover, hoverinfo="text",
                           text=[D.fmt_s(t) for t in ttft], textposition="outside", cliponaxis=False, name="TTFT"))
@@ -150,7 +152,7 @@ def _lane(p0, p1, lane: float, trim: float, out=None, height: float = 0.0, k: in
 
 
 def topology_figure(topo: dict | None, totals, selected: int | None = None, title: str | None = None,
-                    height: int = 520) -> go.Figure:
+                    height: int = 520, vmax: float | None = None) -> go.Figure:
     """The topology with each link direction drawn as its own lane, coloured by utilization.
 
     ``totals``: link_totals() rows (link, src, dst, utilization, wire_bytes, lost_frames, ...).
@@ -163,7 +165,9 @@ def topology_figure(topo: dict | None, totals, selected: int | None = None, titl
     d = [math.dist(pos[a], pos[b]) for a in pos for b in pos if a < b]
     unit = min([x for x in d if x > 1e-9], default=1.0)
     lane = 0.07 * unit
-    vmax = max(0.05, max((r["utilization"] for r in rows), default=0.0))
+    if vmax is None:  # a comparison passes the largest over all its runs: one colour scale
+        vmax = max((r["utilization"] for r in rows), default=0.0)
+    vmax = max(0.05, vmax)
     colorscale = get_colorscale(UTIL_SCALE)
 
     def color_of(u: float) -> str:
@@ -251,7 +255,8 @@ def topology_figure(topo: dict | None, totals, selected: int | None = None, titl
     return fig
 
 
-def link_heatmap(m: D.LinkMatrix, title: str | None = None, max_rows: int = 256) -> go.Figure:
+def link_heatmap(m: D.LinkMatrix, title: str | None = None, max_rows: int = 256, zmax: float | None = None,
+                 x_range=None) -> go.Figure:
     rows = np.arange(len(m.links))
     note = ""
     if len(rows) > max_rows:
@@ -263,12 +268,13 @@ def link_heatmap(m: D.LinkMatrix, title: str | None = None, max_rows: int = 256)
     z = m.util[rows]
     text_lost = m.lost[rows]
     fig = go.Figure(go.Heatmap(
-        z=z, x=x, y=labels, colorscale=UTIL_SCALE, zmin=0, zmax=max(0.05, float(np.nanmax(z)) if z.size else 1),
+        z=z, x=x, y=labels, colorscale=UTIL_SCALE, zmin=0,
+        zmax=max(0.05, zmax if zmax is not None else float(np.nanmax(z)) if z.size else 1),
         customdata=text_lost,
         hovertemplate="link %{y}<br>t %{x:.4f} s<br>utilization %{z:.1%}<br>lost frames %{customdata:.0f}<extra></extra>",
         colorbar=dict(title=dict(text="utilization", side="right"), tickformat=".0%", thickness=14)))
     fig.update_yaxes(title="link direction", autorange="reversed", type="category", tickfont=dict(size=9))
-    fig.update_xaxes(title="simulated time (s)")
+    fig.update_xaxes(title="simulated time (s)", range=list(x_range) if x_range else None)
     _base(fig, (title or "Utilization per link direction over time") + note, max(360, min(900, 14 * len(rows) + 120)))
     return fig
 
@@ -336,13 +342,13 @@ def memory_node_figure(t, cols, node: int, owner_only: float | None, budget: flo
     return fig
 
 
-def memory_heatmap(x, z, title: str | None = None) -> go.Figure:
+def memory_heatmap(x, z, title: str | None = None, zmax: float | None = None, x_range=None) -> go.Figure:
     mib = 2**20
     fig = go.Figure(go.Heatmap(z=z / mib, x=x, y=[f"node {i}" for i in range(z.shape[0])], colorscale="Blues",
-                               zmin=0, colorbar=dict(title=dict(text="MiB", side="right"), thickness=14),
+                               zmin=0, zmax=None if zmax is None else zmax / mib, colorbar=dict(title=dict(text="MiB", side="right"), thickness=14),
                                hovertemplate="%{y}<br>t %{x:.4f} s<br>%{z:.2f} MiB (peak in bin)<extra></extra>"))
     fig.update_yaxes(autorange="reversed", type="category")
-    fig.update_xaxes(title="simulated time (s)")
+    fig.update_xaxes(title="simulated time (s)", range=list(x_range) if x_range else None)
     return _base(fig, title or "KV memory per node (click a row to show that node above)",
                  max(260, min(640, 22 * z.shape[0] + 110)))
 
@@ -395,25 +401,80 @@ def replica_figure(mid, mean, mx, spans, ttft: float | None, schedule: dict | No
 # ------------------------------------------------------------------------------ timeline
 
 
-def timeline_figure(seg: D.Segments, ttft: float | None = None, title: str | None = None) -> go.Figure:
-    fig = go.Figure()
-    n_lanes = len(seg.lanes)
-    width = max(3, min(14, int(520 / max(n_lanes, 1))))
-    for cat, x, y, text in seg.cat:
-        fig.add_trace(go.Scatter(x=x, y=y, mode="lines", name=cat, line=dict(color=CATEGORY_COLORS.get(cat, "#999"), width=width),
-                                 hovertext=text, hoverinfo="text", connectgaps=False))
-    if ttft and seg.t0 <= ttft <= seg.t1:
-        fig.add_vline(x=ttft, line=dict(color="#555", width=1, dash="dot"), annotation_text="first token",
-                      annotation_font_size=10)
-    fig.update_yaxes(type="category", categoryorder="array", categoryarray=seg.lanes[::-1], tickfont=dict(size=9),
-                     fixedrange=True, range=[-0.7, n_lanes - 0.3])
-    fig.update_xaxes(title="simulated time (s)", range=[seg.t0, seg.t1])
-    h = max(360, min(1100, 16 * n_lanes + 140))
-    how = ("every op as it ran" if seg.exact else
-           f"{seg.n_ops:,} ops; each pixel shows the kind that kept the lane busiest")
-    _base(fig, title or f"Compute and NIC activity per node, {seg.t0:.4f}–{seg.t1:.4f} s ({how}; drag to zoom, "
+def _timeline_traces(fig, seg: D.Segments, run_i: int, row: int, legend: bool, prefix: str = ""):
+    """Bars of one run's timeline on subplot ``row``: y is the lane index (0 at the top)."""
+    for cat, b in seg.bars:
+        if not b["base"]:
+            continue
+        fig.add_trace(go.Bar(
+            base=b["base"], x=b["length"], y=b["lane"], orientation="h", width=0.54, offset=-0.42, name=cat,
+            legendgroup=cat, showlegend=legend, marker=dict(color=CATEGORY_COLORS.get(cat, "#999"), line=dict(width=0)),
+            hovertext=b["text"], hoverinfo="text",
+            # op id (-1: a merged segment), the run, and the bar's own start and end (a click zooms to them)
+            customdata=[[o, run_i, a, a + w] for o, a, w in zip(b["op"], b["base"], b["length"])]), row, 1)
+    # strips share the band under the bars: one row per kind that has strips, per lane group
+    groups: dict[bool, list] = {}
+    for cat, b in seg.strips:
+        if b["base"]:
+            groups.setdefault(cat in D.COMM_CATS, []).append(cat)
+    for cat, b in seg.strips:
+        if not b["base"]:
+            continue
+        g = groups[cat in D.COMM_CATS]
+        slot, slots = g.index(cat), len(g)
+        y = 0.14 + (slot + 0.5) * 0.3 / slots  # the strip's row under the lane's bars
+        # one line path per kind (thousands of strips stay cheap to draw); no hover of their own
+        xs = np.empty(3 * len(b["base"]), dtype=object)
+        ys = np.empty(3 * len(b["base"]), dtype=object)
+        base, length, lane = (np.asarray(b[k], float) for k in ("base", "length", "lane"))
+        xs[0::3], xs[1::3], xs[2::3] = base, base + length, None
+        ys[0::3], ys[1::3], ys[2::3] = lane + y, lane + y, None
+        fig.add_trace(go.Scatter(x=xs.tolist(), y=ys.tolist(), mode="lines", name=cat, legendgroup=cat, showlegend=False,
+                                 line=dict(color=CATEGORY_COLORS.get(cat, "#999"), width=max(1.5, 6 / slots)),
+                                 hoverinfo="skip", connectgaps=False), row, 1)
+
+
+def timeline_figure(segs, ttft=None, title: str | None = None, names=None) -> go.Figure:
+    """Gantt chart of one or more runs (one subplot each, one shared time axis).
+
+    ``segs``: a Segments or a list of them; ``ttft``: a number or a list; ``names``: the runs."""
+    if isinstance(segs, D.Segments):
+        segs, ttft = [segs], [ttft]
+    ttft = ttft if isinstance(ttft, list) else [ttft] * len(segs)
+    names = names or [None] * len(segs)
+    k = len(segs)
+    lanes_n = [len(sg.lanes) for sg in segs]
+    fig = make_subplots(rows=k, cols=1, shared_xaxes=True, vertical_spacing=0.06 if k > 1 else 0.02,
+                        row_heights=[max(n, 1) for n in lanes_n])
+    seen = set()
+    for i, sg in enumerate(segs):
+        present = {c for c, b in sg.bars if b["base"]} | {c for c, b in sg.strips if b["base"]}
+        _timeline_traces(fig, sg, i, i + 1, legend=False)
+        for c in [c for c in D.CATEGORY_ORDER if c in present - seen] + sorted(present - seen - set(D.CATEGORY_ORDER)):
+            # one legend entry per kind over all runs, in lane order
+            fig.add_trace(go.Bar(x=[None], y=[None], orientation="h", name=c, legendgroup=c,
+                                 marker=dict(color=CATEGORY_COLORS.get(c, "#999")), hoverinfo="skip"), i + 1, 1)
+        seen |= present
+        n = len(sg.lanes)
+        fig.update_yaxes(tickmode="array", tickvals=list(range(n)), ticktext=sg.lanes, tickfont=dict(size=9),
+                         fixedrange=True, range=[n - 0.5, -0.5], row=i + 1, col=1,
+                         title=dict(text=f"<b>{html.escape(str(names[i]))}</b>", font=dict(size=13)) if k > 1 else None)
+        t = ttft[i]
+        if t and sg.t0 <= t <= sg.t1:
+            fig.add_vline(x=t, line=dict(color="#555", width=1, dash="dot"), row=i + 1, col=1)
+    t0, t1 = min(sg.t0 for sg in segs), max(sg.t1 for sg in segs)
+    fig.update_xaxes(range=[t0, t1])
+    fig.update_xaxes(title="simulated time (s)", row=k, col=1)
+    h = max(360, min(1800, sum(16 * n + 40 for n in lanes_n) + 120))
+    exact = all(sg.exact for sg in segs)
+    how = ("every op as it ran" if exact else
+           f"{sum(sg.n_ops for sg in segs):,} ops; each pixel shows the kind that kept the lane busiest, thin strips the "
+           "other kinds that ran")
+    _base(fig, title or f"Compute and NIC activity per node, {t0:.4f}–{t1:.4f} s ({how}; drag or wheel to zoom, "
                         "double-click to reset)", h)
-    fig.update_layout(hovermode="closest", dragmode="zoom")
+    fig.update_layout(hovermode="closest", dragmode="zoom", barmode="overlay", bargap=0, margin=dict(t=88),
+                      legend=dict(y=1.0, yanchor="bottom", x=0, xanchor="left"))
+    fig.update_layout(title=dict(y=0.995, yanchor="top"))
     return fig
 
 
@@ -436,3 +497,92 @@ def frames_histogram(hist, title: str | None = None) -> go.Figure:
     fig.update_yaxes(title="frames per bin")
     fig.update_xaxes(title="capture time (s)")
     return _base(fig, title or "Captured frames over time by op", 300)
+
+
+# ------------------------------------------------------------------------------ comparisons
+
+
+def link_detail_compare(items, label: str, title: str | None = None) -> go.Figure:
+    """One link direction ``label`` (``u→v``) in several runs, overlaid on shared axes.
+    ``items``: (run key, colour, series or None)."""
+    fig = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.06,
+                        subplot_titles=("utilization", "largest queue backlog a frame found", "frames lost on the wire"))
+    for key, color, ser in items:
+        name = html.escape(str(key))
+        if ser is None or not len(ser):
+            fig.add_trace(go.Scatter(x=[None], y=[None], name=f"{name}: no such link", mode="lines",
+                                     line=dict(color=color)), 1, 1)
+            continue
+        t = ((ser["t_start_s"] + ser["t_end_s"]) / 2).to_numpy()
+        fig.add_trace(go.Scatter(x=t, y=ser["utilization"], mode="lines", name=name, legendgroup=name,
+                                 line=dict(color=color, width=1.5),
+                                 hovertemplate="t %{x:.4f} s<br>%{y:.1%}<extra>" + name + "</extra>"), 1, 1)
+        fig.add_trace(go.Scatter(x=t, y=ser["queue_bytes_max"] / 1024, mode="lines", name=name, legendgroup=name,
+                                 showlegend=False, line=dict(color=color, width=1.2), line_shape="hv",
+                                 hovertemplate="t %{x:.4f} s<br>%{y:.1f} KiB<extra>" + name + "</extra>"), 2, 1)
+        fig.add_trace(go.Bar(x=t, y=ser["lost_frames"], name=name, legendgroup=name, showlegend=False,
+                             marker_color=color, hovertemplate="t %{x:.4f} s<br>%{y} lost<extra>" + name + "</extra>"), 3, 1)
+    fig.update_yaxes(tickformat=".0%", rangemode="tozero", row=1, col=1)
+    fig.update_yaxes(title="KiB", rangemode="tozero", row=2, col=1)
+    fig.update_yaxes(title="frames", rangemode="tozero", row=3, col=1)
+    fig.update_xaxes(title="simulated time (s)", row=3, col=1)
+    _base(fig, title or f"Link {label} in each run", 540)
+    fig.update_layout(margin=dict(t=84), legend=dict(y=1.06), barmode="group")
+    return fig
+
+
+def memory_node_compare(items, node: int, title: str | None = None) -> go.Figure:
+    """One node's KV memory in several runs on one axis: total held (solid) and the run's
+    owner-only share at the end (dashed). ``items``: (run key, colour, t, total, owner_only)."""
+    mib = 2**20
+    fig = go.Figure()
+    for key, color, t, total, oo in items:
+        name = html.escape(str(key))
+        fig.add_trace(go.Scatter(x=t, y=np.asarray(total) / mib, mode="lines", line_shape="hv", name=f"{name}: held",
+                                 legendgroup=name, line=dict(color=color, width=1.6),
+                                 hovertemplate="t %{x:.4f} s<br>%{y:.2f} MiB<extra>" + name + "</extra>"))
+        if oo is not None and len(t):
+            fig.add_trace(go.Scatter(x=[float(t[0]), float(t[-1])], y=[oo / mib] * 2, mode="lines",
+                                     name=f"{name}: owner-only", legendgroup=name, line=dict(color=color, dash="dash", width=1.2),
+                                     hovertemplate="owner-only %{y:.2f} MiB<extra>" + name + "</extra>"))
+    fig.update_yaxes(title="KV memory (MiB)", rangemode="tozero")
+    fig.update_xaxes(title="simulated time (s)")
+    _base(fig, title or f"KV memory of node {node} in each run (dashed: its owner-only share at the end)", 420)
+    fig.update_layout(margin=dict(t=80), legend=dict(y=1.03))
+    return fig
+
+
+def memory_per_node_figure(items, title: str | None = None) -> go.Figure:
+    """Per node, the peak KV each run held against the owner-only layout (the paper's Figure 4
+    view with its baselines). ``items``: (run key, colour, peak per node, owner-only per node)."""
+    mib = 2**20
+    fig = go.Figure()
+    owner_drawn = False
+    for key, color, peak, oo in items:
+        name = html.escape(str(key))
+        nodes = list(range(len(peak)))
+        fig.add_trace(go.Bar(x=nodes, y=np.asarray(peak, float) / mib, name=f"{name}: peak", marker_color=color,
+                             hovertemplate="node %{x}<br>peak %{y:.2f} MiB<extra>" + name + "</extra>"))
+        if oo is not None and not owner_drawn:
+            fig.add_trace(go.Scatter(x=list(range(len(oo))), y=np.asarray(oo, float) / mib, mode="markers",
+                                     name="owner-only (decode-ready layout)", legendrank=1,
+                                     marker=dict(symbol="line-ew-open", size=28, color="#111", line=dict(width=2.5)),
+                                     hovertemplate="node %{x}<br>owner-only %{y:.2f} MiB<extra></extra>"))
+            owner_drawn = True
+    fig.update_layout(barmode="group", bargap=0.25)
+    fig.update_xaxes(title="node", dtick=1)
+    fig.update_yaxes(title="KV memory (MiB)", rangemode="tozero")
+    return _base(fig, title or "Peak KV memory per node in each run against the owner-only layout", 400)
+
+
+def replica_compare(items, title: str | None = None) -> go.Figure:
+    """Average copies per block over time, one line per run. ``items``: (run key, colour, mid, mean)."""
+    fig = go.Figure()
+    for key, color, mid, mean in items:
+        name = html.escape(str(key))
+        ok = np.isfinite(mean)
+        fig.add_trace(go.Scatter(x=mid[ok], y=mean[ok], mode="lines", name=name, line=dict(color=color, width=1.6),
+                                 hovertemplate="t %{x:.4f} s<br>%{y:.2f} copies per block<extra>" + name + "</extra>"))
+    fig.update_yaxes(title="copies per block", rangemode="tozero")
+    fig.update_xaxes(title="simulated time (s)")
+    return _base(fig, title or "Average copies per block over time in each run (prefill)", 380)

@@ -4,19 +4,23 @@ A 16-node 16K-token capture holds about 11.5 million frames (900 MB). Decoding i
 request would take seconds, and holding it decoded in memory would take gigabytes, so the
 first visit decodes the capture once in a background thread (the codec's ``read_capture``
 and ``scan_frames``, which keep malformed frames with their reason) into a Parquet file in
-the app's cache folder: one row per frame, time-sorted row groups. A query then reads only
-the columns its filters need, skips row groups by their time statistics, and decodes only
-the page of rows the table shows.
+the user's cache folder (``$XDG_CACHE_HOME/mcf-emu/frames``), named by a hash of the
+capture's content: it survives restarts, and a changed capture gets a new index. One row
+per frame, time-sorted row groups. A query reads only the columns its filters need, skips
+row groups by their time statistics, and decodes only the rows the table shows.
 
-The capture records, for every hop, the board that transmitted the frame (its Ethernet
-source MAC) but not the board that received it, so the "link" filter selects frames by the
-transmitting board of the hop.
+A pcapng capture with one interface per link direction (named ``U->V``) gives every hop its
+link: the index keeps the interface of each record, so the link column names the direction
+a frame crossed and the copies of a multicast frame are told apart. Without interfaces
+(pcap) the board that transmitted the hop (its Ethernet source) is all there is.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import re
 import threading
 import time
 from dataclasses import dataclass
@@ -28,8 +32,10 @@ import pyarrow.parquet as pq
 
 HEADER_FIELDS = ("version", "flags", "stage", "op", "collective", "reduce_op", "dtype", "ttl", "src_node", "route_id",
                  "dst_set", "kv_id", "layer", "frag_idx", "frag_cnt", "msg_id", "seq", "offset", "msg_len", "pay_len")
-ROW_GROUP = 1 << 18
+ROW_GROUP = 1 << 17
 HIST_BINS = 400
+INDEX_VERSION = 2  # bump when the index's columns change: old indexes are rebuilt
+_IFNAME = re.compile(r"^\s*(\d+)\s*(?:->|→)\s*(\d+)\s*$")
 
 
 def enum_names() -> dict[str, dict[int, str]]:
@@ -45,18 +51,42 @@ def flag_names(v: int) -> str:
     return "|".join(names) if names else "-"
 
 
+def content_hash(path: Path, progress=None) -> str:
+    """BLAKE2b of the file's bytes (the index's name: same content, same index)."""
+    h = hashlib.blake2b(digest_size=16)
+    size = max(path.stat().st_size, 1)
+    done = 0
+    with open(path, "rb") as fh:
+        while True:
+            b = fh.read(8 << 20)
+            if not b:
+                break
+            h.update(b)
+            done += len(b)
+            if progress:
+                progress(done / size)
+    return h.hexdigest()
+
+
 @dataclass
 class FrameFilter:
     ops: tuple = ()  # op values; -1 selects malformed frames
     src: int | None = None  # src_node
     dst: int | None = None  # board in dst_set (frames addressed by route id are not matched)
     hop: int | None = None  # board that transmitted the hop (Ethernet source)
+    link: int | None = None  # capture interface (link direction), when the capture has them
+    msg: tuple | None = None  # (src_node, msg_id): every fragment of one message, on every hop
     t_from: float | None = None  # seconds
     t_to: float | None = None
 
     def empty(self) -> bool:
-        return not self.ops and self.src is None and self.dst is None and self.hop is None \
-            and self.t_from is None and self.t_to is None
+        return not self.ops and self.src is None and self.dst is None and self.hop is None and self.link is None \
+            and self.msg is None and self.t_from is None and self.t_to is None
+
+
+def link_label(name: str) -> str:
+    m = _IFNAME.match(name)
+    return f"{m[1]}→{m[2]}" if m else name
 
 
 class CaptureIndex:
@@ -64,19 +94,21 @@ class CaptureIndex:
 
     def __init__(self, capture: Path, cache_dir: Path):
         self.capture = Path(capture)
-        st = self.capture.stat()
-        tag = hashlib.sha1(f"{self.capture.resolve()}|{st.st_size}|{st.st_mtime_ns}".encode()).hexdigest()[:16]
-        self.size = st.st_size
-        self.path = Path(cache_dir) / f"frames-{tag}.parquet"
-        self.state = "new"  # new | building | ready | error
+        self.cache_dir = Path(cache_dir)
+        self.size = self.capture.stat().st_size
+        self.path: Path | None = None  # known once the content is hashed
+        self.state = "new"  # new | hashing | building | ready | error
         self.error: str | None = None
         self.progress = 0.0
         self.n_frames = 0
         self.build_s = None
         self.hist = None  # (edges_s, {op: counts})
         self.reasons: dict[int, str] = {}
+        self.links: list[str] = []  # interface names, by interface id ([] for pcap)
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
+        self._tmp: Path | None = None
+        self._cancel = False
 
     # -- build ------------------------------------------------------------------------------
 
@@ -84,11 +116,8 @@ class CaptureIndex:
         with self._lock:
             if self.state != "new":
                 return
-            self.state = "building"
-            if self.path.exists():
-                self._thread = threading.Thread(target=self._finish, name="capture-index", daemon=True)
-            else:
-                self._thread = threading.Thread(target=self._build, name="capture-index", daemon=True)
+            self.state = "hashing"
+            self._thread = threading.Thread(target=self._run, name="capture-index", daemon=True)
             self._thread.start()
 
     def wait(self, timeout: float | None = None) -> None:
@@ -96,23 +125,78 @@ class CaptureIndex:
         if self._thread:
             self._thread.join(timeout)
 
+    def cancel(self) -> None:
+        """Stop a build and remove its partial file (Ctrl-C and SIGTERM alike)."""
+        self._cancel = True
+        if self._thread and self._thread.is_alive():
+            self._thread.join(30)
+        tmp = self._tmp
+        if tmp is not None:
+            try:
+                tmp.unlink()
+            except OSError:
+                pass
+
+    def _run(self) -> None:
+        try:
+            def hp(f):
+                self.progress = 0.1 * f
+            digest = content_hash(self.capture, hp)
+            self.cache_dir.mkdir(parents=True, exist_ok=True)
+            self.path = self.cache_dir / f"frames-v{INDEX_VERSION}-{digest}.parquet"
+            if not self.path.exists():
+                self.state = "building"
+                self._build()
+            if self._cancel:
+                return
+            self._finish()
+        except Exception as exc:  # a malformed capture: say so on the page
+            with self._lock:
+                self.state, self.error = "error", f"{self.capture.name}: {exc}"
+
     def _build(self) -> None:
         t0 = time.perf_counter()
-        tmp = self.path.with_suffix(f".part{os.getpid()}")
+        self._tmp = tmp = self.path.with_name(f".{self.path.name}.part{os.getpid()}-{threading.get_ident()}")
         try:
             from emu.codec import REASONS, read_capture, scan_frames
 
             self.reasons = dict(enumerate(REASONS))
+            with open(self.capture, "rb") as fh:
+                ng = fh.read(4) == b"\x0a\x0d\x0d\x0a"
+            mm = np.memmap(self.capture, dtype=np.uint8, mode="r") if self.size else np.zeros(0, np.uint8)
             writer = None
             rec = 0
             pending: list[pa.Table] = []
             n_pending = 0
+            gaps_first, gaps_end = None, None  # for the interface scan: first record, end of the last
+            gap_off, gap_tot = [], []
             for batch in read_capture(self.capture):
+                if self._cancel:
+                    raise InterruptedError("cancelled")
                 h, codes, _, raw = scan_frames(batch.buf, batch.offsets, wirelen=batch.wirelen)
                 n = len(h)
+                off = batch.file_offset.astype(np.int64)
+                caplen = np.diff(batch.offsets).astype(np.int64)
                 cols = {"rec": np.arange(rec, rec + n, dtype=np.int64), "ts_ns": batch.ts_ns.astype(np.int64)}
                 mcf = (raw[:, 6] == 0x02) & (raw[:, 7] == 0x4D) & (raw[:, 8] == 0x43) & (raw[:, 9] == 0x46)
                 cols["hop"] = np.where(mcf, raw[:, 10].astype(np.int32) << 8 | raw[:, 11], -1).astype(np.int32)
+                if ng and n:
+                    iface = mm[off[:, None] + 8 + np.arange(4)].view("<u4").reshape(-1)
+                    total = mm[off[:, None] + 4 + np.arange(4)].view("<u4").reshape(-1).astype(np.int64)
+                    cols["link"] = iface.astype(np.int32)
+                    cols["data_off"] = off + 28
+                    # remember where other blocks (interfaces) may sit between records
+                    if gaps_first is None:
+                        gaps_first = int(off[0])
+                    starts = np.r_[gaps_end if gaps_end is not None else off[0], (off + total)[:-1]]
+                    g = np.flatnonzero(starts != off)
+                    gap_off += starts[g].tolist()
+                    gap_tot += (off[g] - starts[g]).tolist()
+                    gaps_end = int(off[-1] + total[-1])
+                else:
+                    cols["link"] = np.full(n, -1, np.int32)
+                    cols["data_off"] = off + 16
+                cols["caplen"] = caplen.astype(np.uint32)
                 cols["err"] = codes.astype(np.uint8)
                 cols["wirelen"] = batch.wirelen.astype(np.uint32)
                 for f in HEADER_FIELDS:
@@ -125,22 +209,28 @@ class CaptureIndex:
                     writer = writer or pq.ParquetWriter(tmp, t.schema, compression="snappy")
                     writer.write_table(t, row_group_size=ROW_GROUP)
                     pending, n_pending = [], 0
-                self.progress = min(0.99, float(batch.file_offset[-1]) / max(self.size, 1)) if n else self.progress
+                if n:
+                    self.progress = 0.1 + 0.89 * min(1.0, float(batch.file_offset[-1]) / max(self.size, 1))
+            if ng:
+                self.links = _pcapng_interfaces_from_gaps(self.capture, gaps_first, gaps_end, gap_off, gap_tot, self.size)
+            meta = {b"emu.frames": json.dumps({"version": INDEX_VERSION, "capture": self.capture.name,
+                                               "links": self.links}).encode()}
             if pending or writer is None:
                 t = pa.concat_tables(pending) if pending else _empty_table()
                 writer = writer or pq.ParquetWriter(tmp, t.schema, compression="snappy")
                 writer.write_table(t, row_group_size=ROW_GROUP)
+            writer.add_key_value_metadata(meta)
             writer.close()
             os.replace(tmp, self.path)
+            self._tmp = None
             self.build_s = time.perf_counter() - t0
-            self._finish()
-        except Exception as exc:  # a malformed capture: say so on the page
+        except BaseException:
             try:
                 tmp.unlink()
             except OSError:
                 pass
-            with self._lock:
-                self.state, self.error = "error", f"{self.capture.name}: {exc}"
+            self._tmp = None
+            raise
 
     def _finish(self) -> None:
         try:
@@ -149,6 +239,8 @@ class CaptureIndex:
 
                 self.reasons = dict(enumerate(REASONS))
             pf = pq.ParquetFile(self.path)
+            meta = json.loads((pf.metadata.metadata or {}).get(b"emu.frames", b"{}"))
+            self.links = list(meta.get("links") or [])
             self.n_frames = pf.metadata.num_rows
             self.hist = self._histogram(pf, FrameFilter())
             with self._lock:
@@ -196,6 +288,10 @@ class CaptureIndex:
             m &= t["src_node"].to_numpy() == flt.src
         if flt.hop is not None:
             m &= t["hop"].to_numpy() == flt.hop
+        if flt.link is not None:
+            m &= t["link"].to_numpy() == flt.link
+        if flt.msg is not None:
+            m &= (t["src_node"].to_numpy() == flt.msg[0]) & (t["msg_id"].to_numpy() == flt.msg[1])
         if flt.dst is not None:
             if 0 <= flt.dst < 64:
                 ds = t["dst_set"].to_numpy()
@@ -215,11 +311,15 @@ class CaptureIndex:
             cols.add("src_node")
         if flt.hop is not None:
             cols.add("hop")
+        if flt.link is not None:
+            cols.add("link")
+        if flt.msg is not None:
+            cols |= {"src_node", "msg_id"}
         if flt.dst is not None:
             cols |= {"dst_set", "route_id"}
         return sorted(cols)
 
-    def _histogram(self, pf: pq.ParquetFile, flt: FrameFilter):
+    def _histogram(self, pf: pq.ParquetFile, flt: FrameFilter, tables=None):
         md = pf.metadata
         if md.num_rows == 0:
             return np.linspace(0, 1, HIST_BINS + 1), {}
@@ -235,14 +335,17 @@ class CaptureIndex:
         counts: dict[int, np.ndarray] = {}
         cols = self._columns(flt, ("ts_ns", "op", "err"))
         for g, _, _ in self._groups(pf, flt):
-            t = pf.read_row_group(g, columns=cols)
+            t = tables[g] if tables is not None and g in tables else pf.read_row_group(g, columns=cols)
             m = self._mask(t, flt)
             ts = t["ts_ns"].to_numpy()[m]
             op = np.where(t["err"].to_numpy()[m] != 0, -1, t["op"].to_numpy()[m].astype(np.int64))
             b = np.clip(((ts - t_lo) / width).astype(np.int64), 0, HIST_BINS - 1)
+            key = (op + 1) * HIST_BINS + b  # one bincount for every op at once
+            cnt = np.bincount(key, minlength=0)
             for o in np.unique(op).tolist():
                 c = counts.setdefault(int(o), np.zeros(HIST_BINS, np.int64))
-                c += np.bincount(b[op == o], minlength=HIST_BINS)
+                part = cnt[(o + 1) * HIST_BINS:(o + 2) * HIST_BINS]
+                c[:len(part)] += part
         edges = (t_lo + np.arange(HIST_BINS + 1) * width) / 1e9
         return edges, counts
 
@@ -258,53 +361,134 @@ class CaptureIndex:
             want = np.arange(min(lo, total), min(hi, total), dtype=np.int64)
             hist = self.hist
         else:
-            cols = self._columns(flt)
+            cols = self._columns(flt, ("ts_ns", "op", "err") if histogram else ())
             total = 0
             found = []
+            tables = {}
             for g, first, n in self._groups(pf, flt):
                 t = pf.read_row_group(g, columns=cols)
+                tables[g] = t
                 idx = np.flatnonzero(self._mask(t, flt))
                 if total < hi and total + len(idx) > lo:
                     a = max(lo - total, 0)
                     found.append(first + idx[a: a + (hi - max(lo, total))])
                 total += len(idx)
             want = np.concatenate(found) if found else np.zeros(0, np.int64)
-            hist = self._histogram(pf, flt) if histogram else None
+            hist = self._histogram(pf, flt, tables) if histogram else None
         rows = self._rows(pf, want)
         return total, rows, hist
 
-    def _rows(self, pf: pq.ParquetFile, recs: np.ndarray) -> list[dict]:
-        if not len(recs):
-            return []
+    def _raw_rows(self, pf: pq.ParquetFile, recs: np.ndarray) -> list[dict]:
         md = pf.metadata
         starts = np.cumsum([0] + [md.row_group(g).num_rows for g in range(md.num_row_groups)])
         g_of = np.searchsorted(starts, recs, side="right") - 1
         out = []
-        names = enum_names()
         for g in np.unique(g_of).tolist():
-            t = pf.read_row_group(g).to_pandas()
-            sub = t.iloc[recs[g_of == g] - starts[g]]
-            for r in sub.to_dict("records"):
-                row = {"#": int(r["rec"]), "time s": f"{r['ts_ns'] / 1e9:.9f}",
-                       "hop from": int(r["hop"]) if r["hop"] >= 0 else "-",
-                       "status": "ok" if r["err"] == 0 else f"malformed: {self.reasons.get(int(r['err']), r['err'])}"}
-                for f in HEADER_FIELDS:
-                    v = int(r[f])
-                    if f in names:
-                        row[f] = names[f].get(v, str(v))
-                    elif f == "flags":
-                        row[f] = flag_names(v)
-                    elif f == "dst_set":
-                        row[f] = f"0x{v:x}"
-                    else:
-                        row[f] = v
-                row["wire len"] = int(r["wirelen"])
-                out.append(row)
+            t = pf.read_row_group(g).take(pa.array(recs[g_of == g] - starts[g]))
+            out += t.to_pylist()
         return out
+
+    def _rows(self, pf: pq.ParquetFile, recs: np.ndarray) -> list[dict]:
+        if not len(recs):
+            return []
+        names = enum_names()
+        out = []
+        for r in self._raw_rows(pf, recs):
+            lk = int(r["link"])
+            row = {"#": int(r["rec"]), "time s": f"{r['ts_ns'] / 1e9:.9f}",
+                   "link": link_label(self.links[lk]) if 0 <= lk < len(self.links) else "-",
+                   "hop from": int(r["hop"]) if r["hop"] >= 0 else "-",
+                   "status": "ok" if r["err"] == 0 else f"malformed: {self.reasons.get(int(r['err']), r['err'])}"}
+            for f in HEADER_FIELDS:
+                v = int(r[f])
+                if f in names:
+                    row[f] = names[f].get(v, str(v))
+                elif f == "flags":
+                    row[f] = flag_names(v)
+                elif f == "dst_set":
+                    row[f] = f"0x{v:x}"
+                else:
+                    row[f] = v
+            row["wire len"] = int(r["wirelen"])
+            out.append(row)
+        return out
+
+    def columns(self) -> list[str]:
+        """The table's columns: the link column only when the capture names its links."""
+        return [c for c in COLUMNS if c != "link" or self.links]
+
+    # -- one frame --------------------------------------------------------------------------
+
+    def frame(self, rec: int) -> tuple[dict, bytes] | None:
+        """(index row, captured bytes) of record ``rec``, or None when there is no such record."""
+        if self.state != "ready" or not isinstance(rec, int) or not 0 <= rec < self.n_frames:
+            return None
+        pf = pq.ParquetFile(self.path)
+        row = self._raw_rows(pf, np.array([rec], np.int64))[0]
+        with open(self.capture, "rb") as fh:
+            fh.seek(int(row["data_off"]))
+            data = fh.read(int(row["caplen"]))
+        return row, data
+
+    def message_of(self, rec: int) -> tuple[int, int] | None:
+        got = self.frame(rec)
+        if got is None:
+            return None
+        return int(got[0]["src_node"]), int(got[0]["msg_id"])
+
+
+def _pcapng_interfaces_from_gaps(path, first, end, gap_off, gap_tot, size) -> list[str]:
+    """Interface names of a pcapng file, in id order. Interface blocks lie before the first
+    record or between records (where a record does not start at the end of the previous one):
+    only those spans are read."""
+    spans = [(0, first if first is not None else size)]
+    spans += [(a, a + n) for a, n in zip(gap_off, gap_tot)]
+    if end is not None:
+        spans.append((end, size))
+    return _pcapng_interfaces_spans(path, spans)
+
+
+def _pcapng_interfaces_spans(path: Path, spans) -> list[str]:
+    names: list[str] = []
+    with open(path, "rb") as fh:
+        for a, b in spans:
+            a, b = int(a), int(b)
+            if b - a < 12 or b - a > 64 << 20:
+                continue
+            fh.seek(a)
+            raw = fh.read(b - a)
+            names = _idb_names(raw, names)
+    return names
+
+
+def _idb_names(raw: bytes, names: list[str]) -> list[str]:
+    p = 0
+    while p + 12 <= len(raw):
+        btype = int.from_bytes(raw[p:p + 4], "little")
+        blen = int.from_bytes(raw[p + 4:p + 8], "little")
+        if blen < 12 or p + blen > len(raw):
+            break
+        if btype == 0x0A0D0D0A:
+            names = []  # a new section numbers its interfaces from 0 again
+        elif btype == 1:
+            name = f"if{len(names)}"
+            q = p + 16
+            while q + 4 <= p + blen - 4:
+                code = int.from_bytes(raw[q:q + 2], "little")
+                ln = int.from_bytes(raw[q + 2:q + 4], "little")
+                if code == 0:
+                    break
+                if code == 2:
+                    name = raw[q + 4:q + 4 + ln].decode("utf-8", "replace").rstrip("\0")
+                q += 4 + ln + (-ln % 4)
+            names.append(name)
+        p += blen
+    return names
 
 
 def _empty_table() -> pa.Table:
     cols = {"rec": pa.array([], pa.int64()), "ts_ns": pa.array([], pa.int64()), "hop": pa.array([], pa.int32()),
+            "link": pa.array([], pa.int32()), "data_off": pa.array([], pa.int64()), "caplen": pa.array([], pa.uint32()),
             "err": pa.array([], pa.uint8()), "wirelen": pa.array([], pa.uint32())}
     from emu.codec import HEADER_DTYPE
 
@@ -313,7 +497,7 @@ def _empty_table() -> pa.Table:
     return pa.table(cols)
 
 
-COLUMNS = ["#", "time s", "hop from", "status", *HEADER_FIELDS, "wire len"]
+COLUMNS = ["#", "time s", "link", "hop from", "status", *HEADER_FIELDS, "wire len"]
 
 
 class CaptureIndexes:
@@ -321,7 +505,6 @@ class CaptureIndexes:
 
     def __init__(self, cache_dir: Path):
         self.cache_dir = Path(cache_dir)
-        self.cache_dir.mkdir(parents=True, exist_ok=True)
         self._d: dict[str, CaptureIndex] = {}
         self._lock = threading.Lock()
 
@@ -332,3 +515,73 @@ class CaptureIndexes:
                 ix = self._d[key] = CaptureIndex(capture, self.cache_dir)
         ix.start()
         return ix
+
+    def close(self) -> None:
+        with self._lock:
+            ixs = list(self._d.values())
+        for ix in ixs:
+            ix.cancel()
+
+
+# ------------------------------------------------------------------------------ one frame, decoded
+
+
+def header_tree(row: dict, data: bytes, links: list[str], reasons: dict) -> list[tuple[str, list[tuple[str, str]]]]:
+    """The frame as Wireshark's detail pane shows it: (section, [(field, value)]) with each
+    field's value decoded (enums and flags by name, boards of dst_set) and its bytes."""
+    from emu.codec.layer import ETH_LEN, field_layout
+
+    names = enum_names()
+    lk = int(row["link"])
+    sec = [("Frame", [("number", f"{int(row['rec'])}"), ("time", f"{int(row['ts_ns']) / 1e9:.9f} s"),
+                      ("wire length", f"{int(row['wirelen'])} bytes"), ("captured", f"{len(data)} bytes"),
+                      ("link", link_label(links[lk]) if 0 <= lk < len(links) else "not recorded (no interfaces)"),
+                      ("status", "ok" if int(row["err"]) == 0 else f"malformed: {reasons.get(int(row['err']), row['err'])}")])]
+
+    def mac(b: bytes) -> str:
+        s = ":".join(f"{x:02x}" for x in b)
+        if len(b) == 6 and b[1:4] == b"MCF":
+            who = int.from_bytes(b[4:6], "big")
+            return s + (f" (route/group {who})" if b[0] & 1 else f" (board {who})")
+        return s
+
+    if len(data) >= ETH_LEN:
+        sec.append(("Ethernet II", [("destination", mac(data[0:6]) + "  [bytes 0–5]"),
+                                    ("source", mac(data[6:12]) + "  [bytes 6–11]"),
+                                    ("type", f"0x{int.from_bytes(data[12:14], 'big'):04x}  [bytes 12–13]")]))
+    fields = []
+    for name, off, size in field_layout():
+        a = ETH_LEN + off
+        if a + size > len(data):
+            fields.append((name, "not captured"))
+            continue
+        v = int(row[name])
+        if name in names:
+            txt = f"{names[name].get(v, '?')} ({v})"
+        elif name == "flags":
+            txt = f"0x{v:02x} {flag_names(v)}"
+        elif name == "dst_set":
+            boards = [str(i) for i in range(64) if v >> i & 1]
+            txt = f"0x{v:016x} (boards {', '.join(boards) or 'none'})"
+        else:
+            txt = f"{v:,}"
+        fields.append((name, f"{txt}  [bytes {a}–{a + size - 1}]"))
+    sec.append(("MCF header", fields))
+    from emu.codec.layer import FRAME_HEADER_LEN
+
+    pay = int(row["pay_len"])
+    have = max(0, len(data) - FRAME_HEADER_LEN)
+    sec.append(("Payload", [("length", f"{pay:,} bytes"), ("captured", f"{min(have, pay):,} bytes"
+                                                                   + (" (timing-mode capture: headers only)" if have < pay else ""))]))
+    return sec
+
+
+def hexdump(data: bytes) -> str:
+    """Offset, 16 bytes in hex, and their printable characters, per line."""
+    lines = []
+    for i in range(0, len(data), 16):
+        chunk = data[i:i + 16]
+        hx = " ".join(f"{b:02x}" for b in chunk[:8]) + "  " + " ".join(f"{b:02x}" for b in chunk[8:])
+        asc = "".join(chr(b) if 32 <= b < 127 else "." for b in chunk)
+        lines.append(f"{i:04x}  {hx:<49}  {asc}")
+    return "\n".join(lines)

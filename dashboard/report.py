@@ -79,8 +79,9 @@ def _panel(doc: _Doc, fig) -> str:
 
 def _section(doc: _Doc, run: D.Run, frames_rows: int, cache_dir: Path | None) -> None:
     s = run.summary
-    doc.add(f'<h2 id="{html.escape(run.key)}">{html.escape(run.key)}: {html.escape(str(s.get("scheme")))}, '
-            f'{s.get("nodes")} nodes, prompt {s.get("seq")}, {html.escape(str(s.get("topology")))}</h2>')
+    e = (lambda v: html.escape(str(v)))  # every value from a file is escaped
+    doc.add(f'<h2 id="{e(run.key)}">{e(run.key)}: {e(s.get("scheme"))}, '
+            f'{e(s.get("nodes"))} nodes, prompt {e(s.get("seq"))}, {e(s.get("topology"))}</h2>')
     if run.error:
         doc.add(f'<div class="error">{html.escape(run.error)}</div>')
         return
@@ -100,7 +101,7 @@ def _section(doc: _Doc, run: D.Run, frames_rows: int, cache_dir: Path | None) ->
         link = int(m["link"].iloc[0]) if len(m) else (int(totals["link"].iloc[0]) if len(totals) else None)
         doc.add("<h3>Links</h3>")
         topo = F.topology_figure(run.topology(), totals, selected=link,
-                                 title=f"{s.get('topology')}: average utilization per link direction")
+                                 title=f"{html.escape(str(s.get('topology')))}: average utilization per link direction")
         parts = [_panel(doc, topo)]
         if link is not None:
             ser = D.link_series(df, link)
@@ -149,7 +150,7 @@ def _section(doc: _Doc, run: D.Run, frames_rows: int, cache_dir: Path | None) ->
         cap = run.capture()
         if cap is None or frames_rows <= 0:
             return
-        from .frames import COLUMNS, CaptureIndex, FrameFilter
+        from .frames import CaptureIndex, FrameFilter
 
         ix = CaptureIndex(cap, cache_dir)
         ix.wait()
@@ -158,9 +159,10 @@ def _section(doc: _Doc, run: D.Run, frames_rows: int, cache_dir: Path | None) ->
             doc.add(f'<div class="error">{html.escape(ix.error or "capture unreadable")}</div>')
             return
         total, rows, hist = ix.query(FrameFilter(), 0, frames_rows)
-        doc.add(_panel(doc, F.frames_histogram(hist, f"{cap.name}: {total:,} frames over time by op")))
-        head = "".join(f"<th>{html.escape(c)}</th>" for c in COLUMNS)
-        body = "".join("<tr>" + "".join(f"<td>{html.escape(str(r.get(c, '')))}</td>" for c in COLUMNS) + "</tr>" for r in rows)
+        doc.add(_panel(doc, F.frames_histogram(hist, f"{html.escape(cap.name)}: {total:,} frames over time by op")))
+        cols = ix.columns()
+        head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
+        body = "".join("<tr>" + "".join(f"<td>{html.escape(str(r.get(c, '')))}</td>" for c in cols) + "</tr>" for r in rows)
         doc.add(f'<div class="panel"><p class="muted">The first {len(rows):,} of {total:,} frames.</p>'
                 f'<div class="wrap"><table class="frames"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
                 "</div></div>")
@@ -171,15 +173,45 @@ def _section(doc: _Doc, run: D.Run, frames_rows: int, cache_dir: Path | None) ->
     guarded("frames", frames)
 
 
+def _sweeps(doc: _Doc, paths) -> None:
+    """The sweep datasets: the Sweep page's figures and its table (scheme x nodes)."""
+    from .sweep import SweepError, load_sweeps, summary_line, sweep_axes, sweep_figure, sweep_table
+
+    doc.add("<h2>Sweeps</h2>")
+    try:
+        df, meta = load_sweeps(list(paths))
+    except SweepError as exc:
+        doc.add(f'<div class="error">{html.escape(str(exc))}</div>')
+        return
+    doc.add(f'<p class="muted">{html.escape(summary_line(df, meta))}</p>')
+    for m, label in (("ttft_s", "TTFT"), ("wire_bytes", "Bytes on the wire"), ("kv_bytes", "KV payload bytes")):
+        if m not in df.columns:
+            continue
+        figs = [sweep_figure(df, m, x, None, f"{label} against {t}") for x, t in sweep_axes(df)]
+        if figs:
+            doc.add('<div class="row">' + "".join(_panel(doc, f) for f in figs) + "</div>")
+    col = "nodes" if "nodes" in df.columns else "seq"
+    tab = sweep_table(df, col)
+    if len(tab):
+        head = "".join(f"<th>{html.escape(str(c))}</th>" for c in tab.columns)
+        def cell(v) -> str:
+            if isinstance(v, float):
+                return "-" if v != v else f"{v:.4g}"  # NaN: that point is not in the sweep
+            return str(v)
+        body = "".join("<tr>" + "".join(f"<td>{html.escape(cell(v))}</td>" for v in row) + "</tr>"
+                       for row in tab.itertuples(index=False))
+        doc.add(f'<div class="panel"><h3>Table: TTFT and wire GiB per {html.escape(col)}</h3><div class="wrap">'
+                f'<table class="sum"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div></div>')
+
+
 def write_report(paths, out, title: str | None = None, frames_rows: int = 200) -> tuple[Path, int]:
     """Write the report of the results folders ``paths`` to ``out``; returns (path, figures)."""
-    import tempfile
-
     from emu.atomic import atomic_file
 
     reg = D.Registry()
+    sweeps: list[Path] = []
     for p in paths:
-        reg.add_tree(p)
+        reg.add_tree(p, sweeps=sweeps)
     runs = reg.runs()
     doc = _Doc()
     ok = [r for r in runs if not r.error]
@@ -195,10 +227,13 @@ def write_report(paths, out, title: str | None = None, frames_rows: int = 200) -
     if ok:
         f1, f2 = F.overview_figures(ok)
         doc.add('<div class="row">' + _panel(doc, f1) + _panel(doc, f2) + "</div>")
-    with tempfile.TemporaryDirectory(prefix="mcf-report-") as cache:
-        for r in runs:
-            _section(doc, r, frames_rows, Path(cache))
-    title = title or ("mcf-emu report: " + ", ".join(r.key for r in runs))
+    from .state import user_cache_dir
+
+    for r in runs:  # frame indexes come from (and go to) the user cache, as the dashboard's do
+        _section(doc, r, frames_rows, user_cache_dir())
+    if sweeps:
+        _sweeps(doc, sweeps)
+    title = title or ("mcf-emu report: " + ", ".join([r.key for r in runs] + [p.name for p in sweeps]))
     page = ("<!DOCTYPE html><html><head><meta charset='utf-8'><title>" + html.escape(title) + "</title>"
             f"<style>{CSS}</style><script type='text/javascript'>{plotly.offline.get_plotlyjs()}</script></head><body>"
             f"<header><h1>{html.escape(title)}</h1><p>written {time.strftime('%Y-%m-%d %H:%M')} by emu report from "

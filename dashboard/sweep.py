@@ -13,6 +13,7 @@ panel's parameter.
 
 from __future__ import annotations
 
+import html
 import json
 from pathlib import Path
 
@@ -48,39 +49,86 @@ def _files(p: Path) -> list[Path]:
     return []
 
 
-def load_sweep(path) -> tuple[pd.DataFrame, dict]:
-    """(points that finished ok, the sweep's metadata) of a dataset; SweepError says what is wrong."""
-    p = Path(path)
-    if not p.exists():
-        raise SweepError(f"{p}: no such file or folder")
+def _load_one(p: Path) -> tuple[pd.DataFrame, dict]:
     files = _files(p)
     if not files:
         raise SweepError(f"{p}: no results.parquet or other .parquet files in this folder")
-    meta: dict = {}
-    try:
-        frames = []
-        for f in files:
+    out = []
+    for f in files:
+        try:
             t = pq.read_table(f)
-            raw = (t.schema.metadata or {}).get(b"emu.sweep")
-            if raw and not meta:
-                try:
-                    meta = json.loads(raw)
-                except (ValueError, UnicodeDecodeError):
-                    meta = {}
-            frames.append(t.to_pandas())
-        df = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
-    except Exception as exc:
-        raise SweepError(f"{p.name}: not a readable Parquet dataset ({type(exc).__name__}: {str(exc)[:200]})") from None
+        except Exception as exc:
+            raise SweepError(f"{f.name}: not a readable Parquet dataset ({type(exc).__name__}: {str(exc)[:200]})") from None
+        raw = (t.schema.metadata or {}).get(b"emu.sweep")
+        meta: dict = {}
+        if raw:
+            try:
+                meta = json.loads(raw)
+            except (ValueError, UnicodeDecodeError):
+                meta = {}
+        meta = meta if isinstance(meta, dict) else {}
+        df = t.to_pandas()
+        # the dataset's own name keeps two sweeps apart; a file without one is named by its folder
+        name = str(meta.get("name") or (f.parent.name if f.name == "results.parquet" else f.stem))
+        if "sweep" not in df.columns:
+            df["sweep"] = name
+        df["sweep"] = df["sweep"].astype(str)
+        out.append((df, meta))
+    return out
+
+
+def load_sweeps(paths) -> tuple[pd.DataFrame, dict]:
+    """Every point that finished ok of one or more datasets, in one frame whose ``sweep``
+    column keeps them apart, and the metadata: ``sweeps`` {name: emu.sweep metadata}, ``axes``
+    (the union of their axes), point counts. SweepError says what is wrong."""
+    parts, metas = [], {}
+    for path in paths if isinstance(paths, (list, tuple)) else [paths]:
+        p = Path(path)
+        if not p.exists():
+            raise SweepError(f"{p}: no such file or folder")
+        for df, meta in _load_one(p):
+            parts.append(df)
+            for name in df["sweep"].unique().tolist():
+                metas.setdefault(name, meta)
+    df = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
     missing = [c for c in NEEDED if c not in df.columns]
     if missing:
-        raise SweepError(f"{p.name}: the dataset lacks the column{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
-                         "(docs/sweeps.md)")
+        raise SweepError(f"{Path(paths[0] if isinstance(paths, (list, tuple)) else paths).name}: the dataset lacks the "
+                         f"column{'s' if len(missing) > 1 else ''} {', '.join(missing)} (docs/sweeps.md)")
     n_all = len(df)
     if "status" in df.columns:
         df = df[df["status"].astype(str) == "ok"]
     df = df[pd.to_numeric(df["ttft_s"], errors="coerce").notna()].reset_index(drop=True)
-    meta = dict(meta, points_total=n_all, points_ok=len(df))
+    axes: list[str] = []
+    for m in metas.values():
+        for a in m.get("axes") or []:
+            if isinstance(a, str) and a not in axes:
+                axes.append(a)
+    one = next(iter(metas.values())) if len(metas) == 1 else {}
+    meta = dict(one, sweeps=metas, axes=axes, points_total=n_all, points_ok=len(df))
+    if len(metas) > 1:
+        meta["name"] = ", ".join(metas)
+        meta.pop("description", None)
     return df, meta
+
+
+def load_sweep(path) -> tuple[pd.DataFrame, dict]:
+    return load_sweeps([path])
+
+
+PARAM_EXCLUDE = {"index", "point", "status", "error", "version", "wall_s", "run_dir"}
+
+
+def params_of(df: pd.DataFrame) -> list[str]:
+    """Every parameter column that varies in the dataset: the sweep's name, the grid
+    parameters, and profile fields (``hw.*``, ``model.*``). Points that differ in any of
+    them are never merged."""
+    cand = ["sweep", *GRID, "chunk_mode", "scheme"] + sorted(c for c in df.columns if c.startswith(("hw.", "model.")))
+    out = []
+    for c in cand:
+        if c in df.columns and c not in out and c not in PARAM_EXCLUDE and df[c].astype(str).nunique(dropna=False) > 1:
+            out.append(c)
+    return out
 
 
 def axes_of(df: pd.DataFrame, meta: dict) -> list[str]:
@@ -111,19 +159,29 @@ def _label(v) -> str:
     return str(v)
 
 
-def _slices(df: pd.DataFrame, x: str, metric: str, grid: list[str]):
-    """(scheme, name, frame) per line along ``x``: points of one scheme equal in every other axis."""
-    others = [c for c in grid if c != x and c in df.columns and df[c].nunique(dropna=False) > 1]
+def _key_label(cols, key) -> str:
+    return ", ".join(f"{o} {_label(k)}" for o, k in zip(cols, key))
+
+
+def _slices(df: pd.DataFrame, x: str, metric: str, grid: list[str] | None = None):
+    """(scheme, name, frame) per line along ``x``: the points of one sweep and scheme equal in
+    every other parameter that varies (``params_of``). Several rows at one x are the same
+    point repeated (equal in every parameter): their median is drawn."""
+    others = [c for c in params_of(df) if c not in (x, "scheme")]
     out = []
     for scheme in sorted(df["scheme"].astype(str).unique()):
         d = df[df["scheme"].astype(str) == scheme]
-        groups = d.groupby(others, dropna=False, sort=True) if others else [((), d)]
+        if others:
+            keyed = d.assign(**{f"__{c}": d[c].astype(str) for c in others})
+            groups = keyed.groupby([f"__{c}" for c in others], dropna=False, sort=True)
+        else:
+            groups = [((), d)]
         for key, g in groups:
             g = g.groupby(x, as_index=False)[metric].median().sort_values(x)
             if g[x].nunique() < 2:
                 continue  # not a slice along this axis
             key = key if isinstance(key, tuple) else (key,)
-            name = scheme + ("" if not others else " · " + ", ".join(f"{o} {_label(k)}" for o, k in zip(others, key)))
+            name = scheme + ("" if not others else " · " + _key_label(others, key))
             out.append((scheme, name, g))
     return out
 
@@ -134,14 +192,12 @@ SYMBOLS = ["circle", "square", "diamond", "triangle-up", "x", "star"]
 def sweep_axes(df: pd.DataFrame, axes: list[str] | None = None) -> list[tuple[str, str]]:
     """The panels worth drawing: (column, title) of nodes, prompt length and chunk size where at
     least one slice varies that parameter alone."""
-    grid = axes if axes is not None else [c for c in GRID if c in df.columns and df[c].nunique(dropna=False) > 1]
-    return [(x, t) for x, t in AXES if x in df.columns and _slices(df, x, "ttft_s", grid)]
+    return [(x, t) for x, t in AXES if x in df.columns and _slices(df, x, "ttft_s")]
 
 
 def sweep_figure(df: pd.DataFrame, metric: str, x: str, axes: list[str] | None = None, title: str | None = None) -> go.Figure:
     """``metric`` against ``x``: one line per scheme and setting of the other parameters."""
-    grid = axes if axes is not None else [c for c in GRID if c in df.columns and df[c].nunique(dropna=False) > 1]
-    lines = _slices(df, x, metric, grid)
+    lines = _slices(df, x, metric)
     scale, unit = (1.0, "s") if metric == "ttft_s" else (2**30, "GiB")
     schemes = sorted(df["scheme"].astype(str).unique())
     fig = go.Figure()
@@ -151,10 +207,10 @@ def sweep_figure(df: pd.DataFrame, metric: str, x: str, axes: list[str] | None =
         seen[scheme] = k + 1
         si = schemes.index(scheme)
         fig.add_trace(go.Scatter(
-            x=g[x], y=g[metric] / scale, mode="lines+markers", name=name,
+            x=g[x], y=g[metric] / scale, mode="lines+markers", name=html.escape(name),
             line=dict(color=scheme_color(scheme, si), width=2, dash=["solid", "dash", "dot", "dashdot", "longdash"][k % 5]),
             marker=dict(size=8, symbol=SYMBOLS[si % len(SYMBOLS)], line=dict(width=1, color="#fff")),
-            hovertemplate=f"{name}<br>{x} %{{x}}<br>%{{y:.4g}} {unit}<extra></extra>"))
+            hovertemplate=f"{html.escape(name)}<br>{x} %{{x}}<br>%{{y:.4g}} {unit}<extra></extra>"))
     if not lines:
         fig.add_annotation(text=f"no slice of this dataset varies {x} alone", x=0.5, y=0.5, xref="paper", yref="paper",
                            showarrow=False)
@@ -189,3 +245,36 @@ def summary_line(df: pd.DataFrame, meta: dict) -> str:
             vals = sorted(df[c].dropna().unique().tolist(), key=lambda v: (isinstance(v, str), v))
             parts.append(f"{c}: {', '.join(_label(v) for v in vals[:8])}{' …' if len(vals) > 8 else ''}")
     return " · ".join(parts)
+
+
+# ------------------------------------------------------------------------------ the table view
+
+TABLE_METRICS = {"ttft_s": ("TTFT (s)", 1.0), "wire_bytes": ("wire GiB", 2**30), "kv_bytes": ("KV GiB", 2**30),
+                 "peak_node_kv_bytes": ("peak KV per node (GiB)", 2**30), "prefill_s": ("prefill (s)", 1.0),
+                 "decode_tokens_per_s": ("decode tokens/s", 1.0), "replica_factor_peak": ("replica factor peak", 1.0)}
+
+
+def sweep_table(df: pd.DataFrame, col: str = "nodes", metrics=("ttft_s", "wire_bytes")) -> pd.DataFrame:
+    """The paper's Table 1 view of any sweep: one row per setting of every varying parameter
+    but ``col``, one column per value of ``col`` and metric (TTFT in s, bytes in GiB).
+    Repeated points (equal in every parameter) show their median."""
+    metrics = [m for m in metrics if m in df.columns]
+    if not len(df) or col not in df.columns or not metrics:
+        return pd.DataFrame()
+    rows = [c for c in params_of(df) if c not in (col, "scheme", "sweep")]
+    rows = (["sweep"] if "sweep" in params_of(df) and col != "sweep" else []) + ["scheme"] + rows
+    keyed = df.assign(**{f"__{c}": df[c].map(_label) for c in rows})
+    out = None
+    for m in metrics:
+        label, scale = TABLE_METRICS.get(m, (m, 1.0))
+        pv = keyed.assign(__v=pd.to_numeric(keyed[m], errors="coerce") / scale).pivot_table(
+            index=[f"__{c}" for c in rows], columns=col, values="__v", aggfunc="median")
+        pv.columns = [f"{label} @ {col} {_label(v)}" for v in pv.columns]
+        out = pv if out is None else out.join(pv, how="outer")
+    out.index.names = rows
+    out = out.reset_index()
+
+    def natural(col):  # numbers by value (256 before 1024), the rest as text
+        num = pd.to_numeric(col, errors="coerce")
+        return num if num.notna().all() else col.astype(str)
+    return out.sort_values(rows, key=natural, kind="stable").reset_index(drop=True)

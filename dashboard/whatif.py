@@ -12,9 +12,11 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -50,8 +52,30 @@ def trace_list(paths) -> dict[str, Path]:
     return out
 
 
+MAX_BOARDS = 64  # the header's dst_set has one bit per board
+
+
+class FormTypeError(WhatIfError):
+    """A form value that is not a string (or empty): the request itself is malformed."""
+
+
+def shape_boards(topo: str, shape: str) -> int:
+    """Boards a topology of this shape has (a fat-tree of k has k^3/4)."""
+    dims = [int(x) for x in shape.split("x")]
+    if topo == "fattree":
+        k = dims[0]
+        return k ** 3 // 4 if len(dims) == 1 else 10**9
+    n = 1
+    for d in dims:
+        n *= d
+    return n
+
+
 def build_args(trace: Path, form: dict) -> tuple[list[str], str]:
     """argv after ``emu replay TRACE`` and a short description, from the form's values."""
+    for k, v in form.items():
+        if v is not None and not isinstance(v, str):
+            raise FormTypeError(f"{k}: a text value expected, got {type(v).__name__}")
     args: list[str] = []
     desc: list[str] = []
     topo = (form.get("topology") or "auto").strip()
@@ -63,6 +87,9 @@ def build_args(trace: Path, form: dict) -> tuple[list[str], str]:
             raise WhatIfError(f"shape {shape!r}: a size like 16, 4x4 or 2x8")
         if topo == "auto":
             raise WhatIfError("a shape needs a topology other than auto")
+        n = shape_boards(topo, shape)
+        if not 2 <= n <= MAX_BOARDS or any(int(d) == 0 for d in shape.split("x")):
+            raise WhatIfError(f"shape {shape!r}: {topo} of this shape has {n:,} boards; 2 to {MAX_BOARDS} are possible")
         topo = f"{topo}:{shape}"
     args.append(f"--topology={topo}")
     if topo != "auto":
@@ -140,12 +167,18 @@ class WhatIfs:
     """Runs what-ifs one at a time; a finished run is added to the registry."""
 
     def __init__(self, out_dir: Path, traces: dict[str, Path], registry):
-        self.out_dir = Path(out_dir)
+        self.out_dir = Path(out_dir).resolve()  # absolute: the replay runs from another folder
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self.traces = traces
         self.registry = registry
         self.jobs: list[Job] = []
         self._lock = threading.Lock()
+        # replays run from an empty folder of their own: nothing planted beside the results
+        # (an emu/ package, a sitecustomize) is on their import path
+        self.cwd = Path(tempfile.mkdtemp(prefix="mcf-whatif-cwd-"))
+
+    def close(self) -> None:
+        shutil.rmtree(self.cwd, ignore_errors=True)
 
     def current(self) -> Job | None:
         with self._lock:
@@ -172,7 +205,8 @@ class WhatIfs:
             out, i = self.out_dir / base, 2
             while out.exists():
                 out, i = self.out_dir / f"{base}-{i}", i + 1
-            argv = [sys.executable, "-m", "emu", "replay", str(trace), f"--out={out}", *opts]
+            # -P: the working directory is not put on sys.path; the installed package runs
+            argv = [sys.executable, "-P", "-m", "emu", "replay", str(trace), f"--out={out}", *opts]
             job = Job(n, trace_key, desc, out, argv)
             self.jobs.append(job)
         threading.Thread(target=self._run, args=(job,), name=f"whatif-{n}", daemon=True).start()
@@ -196,7 +230,7 @@ class WhatIfs:
         try:
             env = dict(os.environ, PYTHONUNBUFFERED="1", COLUMNS="200")
             job.proc = subprocess.Popen(job.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=slave,
-                                        cwd=str(self.out_dir), env=env, start_new_session=True)
+                                        cwd=str(self.cwd), env=env, start_new_session=True)
             os.close(slave)
             slave = None
             buf = b""
@@ -228,7 +262,7 @@ class WhatIfs:
             job.message = "cancelled"
             return
         if job.out.is_dir() and (job.out / "summary.json").is_file():
-            note = {"trace": job.trace_key, "change": job.desc, "argv": job.argv[3:]}
+            note = {"trace": job.trace_key, "change": job.desc, "argv": job.argv[4:]}
             try:
                 (self.out_dir / f".{job.out.name}.json").write_text(json.dumps(note, indent=1) + "\n")
             except OSError:

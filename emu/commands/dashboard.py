@@ -15,7 +15,9 @@ def register(sub) -> None:
     p.add_argument("results", nargs="*", help="results folders written by `emu replay --out`, or folders holding them")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=int, default=8050, help="port (default 8050; 0 picks a free one)")
-    p.add_argument("--sweep", metavar="PATH", help="sweep dataset for the Sweep page: a .parquet file or a folder of them")
+    p.add_argument("--sweep", metavar="PATH", action="append",
+                   help="sweep dataset for the Sweep page: a sweep output folder, a .parquet file or a folder of them "
+                        "(repeatable; sweep folders among RESULTS_DIR are found too)")
     p.add_argument("--traces", action="append", metavar="PATH",
                    help="trace file or folder the What-if page may replay (repeatable; default ./traces if it exists)")
     p.add_argument("--whatif-dir", metavar="DIR",
@@ -27,8 +29,9 @@ def run(args) -> int:
     for r in args.results:
         if not Path(r).exists():
             raise ConfigError(f"{r}: no such results folder")
-    if args.sweep and not Path(args.sweep).exists():
-        raise ConfigError(f"--sweep {args.sweep}: no such file or folder")
+    for sw in args.sweep or []:
+        if not Path(sw).exists():
+            raise ConfigError(f"--sweep {sw}: no such file or folder")
     if not 0 <= args.port <= 65535:
         raise ConfigError(f"--port {args.port}: must be 0..65535")
     traces = args.traces if args.traces is not None else (["traces"] if Path("traces").is_dir() else [])
@@ -49,16 +52,23 @@ def run(args) -> int:
     bad = [r for r in runs if r.error]
     print(f"dashboard: {len(runs)} run{'s' if len(runs) != 1 else ''}"
           + (f" ({len(bad)} unreadable)" if bad else "")
-          + (f", sweep {args.sweep}" if args.sweep else "")
+          + (f", sweeps {', '.join(str(p) for p in state.sweep_paths)}" if state.sweep_paths else "")
           + f", {len(state.traces)} trace{'s' if len(state.traces) != 1 else ''} for what-ifs in {state.whatif_dir}")
     if args.host not in ("127.0.0.1", "localhost", "::1"):
         print(f"dashboard: listening on {args.host}: anyone who can reach it can start what-if replays", file=sys.stderr)
     print(f"dashboard: {url}  (Ctrl-C to stop)", flush=True)
+    import signal
+
+    def on_term(signum, frame):  # SIGTERM ends the server as Ctrl-C does: unfinished indexes removed
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGTERM, on_term)
     try:
         server.serve_forever()
     except KeyboardInterrupt:
         pass
     finally:
+        signal.signal(signal.SIGTERM, old)
         server.server_close()
         state.close()
     print("dashboard: stopped")

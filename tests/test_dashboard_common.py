@@ -1,0 +1,175 @@
+"""Fixtures and helpers the dashboard tests share (results folders of real replays, a
+two-sweep folder, the app on a free port, Playwright on Debian's chromium)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+def emu(*args, cwd=None, timeout=300, env=None):
+    p = subprocess.run([sys.executable, "-m", "emu", *map(str, args)], capture_output=True, text=True, cwd=cwd,
+                       timeout=timeout, env=env)
+    assert p.returncode == 0, f"emu {' '.join(map(str, args))} failed:\n{p.stdout}\n{p.stderr}"
+    return p.stdout
+
+
+def write_sweep(folder: Path, name: str, axes: list[str], rows: list[dict]) -> Path:
+    """A sweep output folder as `emu sweep` writes it (docs/sweeps.md): sweep.json and results.parquet."""
+    folder.mkdir(parents=True)
+    rows = [dict(sweep=name, index=i, point=f"{name}{i:04d}", status="ok", error=None, **r) for i, r in enumerate(rows)]
+    table = pa.Table.from_pylist(rows).replace_schema_metadata(
+        {b"emu.sweep": json.dumps({"name": name, "description": f"sweep {name}", "axes": axes})})
+    pq.write_table(table, folder / "results.parquet")
+    (folder / "sweep.json").write_text(json.dumps({"name": name, "axes": axes}))
+    return folder
+
+
+@pytest.fixture(scope="session")
+def runs(tmp_path_factory):
+    """Results folders of real replays (4 boards, 1K tokens), a broken one, two sweeps in one folder."""
+    d = tmp_path_factory.mktemp("dash")
+    # frame indexes of every command the tests start go to a cache of their own, not the user's
+    old_cache = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = str(d / "xdg-cache")
+
+    def make(scheme, capture):
+        trace = d / f"{scheme}.json"
+        emu("trace", scheme, "--seq", 1024, "--nodes", 4, "--chunk", 256, "--decode-tokens", 2, "-o", trace)
+        out = d / "results" / scheme
+        emu("replay", trace, "--out", out, *(["--capture", "cap.pcap"] if capture else []))
+        return trace, out
+
+    with ThreadPoolExecutor(2) as pool:
+        (mars_trace, mars), (_, ring) = pool.map(lambda a: make(*a), [("mars", True), ("ring", False)])
+    broken = d / "results" / "broken"
+    broken.mkdir()
+    (broken / "summary.json").write_text((mars / "summary.json").read_text())
+    (broken / "links.parquet").write_bytes(b"this is not parquet")
+    for f in ("ops.parquet", "topology.json"):
+        (broken / f).write_bytes((mars / f).read_bytes())
+    pd.DataFrame({"t_s": [0.0]}).to_parquet(broken / "nodes.parquet")  # a column short
+    # two sweeps in one folder: a quick grid (scheme x nodes x seq, chunk 256) and a chunk sweep of
+    # MARS at 16K on 16 boards; the chunk-256 point of the second must never mix with the first
+    quick = []
+    for scheme in ("mars", "ring"):
+        for nodes in (4, 8):
+            for seq in (1024, 2048):
+                ttft = seq / 1000 / nodes * (1.0 if scheme == "mars" else 1.6)
+                quick.append(dict(scheme=scheme, nodes=nodes, seq=seq, chunk=256, topology="auto", link_rate=None,
+                                  ttft_s=ttft, wire_bytes=seq * nodes * 1000, kv_bytes=seq * nodes * 800))
+    quick.append(dict(quick[0], ttft_s=None))
+    chunks = [dict(scheme="mars", nodes=16, seq=16384, chunk=c, topology="auto", link_rate=None, ttft_s=4.69 + c / 1000,
+                   wire_bytes=2**30 + c * 10**6, kv_bytes=2**29 + c) for c in (256, 512, 1024, 2048)]
+    sweeps = d / "sweeps"
+    write_sweep(sweeps / "quick", "quick", ["scheme", "nodes", "seq"], quick)
+    write_sweep(sweeps / "chunk_mars", "chunk_mars", ["chunk"], chunks)
+    yield {"dir": d, "mars": mars, "ring": ring, "broken": broken, "trace": mars_trace, "sweeps": sweeps,
+           "notres": d / "results"}
+    if old_cache is None:
+        os.environ.pop("XDG_CACHE_HOME", None)
+    else:
+        os.environ["XDG_CACHE_HOME"] = old_cache
+
+
+@pytest.fixture(scope="session")
+def app(runs, tmp_path_factory):
+    from dashboard.app import Config, create_app, make_server
+
+    dash_app, state = create_app(Config(results=[runs["mars"].parent, runs["sweeps"]], traces=[runs["trace"]],
+                                        whatif_dir=str(runs["dir"] / "whatif"),
+                                        cache_dir=str(tmp_path_factory.mktemp("cache"))))
+    server = make_server(dash_app, "127.0.0.1", 0)
+    t = threading.Thread(target=server.serve_forever, daemon=True)
+    t.start()
+    yield f"http://127.0.0.1:{server.server_port}", state
+    server.shutdown()
+    state.close()
+
+
+@pytest.fixture(scope="session")
+def browser():
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"{CHROMIUM} is absent: install Debian's chromium package (scripts/test does) to run the browser tests")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser, app, request, tmp_path):
+    """A page on the app; a screenshot of it goes under tmp_path when the test fails."""
+    ctx = browser.new_context(viewport={"width": 1440, "height": 1000}, accept_downloads=True)
+    pg = ctx.new_page()
+    pg.set_default_timeout(30000)
+    errors = []
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    pg.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    pg.base, pg.app_state = app
+    pg.js_errors = errors
+    failed = request.session.testsfailed
+    yield pg
+    if request.session.testsfailed > failed:
+        shot = tmp_path / f"{request.node.name.replace('/', '_')}.png"
+        try:
+            pg.screenshot(path=str(shot), full_page=True)
+            print(f"screenshot: {shot}")
+        except Exception as exc:  # the page may be gone
+            print(f"no screenshot: {exc}")
+    ctx.close()
+
+
+WAIT_PAGE = """(name) => { const p = document.getElementById('_pages_content'); if (!p) return false;
+  const h = p.querySelector('h2'); if (!h || h.textContent !== name) return false;
+  if ([...p.querySelectorAll('.error')].some(e => !e.closest('.card'))) return true;
+  if (name === 'Frames' && !p.querySelector('div.frames table, .note')) return false;
+  if (name === 'Overview' && !p.querySelector('#cards')) return false;
+  const g = [...p.querySelectorAll('.dash-graph')];
+  return g.every(x => { const q = x.querySelector('.js-plotly-plot'); return q && q.data && q.querySelector('.main-svg'); }); }"""
+
+FIGURES = """() => { const n = a => a ? Array.from(a).filter(v => v !== null && v !== undefined).length : 0;
+  return [...document.querySelectorAll('#_pages_content .js-plotly-plot')].map(g => ({
+    id: JSON.stringify(g.parentElement.closest('[id]').id), traces: g._fullData.length,
+    points: g._fullData.reduce((k, t) => k + n(t.z) + n(t.x), 0)})); }"""
+
+PAGES = {"/": "Overview", "/links": "Links", "/memory": "Memory and replicas", "/timeline": "Timeline",
+         "/frames": "Frames", "/sweep": "Sweep", "/whatif": "What-if"}
+
+
+def goto(pg, path, name=None):
+    pg.goto(pg.base + path)
+    pg.wait_for_function(WAIT_PAGE, arg=name or PAGES[path.split("?")[0]], polling=100, timeout=60000)
+
+
+def graph_js(selector):
+    return f"document.querySelector({json.dumps(selector)}).querySelector('.js-plotly-plot')"
+
+
+def click_until(pg, x, y, condition, arg=None, tries=4):
+    """Click at (x, y) until ``condition`` holds: a graph drawn a moment ago may not listen yet."""
+    for i in range(tries):
+        pg.mouse.move(x, y)
+        pg.mouse.click(x, y)
+        try:
+            pg.wait_for_function(condition, arg=arg, timeout=5000 if i < tries - 1 else 30000)
+            return
+        except Exception:
+            if i == tries - 1:
+                raise
