@@ -50,11 +50,19 @@ SCHEMA: dict[str, dict[str, str]] = {
         "mtu": "size",
         "nic_latency_ps": "time",
         "nic_rate": "rate",
+        "switch_latency_ps": "time",
+        "switch_rate": "rate",
+        "port_arbiter": "enum:rr|transit-first|local-first",
         "ports": "int",
         "gamma": "float",
     },
 }
 OPTIONAL = {"description"}
+# Fields a profile (or a trace's embedded profile) written before they existed may leave
+# out; docs/workloads.md gives the reasoning: a store-and-forward Ethernet switch forwards
+# at line rate on every port (non-blocking fabric, 0 = unlimited) after about 1 us of
+# lookup and fabric; a NIC port arbitrates its own and forwarded frames round-robin.
+DEFAULTS = {"hw": {"switch_latency_ps": 1_000_000, "switch_rate": 0, "port_arbiter": "rr"}}
 # Fields that must be >= 1 (counts, rates, sizes that divide something).
 _POSITIVE = {
     "model": ("layers", "hidden", "heads", "kv_heads", "head_dim", "intermediate", "vocab"),
@@ -100,6 +108,7 @@ def check(section: str, values: dict, where: str) -> dict:
     if unknown:
         raise ConfigError(f"{where}: unknown field {unknown[0]!r}; fields are {', '.join(fields)}")
     out = {}
+    values = {**DEFAULTS.get(section, {}), **values}
     for name, kind in fields.items():
         if name not in values:
             if name in OPTIONAL:
