@@ -429,7 +429,8 @@ class Network:
         transmitting; for "sent", ``node`` is the link and ``frag`` the number of
         the message's streams still unsent (0: nothing of it is left in the
         packetizer). A message with no first hop at ``src`` is dropped there
-        (``no_route``) and gets no "sent".
+        (``no_route``) and gets no "sent". Every destination keeps a received bitmap
+        (``track`` is accepted for callers; duplicates are always discarded).
         """
         dsts = tuple(int(d) for d in dsts)
         if nfrags < 1:
