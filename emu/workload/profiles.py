@@ -57,12 +57,12 @@ SCHEMA: dict[str, dict[str, str]] = {
         "gamma": "float",
     },
 }
-OPTIONAL = {"description"}
-# Fields a profile (or a trace's embedded profile) written before they existed may leave
-# out; docs/workloads.md gives the reasoning: a store-and-forward Ethernet switch forwards
-# at line rate on every port (non-blocking fabric, 0 = unlimited) after about 1 us of
-# lookup and fabric; a NIC port arbitrates its own and forwarded frames round-robin.
+# Fields a profile may leave out; the replay then uses DEFAULTS (docs/workloads.md gives
+# the reasoning): a store-and-forward Ethernet switch forwards at line rate on every port
+# (non-blocking fabric, 0 = unlimited) after about 1 us of lookup and fabric; a NIC port
+# arbitrates its own and forwarded frames round robin.
 DEFAULTS = {"hw": {"switch_latency_ps": 1_000_000, "switch_rate": 0, "port_arbiter": "rr"}}
+OPTIONAL = {"description", *DEFAULTS["hw"]}
 # Fields that must be >= 1 (counts, rates, sizes that divide something).
 _POSITIVE = {
     "model": ("layers", "hidden", "heads", "kv_heads", "head_dim", "intermediate", "vocab"),
@@ -108,7 +108,6 @@ def check(section: str, values: dict, where: str) -> dict:
     if unknown:
         raise ConfigError(f"{where}: unknown field {unknown[0]!r}; fields are {', '.join(fields)}")
     out = {}
-    values = {**DEFAULTS.get(section, {}), **values}
     for name, kind in fields.items():
         if name not in values:
             if name in OPTIONAL:
