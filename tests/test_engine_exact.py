@@ -332,3 +332,35 @@ def test_multicast_rerouted_onto_new_trees_matches_reference(seed):
     new_trees = {k: (spt(nh2, msgs[k][0], members), members) for k, (_t, members) in enumerate(trees)}
     run_both(D, n, nh, msgs, (0, 16 * 1024), trees=trees, arbiter=ARBITERS[seed % 3], changes=changes,
              reroutes=[(t_fail + detect, nh2, new_trees)], track=bool(seed % 2))
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_node_failure_under_multicast_and_unicast_matches_reference(seed):
+    # All links of one node fail; trees whose root died lose their unsent fragments at the
+    # source, the others are rebuilt around the hole.
+    rng = random.Random(7000 + seed)
+    n = 9
+    D = grid(lat=rng.choice([0, 500_000]))
+    nh = bfs_next_hop(D, n, n)
+    links = sorted(D.edges)
+    trees, msgs = [], []
+    for k in range(3):
+        root = rng.randrange(n)
+        members = rng.sample([x for x in range(n) if x != root], k=rng.randint(2, 6))
+        trees.append((spt(nh, root, members), members))
+        msgs.append((root, tuple(members), str(k), rng.randint(10, 60), 1462, 700, rng.randint(0, 10**6)))
+    for i in range(6):
+        s, d = rng.sample(range(n), 2)
+        msgs.append((s, (d,), d, rng.randint(1, 30), 1462, 100, rng.randint(0, 10**6)))
+    node = rng.randrange(n)
+    dead = frozenset(e for e in links if node in e)
+    t_fail = rng.randint(0, 600_000)
+    changes = [(t_fail, "down", (links.index(e),)) for e in sorted(dead)]
+    nh2 = bfs_next_hop(D, n, n, dead)
+    new_trees = {}
+    for k, (_t, members) in enumerate(trees):
+        reach = [m for m in members if nh2[msgs[k][0], m] >= 0]
+        new_trees[k] = (spt(nh2, msgs[k][0], reach) if reach else {}, members)
+    run_both(D, n, nh, msgs, (0, 16 * 1024), trees=trees, arbiter=ARBITERS[seed % 3], changes=changes,
+             reroutes=[(t_fail + rng.choice([0, 20_000, 100_000]), nh2, new_trees)], lossless=bool(seed % 2),
+             nic_rate=rng.choice([0, 4 * 10**9]))
