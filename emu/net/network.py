@@ -429,8 +429,9 @@ class Network:
         transmitting; for "sent", ``node`` is the link and ``frag`` the number of
         the message's streams still unsent (0: nothing of it is left in the
         packetizer). A message with no first hop at ``src`` is dropped there
-        (``no_route``) and gets no "sent". Every destination keeps a received bitmap
-        (``track`` is accepted for callers; duplicates are always discarded).
+        (``no_route``) and gets no "sent". ``track`` keeps a received bitmap per
+        destination (``missing``); multicasts always keep one, so the duplicates a
+        re-route can cause are discarded.
         """
         dsts = tuple(int(d) for d in dsts)
         if nfrags < 1:
@@ -452,13 +453,18 @@ class Network:
         md = self.MD[self._nmd : self._nmd + nd]
         md[:, K.D_NODE] = dsts
         md[:, K.D_GOT] = 0
-        # Every destination keeps a received bitmap (the NIC's reassembly state), so a
-        # duplicate (a resend, a re-routed multicast) is discarded, counted, never delivered.
-        nbytes = (nfrags + 7) // 8
-        if self._nbits + nd * nbytes > self.BITS.shape[0]:
-            self.BITS = _grow(self.BITS, self._nbits + nd * nbytes, 0)
-        md[:, K.D_BITS] = np.arange(self._nbits, self._nbits + nd * nbytes, nbytes)
-        self._nbits += nd * nbytes
+        # A destination keeps a received bitmap (the NIC's reassembly state) wherever a
+        # duplicate can arrive: resends (tracked messages) and re-routed multicasts. It is
+        # discarded and counted, never delivered. (A re-homed unicast stream moves its
+        # unsent fragments without repeating any, so untracked unicast needs none.)
+        if track or nd > 1:
+            nbytes = (nfrags + 7) // 8
+            if self._nbits + nd * nbytes > self.BITS.shape[0]:
+                self.BITS = _grow(self.BITS, self._nbits + nd * nbytes, 0)
+            md[:, K.D_BITS] = np.arange(self._nbits, self._nbits + nd * nbytes, nbytes)
+            self._nbits += nd * nbytes
+        else:
+            md[:, K.D_BITS] = -1
         self._nmd += nd
         msg = Message(mid, src, dsts, route, nfrags, frame_len, last_len, on_event, meta)
         self.messages.append(msg)
@@ -679,6 +685,8 @@ class Network:
 
     def _upcalls_due(self) -> None:
         self._upcall_ev = None
+        if not self._in_change and not (self._changes and self._changes[0][0] == self.sim.now):
+            self._flush_upcalls()  # all frame events of this instant are done
         self._advance()
 
     def _flush_upcalls(self) -> None:
