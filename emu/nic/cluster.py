@@ -123,9 +123,17 @@ class Cluster:
     # ---- routes --------------------------------------------------------------------
 
     def reroute(self, routes) -> None:
-        """New routes after a failure or repair: later multicasts build new trees."""
+        """New routes after a failure or repair: later multicasts build new trees, and the
+        multicasts still in a packetizer get a new tree (Network.rehome moves them to it)."""
         self.routes = routes
-        self._trees.clear()
+        active = self.net.active_routes()
+        kept = {}
+        for (src, dsts), route in self._trees.items():
+            if route in active:
+                reach = [d for d in dsts if d != src and routes.next_hop[src, d] >= 0]
+                tree = multicast_tree(self.net.topology, routes, src, reach) if reach else {src: []}
+                kept[(src, dsts)] = self.net.replace_tree(route, tree, dsts)
+        self._trees = kept
 
     def _route(self, src: int, dsts: tuple[int, ...]) -> int:
         if len(dsts) == 1:

@@ -51,6 +51,9 @@ SCHEMA: dict[str, dict[str, str]] = {
         "mtu": "size",
         "nic_latency_ps": "time",
         "nic_rate": "rate",
+        "switch_latency_ps": "time",
+        "switch_rate": "rate",
+        "port_arbiter": "enum:rr|transit-first|local-first",
         "ports": "int",
         "gamma": "float",
         "rto_min_ps": "time",
@@ -58,8 +61,12 @@ SCHEMA: dict[str, dict[str, str]] = {
     },
 }
 # Fields a profile may leave out; the replay then uses DEFAULTS: the NIC's minimum and
-# initial retransmission timeout, 100 us and 1 ms (docs/nic.md gives the reasoning).
-DEFAULTS = {"hw": {"rto_min_ps": 100_000_000, "rto_initial_ps": 1_000_000_000}}
+# initial retransmission timeout, 100 us and 1 ms (docs/nic.md gives the reasoning); a
+# store-and-forward Ethernet switch forwards at line rate on every port (non-blocking
+# fabric, 0 = unlimited) after about 1 us of lookup and fabric (docs/workloads.md); a NIC
+# port arbitrates its own and forwarded frames round robin (docs/engine.md).
+DEFAULTS = {"hw": {"rto_min_ps": 100_000_000, "rto_initial_ps": 1_000_000_000,
+                   "switch_latency_ps": 1_000_000, "switch_rate": 0, "port_arbiter": "rr"}}
 OPTIONAL = {"description", *DEFAULTS["hw"]}
 # Fields that must be >= 1 (counts, rates, sizes that divide something).
 _POSITIVE = {
