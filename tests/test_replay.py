@@ -199,3 +199,20 @@ def test_retransmitted_frames_carry_retx_in_the_capture(traces, tmp_path):
     # Every resent fragment appears at least once (more when its route has several hops).
     assert s["retransmitted_frames"] > 0 and retx >= s["retransmitted_frames"] - s["dropped_by_cause"]["loss"]
     assert retx > 0
+
+
+def test_results_record_what_the_run_was_told_and_every_ops_dependencies(traces, tmp_path):
+    """The dashboard compares runs on loss, clauses and overrides, and lists an op's dependencies."""
+    import pandas as pd
+
+    out = tmp_path / "run"
+    assert main(["replay", str(traces["mars"]), "--loss", "0.001", "--set", "hw.link_rate=2Gbps",
+                 "--fail", "link 0-1 down at 1ms up at 2ms", "--out", str(out)]) == 0
+    s = json.loads((out / "summary.json").read_text())
+    assert s["loss"] == 0.001
+    assert s["overrides"] == ["hw.link_rate=2Gbps"]
+    assert s["scenario"] == ["link 0-1 down at 1ms up at 2ms"]
+    t = load_trace(str(traces["mars"]))
+    ops = pd.read_parquet(out / "ops.parquet")
+    for i in range(t.n_ops):
+        assert list(ops.deps[i]) == t.dep_idx[t.dep_ptr[i]:t.dep_ptr[i + 1]].tolist()

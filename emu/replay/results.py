@@ -2,7 +2,7 @@
 
 Folder layout (docs/results.md):
   summary.json    the summary (the same object ``emu replay --json`` prints)
-  ops.parquet     one row per op: op, kind, stage, node, chunk, layer, start_s, end_s
+  ops.parquet     one row per op: op, kind, stage, node, chunk, layer, bytes, start_s, end_s, deps
   links.parquet   per link direction and time bin: frames, wire bytes, utilization, peak queue
   nodes.parquet   per node, at each change: owner, replica and transient KV bytes; replica factor
   deliveries.parquet  per communication op and destination: when it was delivered there
@@ -67,6 +67,10 @@ def summarize(rp) -> dict:
         "hw": rp.hw.get("name"),
         "topology": rp.G.graph.get("name"),
         "seed": rp.opt.seed,
+        # What the run was told besides the trace, so runs can be compared on it.
+        "loss": rp.opt.loss,
+        "scenario": list(rp.opt.scenario),
+        "overrides": list(rp.opt.overrides),
         "ttft_s": ttft / 1e12,
         "prefill_s": prefill / 1e12,
         "decode_tokens": tokens,
@@ -111,6 +115,8 @@ def ops_frame(rp) -> pd.DataFrame:
         "bytes": ops["bytes"],
         "start_s": np.where(rp.start >= 0, rp.start / 1e12, np.nan),
         "end_s": np.where(rp.end >= 0, rp.end / 1e12, np.nan),
+        # The ops each op waited for (the trace's dependency lists).
+        "deps": np.split(tr.dep_idx.astype(np.int64), tr.dep_ptr[1:-1]),
     })
 
 

@@ -18,7 +18,7 @@ import numpy as np
 from .spec import overrides, point_id
 
 _LIST_MAX = ("final_node_kv_bytes", "owner_only_node_kv_bytes")
-_SKIP = {"trace", "incomplete"}  # the trace has no file; incomplete: the count is incomplete_ops
+_SKIP = {"trace", "incomplete", "loss"}  # the trace has no file; incomplete: the count is incomplete_ops; loss: the point says it
 
 
 def base_row(point: dict, sweep: str, index: int) -> dict:
