@@ -305,22 +305,27 @@ def test_failures_rate_changes_and_loss_windows_match_reference(seed):
              changes=changes, reroutes=reroutes, track=bool(seed % 4 == 0), nic=rng.choice([0, 500_000]))
 
 
-@pytest.mark.parametrize("seed", range(12))
-def test_multicast_rerouted_onto_new_trees_matches_reference(seed):
-    rng = random.Random(5000 + seed)
+def grid_multicast_scenario(rng, unicasts):
+    """A 3x3 grid with three multicast trees (shortest-path) and some unicasts between them."""
     n = 9
     D = grid(lat=rng.choice([0, 500_000]))
     nh = bfs_next_hop(D, n, n)
-    links = sorted(D.edges)
     trees, msgs = [], []
     for k in range(3):
         root = rng.randrange(n)
         members = rng.sample([x for x in range(n) if x != root], k=rng.randint(2, 6))
         trees.append((spt(nh, root, members), members))
         msgs.append((root, tuple(members), str(k), rng.randint(10, 60), 1462, 700, rng.randint(0, 10**6)))
-    for i in range(4):
+    for _ in range(unicasts):
         s, d = rng.sample(range(n), 2)
         msgs.append((s, (d,), d, rng.randint(1, 30), 1462, 100, rng.randint(0, 10**6)))
+    return n, D, nh, sorted(D.edges), trees, msgs
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_multicast_rerouted_onto_new_trees_matches_reference(seed):
+    rng = random.Random(5000 + seed)
+    n, D, nh, links, trees, msgs = grid_multicast_scenario(rng, unicasts=4)
     # Fail a first hop of a tree, then re-route everything (trees included) after detection.
     root, (first, *_rest) = msgs[0][0], trees[0][0][msgs[0][0]]
     l = links.index((root, first))
@@ -339,19 +344,7 @@ def test_node_failure_under_multicast_and_unicast_matches_reference(seed):
     # All links of one node fail; trees whose root died lose their unsent fragments at the
     # source, the others are rebuilt around the hole.
     rng = random.Random(7000 + seed)
-    n = 9
-    D = grid(lat=rng.choice([0, 500_000]))
-    nh = bfs_next_hop(D, n, n)
-    links = sorted(D.edges)
-    trees, msgs = [], []
-    for k in range(3):
-        root = rng.randrange(n)
-        members = rng.sample([x for x in range(n) if x != root], k=rng.randint(2, 6))
-        trees.append((spt(nh, root, members), members))
-        msgs.append((root, tuple(members), str(k), rng.randint(10, 60), 1462, 700, rng.randint(0, 10**6)))
-    for i in range(6):
-        s, d = rng.sample(range(n), 2)
-        msgs.append((s, (d,), d, rng.randint(1, 30), 1462, 100, rng.randint(0, 10**6)))
+    n, D, nh, links, trees, msgs = grid_multicast_scenario(rng, unicasts=6)
     node = rng.randrange(n)
     dead = frozenset(e for e in links if node in e)
     t_fail = rng.randint(0, 600_000)
