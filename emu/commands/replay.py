@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -43,42 +43,47 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
+    from ..outputs import OutputFolder, file_name
     from ..replay.capture import Capture, parse_filters
-    from ..replay.results import format_summary, summarize, write
+    from ..replay.results import format_summary, summarize, write_files
     from ..replay.run import Options, Replay
     from ..workload.trace import load_trace
 
+    if args.out is not None and args.no_results:
+        raise ConfigError("--out names the results folder; --no-results writes none: drop one")
+    if args.capture is not None and args.no_results:
+        raise ConfigError("--capture writes into the results folder; drop --no-results")
+    cap_name = file_name(args.capture, "--capture", (".pcap", ".pcapng")) if args.capture is not None else None
     trace = load_trace(args.trace)
     loss = parse_float(args.loss, "--loss")
     if not 0 <= loss <= 1:
         raise ConfigError(f"--loss {args.loss}: must be a probability in [0, 1]")
     stem = Path(args.trace).name.split(".")[0]
-    out = Path(args.out) if args.out else Path("results") / f"{stem}-{time.strftime('%Y%m%d-%H%M%S')}"
-    if not args.no_results and out.exists():
-        raise ConfigError(f"{out}: already exists; choose another --out")
-    capture = None
-    if args.capture:
-        if args.no_results:
-            raise ConfigError("--capture writes into the results folder; drop --no-results")
-        capture = Capture(out.parent / f".{out.name}.{Path(args.capture).name}", parse_filters(args.capture_filter),
-                          snaplen=parse_int(args.snaplen, "--snaplen"))
+    folder = None if args.no_results else OutputFolder(
+        args.out, default=Path("results") / f"{stem}-{time.strftime('%Y%m%d-%H%M%S')}")
+    flt = parse_filters(args.capture_filter)
+    snaplen = parse_int(args.snaplen, "--snaplen")
     opt = Options(topology=args.topology, overrides=tuple(args.overrides), scenario=tuple(args.fail + args.degrade),
                   loss=loss, seed=parse_int(args.seed, "--seed"), reliable={"auto": None, "on": True, "off": False}[args.reliable],
                   detect_ps=parse_time(args.detect, "--detect"), progress=sys.stderr.isatty() and not args.json)
     rp = Replay(trace, opt)
-    if capture:
-        capture.attach(rp)
-    try:
-        rp.run()
-    finally:
-        if capture:
-            capture.close()
-    summary = summarize(rp)
-    if not args.no_results:
-        final = write(rp, summary, out, capture_from=capture.path if capture else None)
-        if capture:
-            os.replace(final / capture.path.name, final / Path(args.capture).name)
-        summary["results"] = str(final)
+    # Claimed only now that every option is checked; from here on an error or a signal
+    # removes what this run staged (emu.outputs).
+    with folder or contextlib.nullcontext():
+        capture = None
+        if cap_name:
+            capture = Capture(folder.staging / cap_name, flt, snaplen=snaplen)
+            capture.attach(rp)
+        try:
+            rp.run()
+        finally:
+            if capture:
+                capture.close()
+        summary = summarize(rp)
+        if folder:
+            write_files(rp, summary, folder.staging)
+    if folder:
+        summary["results"] = str(folder.path)
     print(json.dumps(summary, indent=2) if args.json else format_summary(summary)
           + (f"\nresults   {summary['results']}" if "results" in summary else ""))
     return 1 if summary["incomplete_ops"] else 0
