@@ -66,7 +66,14 @@ def register(subparsers) -> None:
     s.add_argument("--rto", default="2ms", help="time before probing an unacknowledged message (default 2ms)")
     s.add_argument("--max-retries", default="20", help="probes before giving up on a message (default 20)")
     s.add_argument("--duration", help="stop after this long (default: run until stopped)")
-    s.add_argument("-v", "--verbose", action="store_true", help="log every delivery, reduction and directory change")
+    s.add_argument("--max-partial", default="256", metavar="N",
+                   help="incomplete messages held at once; the oldest is evicted (default 256)")
+    s.add_argument("--max-partial-bytes", default="64MiB", metavar="SIZE",
+                   help="bytes the incomplete messages may hold (default 64MiB)")
+    s.add_argument("--partial-timeout", default="5s", metavar="TIME",
+                   help="an incomplete message older than this is dropped (default 5s)")
+    s.add_argument("-v", "--verbose", action="store_true",
+                   help="log every delivery, reduction, directory change and rejected frame")
     s.add_argument("--wrong-reduce-op", choices=("max", "sum", "merge"), metavar="OP",
                    help="TEST ONLY: reduce with OP (and stamp it in the result) whatever the frames ask, "
                         "to see `emu hw check` fail")
@@ -230,13 +237,24 @@ def run_listen(args) -> int:
 # ---- serve -------------------------------------------------------------------------------------
 
 
+def _at_least(value: int, lo: int, what: str) -> int:
+    if value < lo:
+        raise ConfigError(f"{what} {value}: must be at least {lo}")
+    return value
+
+
 def run_serve(args) -> int:
     from ..codec import ReduceOp
     from ..hw.errors import MtuTooSmall
     from ..hw.rawsock import RawSocket
-    from ..hw.serve import Device
+    from ..hw.serve import Device, ServeLimits
+    from ..units import parse_size
 
     board = _board(args, parse_int(args.node, "--node"))
+    limits = ServeLimits(partial_messages=_at_least(parse_int(args.max_partial, "--max-partial"), 1, "--max-partial"),
+                         partial_bytes=_at_least(parse_size(args.max_partial_bytes, "--max-partial-bytes"), 1,
+                                                 "--max-partial-bytes"),
+                         partial_age_s=seconds(args.partial_timeout, "--partial-timeout"))
     sock = RawSocket(args.iface)
     if board.mtu > sock.mtu:
         sock.close()
@@ -244,7 +262,7 @@ def run_serve(args) -> int:
                           f"(--mtu); ip link set {args.iface} mtu {board.mtu}")
     wrong = int(ReduceOp[args.wrong_reduce_op]) if args.wrong_reduce_op else None
     dev = Device(board, sock, rto=seconds(args.rto, "--rto"), max_retries=parse_int(args.max_retries, "--max-retries"),
-                 wrong_reduce_op=wrong, verbose=args.verbose)
+                 wrong_reduce_op=wrong, verbose=args.verbose, limits=limits)
     stop = _stop_on_sigterm()
     duration = seconds(args.duration, "--duration") if args.duration else None
     parent = f"parent {board.parent}" if board.parent is not None else "the root"
