@@ -18,13 +18,13 @@ IFACE_HELP = "network interface (in this network namespace), e.g. enp3s0 or a ve
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("hw", help="send, receive, serve and check MCF frames on a network interface",
+    p = subparsers.add_parser("hw", epilog="example: emu hw check --iface eth1 --scenario all --node 1", help="send, receive, serve and check MCF frames on a network interface",
                               description="The hardware path: MCF frames on a real interface through a raw "
                                           "layer-2 socket (root or CAP_NET_RAW). See docs/hardware.md.")
     sub = p.add_subparsers(dest="hw_command", metavar="SUBCOMMAND")
     p.set_defaults(func=lambda args: (p.print_help(), 0)[1])
 
-    s = sub.add_parser("send", help="put MCF frames from a capture or a trace on the wire",
+    s = sub.add_parser("send", epilog="example: emu hw send --iface eth1 --pcap cap.pcap --rate 100Mbps", help="put MCF frames from a capture or a trace on the wire",
                        description="Send the frames of a pcap/pcapng capture byte for byte (headers-only records "
                                    "are zero-padded to their wire length), or the frames of a trace's replay, "
                                    "paced by a rate or by the capture's timestamps.")
@@ -34,7 +34,8 @@ def register(subparsers) -> None:
     src.add_argument("trace", nargs="?", metavar="TRACE",
                      help="a trace: replayed on the emulator (headers-only capture), its frames sent")
     pace = s.add_mutually_exclusive_group()
-    pace.add_argument("--rate", help="line rate to pace at, e.g. 100Mbps, 1Gbps (frame + FCS + preamble + IFG)")
+    pace.add_argument("--rate", help="line rate to pace at, e.g. 100Mbps, 1Gbps (frame + FCS + preamble + IFG); "
+                                     "default: unpaced, as fast as the interface takes them")
     pace.add_argument("--timing", choices=("original",), help="original: keep the capture's inter-frame times")
     s.add_argument("--count", help="send this many frames (going through the source again if it has fewer)")
     s.add_argument("--topology", default="auto", help="topology of the trace's replay (default auto)")
@@ -43,7 +44,7 @@ def register(subparsers) -> None:
                         "from=T, to=T; repeatable)")
     s.set_defaults(func=run_send)
 
-    s = sub.add_parser("listen", help="receive MCF frames, validate, count, capture",
+    s = sub.add_parser("listen", epilog="example: emu hw listen --iface eth1 --out rx.pcap --timeout 10s", help="receive MCF frames, validate, count, capture",
                        description="Receive MCF frames (kernel filter on EtherType 0x88B5), validate them in "
                                    "batches, count frames, bytes, malformed frames by reason and incomplete "
                                    "messages, optionally write a capture. Stops at --count, --timeout or Ctrl-C.")
@@ -55,7 +56,7 @@ def register(subparsers) -> None:
     s.add_argument("--json", action="store_true", help="print the counters as JSON")
     s.set_defaults(func=run_listen)
 
-    s = sub.add_parser("serve", help="run the emulated NIC of board K as a live device on an interface",
+    s = sub.add_parser("serve", epilog="example: emu hw serve --iface veth0 --node 1 -v", help="run the emulated NIC of board K as a live device on an interface",
                        description="The NIC of board K answering the wire as the board should: forwarding and "
                                    "multicast (one copy back out, ttl - 1), delivery with reassembly, acks and "
                                    "nacks, reductions (emu.nic.reduce) to the parent, the replica directory. "
@@ -81,7 +82,7 @@ def register(subparsers) -> None:
 
     from ..hw.defaults import SCENARIOS
 
-    s = sub.add_parser("check", help="drive a device with a scenario and diff its frames against the model",
+    s = sub.add_parser("check", epilog="example: emu hw check --iface eth1 --scenario all --node 1", help="drive a device with a scenario and diff its frames against the model",
                        description="Send a scenario's frames to the device (a KR260 or `emu hw serve`), playing "
                                    "every other board, and compare the frames it returns with the NIC model's, "
                                    "field by field. Exit 0 when all match, 1 on any difference, 2 when the "

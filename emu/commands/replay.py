@@ -15,28 +15,32 @@ from ..units import parse_float, parse_int, parse_time
 def register(sub) -> None:
     p = sub.add_parser("replay", help="replay a trace on the emulated cluster",
                        description="Replay a trace: compute engines, NICs and links; print TTFT, decode rate, "
-                                   "bytes, drops and KV memory, and write a results folder.")
+                                   "bytes, drops and KV memory, and write a results folder.",
+                       epilog="example: emu replay traces/mars_16k.json --topology torus:4x4 --loss 0.001 "
+                              "--capture cap.pcap --out results/mars-loss")
     p.add_argument("trace", help="trace file (.json or .json.gz), e.g. traces/mars_16k.json")
     p.add_argument("--topology", default="auto",
                    help="ring|bring|mesh|torus|star|full|fattree[:SHAPE], a .json/.graphml file, or auto "
                         "(what the profile's ports cable: 16 KR260s make a 4x4 torus)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a profile field, e.g. hw.link_rate=10Gbps (repeatable)")
-    p.add_argument("--loss", default="0", help="Bernoulli frame loss on every link, e.g. 0.01")
+    p.add_argument("--loss", default="0", help="Bernoulli frame loss on every link, e.g. 0.01 (default 0)")
     p.add_argument("--fail", action="append", default=[], metavar="CLAUSE",
-                   help="a failure, e.g. 'link 3-4 down at 0.5s up at 0.8s' or 'node 5 down at 1s' (repeatable)")
+                   help="a failure, e.g. 'link 3-7 down at 0.5s up at 0.8s' or 'node 5 down at 1s' (repeatable)")
     p.add_argument("--degrade", action="append", default=[], metavar="CLAUSE",
-                   help="a rate change, e.g. 'link 3-4 degrade 0.25 at 1s until 2s' (repeatable)")
+                   help="a rate change, e.g. 'link 3-7 degrade 0.25 at 1s until 2s' (repeatable)")
     p.add_argument("--detect", default="100us", help="failure detection delay before re-routing (default 100us)")
     p.add_argument("--reliable", choices=("auto", "on", "off"), default="auto",
                    help="acks and retransmission in the NICs; auto (default): on when --loss or --fail can lose "
                         "frames; off: a lost frame leaves its op incomplete")
     p.add_argument("--seed", default="0", help="seed of the loss streams (default 0)")
-    p.add_argument("--capture", metavar="FILE", help="write the frames to a pcap/pcapng capture in the results folder")
+    p.add_argument("--capture", metavar="NAME", help="write the frames to a capture of this name in the results "
+                                                       "folder (NAME.pcap or NAME.pcapng)")
     p.add_argument("--snaplen", default="62", help="bytes kept per captured frame (default 62: headers only)")
     p.add_argument("--capture-filter", action="append", default=[], metavar="F",
                    help="keep only matching frames: link=U-V, node=N, op=NAME, from=T, to=T (repeatable)")
-    p.add_argument("--out", help="results folder (default results/<trace>-<timestamp>)")
+    p.add_argument("--out", help="results folder, which must not exist (default results/<trace>-<timestamp>, "
+                                 "with -2, -3... when taken)")
     p.add_argument("--no-results", action="store_true", help="print the summary only")
     p.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     p.set_defaults(func=run)

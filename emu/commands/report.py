@@ -8,7 +8,7 @@ from ..errors import ConfigError
 
 
 def register(sub) -> None:
-    p = sub.add_parser("report", help="write the dashboard's figures of results folders to one HTML file",
+    p = sub.add_parser("report", epilog="example: emu report results/mars_16k-* -o report.html", help="write the dashboard's figures of results folders to one HTML file",
                        description="Write one self-contained HTML file (plotly.js embedded, opens offline) with the "
                                    "dashboard's figures of one or more results folders: overview, links, memory and "
                                    "replicas, timeline and, when there is a capture, frames.")

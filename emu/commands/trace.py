@@ -32,12 +32,24 @@ def _float(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
 
 
+SCHEME_HELP = {
+    "mars": "MARS: each chunk's KV multicast to r(c) replicas chosen by memory (eq. 11) and reuse (eq. 15), "
+            "drained to owner-only by the end",
+    "ring": "Ring Attention: KV blocks passed one board along the ring per step, transient copies",
+    "zigzag": "Zigzag ring attention: the ring's steps with causal work balanced across boards",
+    "pd": "PD disaggregation: a prefill pool hands its KV to a decode pool (bulk or streamed)",
+    "full": "full replication: every block multicast to every board, drained at the end of prefill",
+}
+
+
 def register(subparsers) -> None:
     from ..workload.generate import SCHEMES
 
     parser = subparsers.add_parser(
         "trace", help="generate a workload trace (MARS, Ring, Zigzag, PD, full replication) or check one",
-        description="Generate the op DAG of one scheme as a trace file (docs/workloads.md, docs/trace-format.md).")
+        description="Generate the op DAG of one scheme as a trace file (docs/workloads.md, docs/trace-format.md).",
+        epilog="examples:\n  emu trace mars --seq 16384 --nodes 16 -o mars_16k.json\n  emu trace show mars_16k.json",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="scheme", metavar="SCHEME")
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--seq", type=_int(1), default=16384, help="prompt length in tokens (default 16384)")
@@ -55,13 +67,21 @@ def register(subparsers) -> None:
                         help="topology the placement assumes (emu.topology spec, e.g. torus:4x4, full, star); default: the hardware's for the node count")
     common.add_argument("-o", "--output", required=True, help="trace file to write (.json or .json.gz)")
     for name in SCHEMES:
-        p = sub.add_parser(name, parents=[common], help=f"{name} trace")
+        p = sub.add_parser(name, parents=[common], help=SCHEME_HELP[name], description=SCHEME_HELP[name] + ".",
+                           epilog=f"example: emu trace {name} --seq 4096 --nodes 8 -o {name}_4k.json",
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
         if name == "pd":
-            p.add_argument("--pd-mode", choices=("bulk", "stream"), default="bulk", help="KV handoff: bulk after prefill, or streamed per block")
+            p.add_argument("--pd-mode", choices=("bulk", "stream"), default="bulk",
+                           help="KV handoff: bulk after each prefill board finishes, or streamed per block (default bulk)")
             p.add_argument("--prefill-nodes", type=_int(1), default=None, help="prefill pool size P (default nodes/2)")
         p.set_defaults(func=_generate)
-    show = sub.add_parser("show", help="validate a trace and summarise it")
-    show.add_argument("file")
+    show = sub.add_parser("show", help="validate a trace and summarise it",
+                          description="Load a trace with every check `emu replay` makes (structure, types, enums, "
+                                      "board sets, dependencies, profiles) and print its scheme, size, op counts, "
+                                      "bytes per message op and the replica plan r(c). Exit 2 naming the JSON path "
+                                      "of the first problem.",
+                          epilog="example: emu trace show traces/mars_16k.json")
+    show.add_argument("file", help="trace file (.json or .json.gz)")
     show.set_defaults(func=_show)
     parser.set_defaults(func=lambda args: (parser.print_help(), 0)[1])
 
