@@ -152,9 +152,11 @@ def _plain_column(name, fn):
     return m
 
 
-def _topology_file(nodes, links, name="topo.json"):
+def _topology_file(nodes, links, directed=False, name="topo.json"):
     def setup(d: Path, material: Path):
-        (d / name).write_text(json.dumps({"name": "t", "boards": nodes, "links": links}))
+        doc = {"name": "t", "nodes": list(range(nodes)),
+               "links": [{"u": u, "v": v, **({"directed": True} if directed else {})} for u, v in links]}
+        (d / name).write_text(json.dumps(doc))
     return setup
 
 
@@ -258,12 +260,12 @@ def cases() -> list[Case]:
                  "ring:1e9", "torus:0x4", "ring:-3", "bogus", "fattree:3", "star:0", "ring:" + "9" * 5000):
         add(f"topology-spec-{spec[:24]}", [*REPLAY, "--no-results", "--topology", spec], ("topology",))
     topo = {
-        "disconnected": _topology_file(4, [[0, 1], [1, 0], [2, 3], [3, 2]]),
-        "one-way": _topology_file(4, [[0, 1], [1, 2], [2, 3], [3, 0]]),
-        "truncated": _write("topo.json", '{"name": "t", "boards": 4, "links": [[0, 1'),
+        "disconnected": _topology_file(4, [[0, 1], [2, 3]]),
+        "one-way": _topology_file(4, [[0, 1], [1, 2], [2, 3]], directed=True),
+        "truncated": _write("topo.json", '{"name": "t", "nodes": [0, 1, 2, 3], "links": [{"u": 0'),
         "nested": _write("topo.json", '{"links": ' + _deep() + "}"),
-        "huge-int": _write("topo.json", '{"name": "t", "boards": ' + _huge_int() + ', "links": []}'),
-        "huge-boards": _topology_file(10**9, [[0, 1]]),
+        "huge-int": _write("topo.json", '{"name": "t", "nodes": [' + _huge_int() + '], "links": []}'),
+        "huge-boards": _topology_file(300_000, [[0, 1]]),
         "list": _write("topo.json", "[1, 2]"),
         "bad-link": _topology_file(4, [[0, 9]]),
         "binary": _write("topo.json", bytes(range(256))),
@@ -293,7 +295,7 @@ def cases() -> list[Case]:
                    "link 0-1 down at -1s", "link 0-1 rate 0bps at 1s", "link 0-1 down at 2s up at 1s",
                    "link 99999999999999999999-1 down at 1s"):
         flag = "--degrade" if "degrade" in clause else "--fail"
-        add(f"scenario-{clause[:28] or 'empty'}", [*REPLAY, "--no-results", flag, clause], (flag,))
+        add(f"scenario-{clause[:28] or 'empty'}", [*REPLAY, "--no-results", flag, clause], (flag if not clause else "clause",))
 
     # ---- other replay options
     opts = [("--seed", "1e999999999"), ("--seed", "-1"), ("--seed", "x"), ("--loss", "inf"), ("--loss", "2"),
@@ -321,7 +323,8 @@ def cases() -> list[Case]:
                      ("--prefill-nodes", "99")):
         argv = ["trace", "pd" if opt == "--prefill-nodes" else "mars", "-o", "{in}/o.json", opt, val]
         setup = _write("m.toml", "layers = [") if val == "{in}/m.toml" else None
-        add(f"trace-opt-{opt}-{val[-16:]}", argv, (opt if opt not in ("--model",) else "m.toml",), setup)
+        name = {"--model": "m.toml", "--hw": "nope", "--topology": "topology"}.get(opt, opt)
+        add(f"trace-opt-{opt}-{val[-16:]}", argv, (name,), setup)
     add("trace-out-dir", [*gen[:-1], "{in}/d"], ("d",), _mkdir("d"))
     add("trace-out-under-file", [*gen[:-1], "{in}/f/o.json"], ("/f",), _write("f", ""))
     add("trace-out-proc", [*gen[:-1], "/proc/o.json"], ("/proc/o.json",))

@@ -213,6 +213,10 @@ def run_listen(args) -> int:
     count = parse_int(args.count, "--count") if args.count is not None else None
     timeout = seconds(args.timeout, "--timeout") if args.timeout is not None else None
     snaplen = parse_int(args.snaplen, "--snaplen")
+    if args.out:
+        from ..outputs import check_writable
+
+        check_writable(args.out, "--out")  # before the socket: a bad path fails at once
     sock = RawSocket(args.iface, batch=1024)
     stop = _stop_on_sigterm()
     print(f"listening on {args.iface} (mtu {sock.mtu})", file=sys.stderr, flush=True)
@@ -227,7 +231,7 @@ def run_listen(args) -> int:
         finally:
             if writer is not None:
                 try:
-                    writer.__exit__(None, None, None)
+                    writer.__exit__(*sys.exc_info())  # an error or signal: the partial capture goes
                 except OSError as exc:
                     raise EmuError(f"cannot write {args.out}: {exc.strerror or exc}") from None
     s = st.as_dict()

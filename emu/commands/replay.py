@@ -58,6 +58,9 @@ def run(args) -> int:
     if args.capture is not None and args.no_results:
         raise ConfigError("--capture writes into the results folder; drop --no-results")
     cap_name = file_name(args.capture, "--capture", (".pcap", ".pcapng")) if args.capture is not None else None
+    for flag, clauses in (("--fail", args.fail), ("--degrade", args.degrade)):
+        if any(not c.strip() for c in clauses):
+            raise ConfigError(f"{flag} '': an empty clause; e.g. {flag} 'link 0-1 down at 1s'")
     trace = load_trace(args.trace)
     loss = parse_float(args.loss, "--loss")
     if not 0 <= loss <= 1:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 
 from ..errors import ConfigError
@@ -27,9 +28,12 @@ def _chunk(text: str):
 
 def _float(text: str) -> float:
     try:
-        return float(text)
+        value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    return value
 
 
 SCHEME_HELP = {
@@ -87,9 +91,11 @@ def register(subparsers) -> None:
 
 
 def _generate(args) -> int:
+    from ..outputs import check_writable
     from ..workload.generate import Params, generate
     from ..workload.trace import save_trace
 
+    check_writable(args.output, "-o")  # before generating: a bad path fails at once
     trace = generate(Params(
         scheme=args.scheme, seq=args.seq, nodes=args.nodes, chunk=args.chunk, model=args.model, hw=args.hw,
         decode_tokens=args.decode_tokens, kv_budget=args.kv_budget, alpha=args.alpha, overrides=args.overrides,

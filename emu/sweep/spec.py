@@ -292,6 +292,9 @@ def _flat(table: dict) -> dict:
 
 # ---------------------------------------------------------------------------- loading
 
+MAX_POINTS = 100_000  # a grid beyond this is a typo (each point is a whole replay)
+
+
 def load(path: str | Path) -> Sweep:
     p = Path(path)
     try:
@@ -305,6 +308,10 @@ def load(path: str | Path) -> Sweep:
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
+        raise SpecError(f"{path}: invalid TOML: {exc}") from None
+    except RecursionError:
+        raise SpecError(f"{path}: invalid TOML: nested too deeply") from None
+    except ValueError as exc:  # an integer of more than 4300 digits
         raise SpecError(f"{path}: invalid TOML: {exc}") from None
     return parse(doc, str(path))
 
@@ -386,6 +393,10 @@ def _parse(doc: dict, path: str) -> Sweep:
     points: list[dict] = []
     if grid or not include_raw:
         keys = list(grid)
+        size = math.prod(len(grid[k]) for k in keys)
+        if size > MAX_POINTS:
+            raise SpecError(f"[grid]: {size:,} combinations ({' x '.join(str(len(grid[k])) for k in keys)}); "
+                            f"at most {MAX_POINTS:,} points")
         for combo in itertools.product(*(grid[k] for k in keys)):
             pt = dict(base)
             pt.update(zip(keys, combo))
