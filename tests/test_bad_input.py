@@ -240,7 +240,7 @@ def cases() -> list[Case]:
     }
     for name, mut in trace_mutations.items():
         if name == "huge-int-meta":
-            setup = _trace_variant(lambda doc: json.dumps(doc).replace('"seq":512', '"seq":' + _huge_int(), 1))
+            setup = _trace_variant(lambda doc: json.dumps(doc).replace('"seq": 512', '"seq": ' + _huge_int(), 1))
         elif mut is None:
             setup = _write("t.json", bytes(range(256)) * 10)
         else:
@@ -282,7 +282,7 @@ def cases() -> list[Case]:
             "hw.link_rate=1e999999999Gbps", "model.layers=1e9999999", "hw.ports=0", "model.heads=7",
             "hw.mtu=70000", "hw.mtu=10", "hw.bogus=1", "nokey", "hw.link_rate=-5Gbps", "hw.link_rate=fast",
             "model.layers=0", "hw.comm_buffer=1e30", "hw.link_latency_ps=1e999s", "hw.gamma=nan",
-            "model.kv_heads=3", "model.vocab=" + "9" * 5000, "hw.dram_bytes=-1"]
+            "model.kv_heads=5", "model.vocab=" + "9" * 5000, "hw.dram_bytes=-1"]
     for s in sets:
         key = s.split("=")[0]
         add(f"set-replay-{s[:30]}", [*REPLAY, "--no-results", "--set", s], (key,))
@@ -295,10 +295,10 @@ def cases() -> list[Case]:
                    "link 0-1 down at -1s", "link 0-1 rate 0bps at 1s", "link 0-1 down at 2s up at 1s",
                    "link 99999999999999999999-1 down at 1s"):
         flag = "--degrade" if "degrade" in clause else "--fail"
-        add(f"scenario-{clause[:28] or 'empty'}", [*REPLAY, "--no-results", flag, clause], (flag if not clause else "clause",))
+        add(f"scenario-{clause[:28] or 'empty'}", [*REPLAY, "--no-results", flag, clause], (flag if not clause else clause,))
 
     # ---- other replay options
-    opts = [("--seed", "1e999999999"), ("--seed", "-1"), ("--seed", "x"), ("--loss", "inf"), ("--loss", "2"),
+    opts = [("--seed", "1e999999999"), ("--seed", "x"), ("--loss", "inf"), ("--loss", "2"),
             ("--loss", "nan"), ("--detect", "1e999999s"), ("--detect", "-1us"), ("--snaplen", "1e9"),
             ("--snaplen", "10"), ("--capture-filter", "link=abc"), ("--capture-filter", "node=" + "9" * 5000),
             ("--capture-filter", "from=1e99999999s")]

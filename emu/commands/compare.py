@@ -65,6 +65,8 @@ def load_summary(path: str) -> dict:
         raise EmuError(f"{f}: not valid JSON ({exc})") from None
     if not isinstance(doc, dict):
         raise EmuError(f"{f}: expected a summary object, got a JSON {type(doc).__name__}")
+    for key, _, fmt in ROWS:  # what compare and report print must be what it claims to be
+        _cell(doc, key, fmt, str(f))
     return doc
 
 
@@ -91,7 +93,7 @@ def run(args) -> int:
     names = [Path(p).name for p in args.results]
     table = [["", *names]]
     for key, label, fmt in ROWS:
-        table.append([label, *(_cell(s, key, fmt, p) for s, p in zip(sums, args.results))])
+        table.append([label, *(_cell(s, key, fmt, p) for s, p in zip(sums, args.results))])  # checked on load
     widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
     for r in table:
         print("  ".join(c.ljust(widths[0]) if i == 0 else c.rjust(widths[i]) for i, c in enumerate(r)))

@@ -70,6 +70,8 @@ def run(args) -> int:
         args.out, default=Path("results") / f"{stem}-{time.strftime('%Y%m%d-%H%M%S')}")
     flt = parse_filters(args.capture_filter)
     snaplen = parse_int(args.snaplen, "--snaplen")
+    if not 62 <= snaplen <= 65535:
+        raise ConfigError(f"--snaplen {args.snaplen}: must be in 62..65535 (62: the headers only)")
     opt = Options(topology=args.topology, overrides=tuple(args.overrides), scenario=tuple(args.fail + args.degrade),
                   loss=loss, seed=parse_int(args.seed, "--seed"), reliable={"auto": None, "on": True, "off": False}[args.reliable],
                   detect_ps=parse_time(args.detect, "--detect"), progress=sys.stderr.isatty() and not args.json)

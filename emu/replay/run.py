@@ -101,7 +101,7 @@ class Replay:
         worst = float(np.max(np.maximum(t_flops, t_mem), initial=0.0))
         if not worst <= MAX_OP_PS:  # also catches inf/nan; beyond int64 the event clock would wrap
             i = int(np.argmax(np.maximum(t_flops, t_mem)))
-            raise ConfigError(f"op {i} would take {worst / 1e12:.3g} s (flops {int(ops['flops'][i])}, mem_bytes "
+            raise ConfigError(f"{self.trace.path or 'trace'}: op {i} would take {worst / 1e12:.3g} s (flops {int(ops['flops'][i])}, mem_bytes "
                               f"{int(ops['mem_bytes'][i])} at hw.compute_flops {hw['compute_flops']}, hw.mem_bw "
                               f"{hw['mem_bw']}); at most {MAX_OP_PS / 1e12:.0f} s")
         dur = np.ceil(np.maximum(t_flops, t_mem)).astype(np.int64) + int(hw["op_overhead_ps"])

@@ -22,6 +22,7 @@ _META_INTS = {"nodes": 1, "seq": 1, "chunk": 1, "n_chunks": 1, "decode_tokens": 
 MAX_OPS = 50_000_000
 MAX_CSR = 500_000_000       # entries of one of dep_idx / src_idx / dst_idx
 MAX_NODES = 4096            # boards of a trace (the wire's board id is 16 bits)
+MAX_OP_AMOUNT = 2**53       # flops, mem_bytes, bytes of one op (a 128K-token attention op: ~1e14)
 
 
 def _err(path: str, where: str, problem: str) -> TraceError:
@@ -178,6 +179,8 @@ def validate(trace, path: str) -> None:
         need(ops[name] < -1, name, lambda i, name=name: f"must be >= -1, got {ops[name][i]}")
     for name in ("flops", "mem_bytes", "bytes"):
         need(ops[name] < 0, name, lambda i, name=name: f"must be >= 0, got {ops[name][i]}")
+        # durations and rates are computed in float64: beyond 2^53 they would not be exact
+        need(ops[name] > MAX_OP_AMOUNT, name, lambda i, name=name: f"{ops[name][i]} is more than 2^53")
     for name in ("flops", "mem_bytes"):
         need(~compute & (ops[name] != 0), name, lambda i, name=name: f"only compute ops have {name}, got {ops[name][i]}")
     coll, msg, red = (ops[c].astype(np.int64) for c in ("collective", "msg_op", "reduce_op"))
