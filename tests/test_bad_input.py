@@ -340,7 +340,8 @@ def cases() -> list[Case]:
         "huge-int": '[sweep]\nname = "s"\n[fixed]\nseq = ' + _huge_int() + "\n",
         "exponent": '[sweep]\nname = "s"\n[fixed]\nseq = "1e999999999"\n',
         "binary": "\x00\x01\x02",
-        "bad-set": SWEEP_OK + '[fixed.set]\n"hw.compute_flops" = "0"\n',
+        "bad-set": SWEEP_OK.replace("chunk = 128", 'chunk = 128\nset = ["hw.compute_flops=0"]'),
+        "bad-set-grid": SWEEP_OK + '"hw.link_rate" = ["1Gbps", "1e999999999Gbps"]\n',
     }
     for name, text in sweeps.items():
         add(f"sweep-{name}", ["sweep", "{in}/s.toml", "--out", "{in}/o"], ("s.toml",), _sweep(text))

@@ -13,6 +13,7 @@ import contextlib
 import json
 import multiprocessing
 import os
+import re
 import sys
 import time
 from dataclasses import dataclass, field
@@ -88,6 +89,8 @@ def executor(scheduler: str | None = None, workers: int | None = None):
     """A ``concurrent.futures.Executor``: a Dask cluster's when ``scheduler`` is given, else a
     pool of ``workers`` fresh processes (spawned: no state inherited from this process)."""
     if scheduler:
+        if not re.fullmatch(r"((tcp|tls|ucx|ws|wss|inproc)://)?\[?[\w.:-]+\]?(:\d+)?/?", scheduler):
+            raise ConfigError(f"--scheduler {scheduler}: expected an address such as tcp://10.0.0.1:8786")
         try:
             from distributed import Client
         except ImportError:

@@ -295,6 +295,24 @@ def _flat(table: dict) -> dict:
 MAX_POINTS = 100_000  # a grid beyond this is a typo (each point is a whole replay)
 
 
+def _check_profiles(points: list[dict]) -> None:
+    """Every point's profiles with its overrides, as its worker will load them: a value the
+    profile refuses (hw.compute_flops=0) is the sweep file's error, found before any run."""
+    from ..errors import ConfigError
+    from ..workload import profiles
+
+    seen = set()
+    for i, pt in enumerate(points):
+        key = (pt["model"], pt["hw"], tuple(overrides(pt)))
+        if key in seen:
+            continue
+        seen.add(key)
+        try:
+            profiles.load_pair(*key)
+        except ConfigError as exc:
+            raise SpecError(f"point {i} ({pt['scheme']}, model {pt['model']}, hw {pt['hw']}): {exc}") from None
+
+
 def load(path: str | Path) -> Sweep:
     p = Path(path)
     try:
@@ -430,6 +448,7 @@ def _parse(doc: dict, path: str) -> Sweep:
             continue
         seen.add(pid)
         out.append(pt)
+    _check_profiles(out)
     axes = []
     for k in [*grid, *(k for inc in include_raw for k in inc)]:
         k = "overrides" if k == "set" else k
