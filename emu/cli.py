@@ -9,10 +9,18 @@ import sys
 
 from . import __version__, commands
 from .errors import EmuError
+from .outputs import Terminated, describe_os_error, exit_status, install_signal_handlers
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (the option and the problem), exit 2."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="emu",
         description="Trace-driven emulator of an FPGA compute-NIC cluster for long-context LLM inference.",
     )
@@ -30,16 +38,23 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 0
+    install_signal_handlers()
     try:
         status = args.func(args)
     except EmuError as exc:
         print(f"emu {args.command}: error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print(f"emu {args.command}: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        print(f"emu {args.command}: interrupted (SIGINT); unfinished output removed", file=sys.stderr)
+        return exit_status(exc)
+    except Terminated as exc:
+        print(f"emu {args.command}: terminated ({exc}); unfinished output removed", file=sys.stderr)
+        return exit_status(exc)
     except BrokenPipeError:
         return 0
+    except OSError as exc:  # the machine refused: a full disk, a read-only mount, a path under a file
+        print(f"emu {args.command}: error: {describe_os_error(exc)}", file=sys.stderr)
+        return 2
     return int(status or 0)
 
 

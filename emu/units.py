@@ -39,7 +39,22 @@ def _decimal(num: str) -> Decimal:
         raise ValueError(num)
 
 
+# Beyond this many digits a value is refused before it is scaled or turned into an int:
+# "1e999999999" is a short string but a billion-digit integer (minutes of CPU), and scaling
+# it overflows Decimal. Canonical values live in int64, 19 digits.
+_MAX_EXP = 40
+
+
+def _bounded(d: Decimal, value, what: str) -> Decimal:
+    if d.is_finite() and d and d.adjusted() > _MAX_EXP:
+        raise ConfigError(f"{what}: {value!r} is too large")
+    if d.is_finite() and d and d.adjusted() < -_MAX_EXP:
+        return Decimal(0)  # far below any unit's resolution: zero
+    return d
+
+
 def _as_int(d: Decimal, value, what: str, exact: bool) -> int:
+    d = _bounded(d, value, what)
     if exact and d != d.to_integral_value():
         raise ConfigError(f"{what}: {value!r} is not a whole number")
     n = int(d.to_integral_value(rounding=ROUND_HALF_EVEN))
@@ -74,7 +89,7 @@ def _quantity(value, what: str, pattern, expect: str, scale) -> Decimal:
         m = pattern.match(str(value).strip())
         if not m:
             raise _fail(value, what, expect)
-        d = _decimal(m["num"]) * scale(m)
+        d = _bounded(_decimal(m["num"]), value, what) * scale(m)
     return d
 
 
@@ -139,7 +154,7 @@ def parse_int(value, what: str = "value") -> int:
 
 
 def parse_float(value, what: str = "value") -> float:
-    return float(parse_decimal(value, what))
+    return float(_bounded(parse_decimal(value, what), value, what))
 
 
 def parse_bool(value, what: str = "value") -> bool:

@@ -8,6 +8,7 @@ frames; fragment i carries bytes ``[offset, offset + pay_len)`` with
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -127,6 +128,24 @@ class _Partial:
     highest: int = -1
     duplicates: int = 0
     out_of_order: int = 0
+    born: float = 0.0     # clock at the first fragment
+    held: int = 0         # bytes this message holds (see FRAGMENT_COST)
+
+
+# What one held fragment costs besides its payload bytes (the index entry and the tuple),
+# so that timing-mode fragments (no payload) count against the byte bound too.
+FRAGMENT_COST = 64
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Bounds on what a Reassembler holds; None: unbounded (the emulator's own NICs, whose
+    senders are the model itself). A receiver facing a wire (``emu hw serve``) sets them."""
+
+    messages: int | None = None   # incomplete messages held at once; the oldest is evicted
+    bytes: int | None = None      # bytes they hold (payload + FRAGMENT_COST per fragment)
+    age_s: float | None = None    # an incomplete message older than this expires
+    done: int | None = None       # completed message keys remembered to count late duplicates
 
 
 class Reassembler:
@@ -138,12 +157,64 @@ class Reassembler:
     completed messages are kept so late duplicates are counted, not restarted.
     """
 
-    def __init__(self) -> None:
-        self._partial: dict[tuple[int, int], _Partial] = {}
-        self._done: set[tuple[int, int]] = set()
+    def __init__(self, limits: Limits | None = None, clock=time.monotonic) -> None:
+        self.limits = limits or Limits()
+        self.clock = clock
+        self._partial: dict[tuple[int, int], _Partial] = {}  # oldest first (insertion order)
+        self._done: dict[tuple[int, int], None] = {}        # an ordered set, oldest first
         self.duplicates = 0
         self.out_of_order = 0
         self.completed = 0
+        self.held_bytes = 0
+        self.expired = 0        # incomplete messages dropped for age
+        self.evicted = 0        # incomplete messages dropped to make room (count or bytes)
+        self.evicted_bytes = 0  # bytes those two freed
+        self.too_large = 0      # messages that alone exceed the byte bound
+
+    # ---- bounds -------------------------------------------------------------------------
+
+    def _drop(self, key) -> None:
+        p = self._partial.pop(key)
+        self.held_bytes -= p.held
+        self.evicted_bytes += p.held
+
+    def expire(self, now: float | None = None) -> int:
+        """Drop incomplete messages older than ``limits.age_s``; returns how many."""
+        age = self.limits.age_s
+        if age is None or not self._partial:
+            return 0
+        now = self.clock() if now is None else now
+        n = 0
+        for key in list(self._partial):  # oldest first: stop at the first young one
+            if now - self._partial[key].born <= age:
+                break
+            self._drop(key)
+            n += 1
+        self.expired += n
+        return n
+
+    def _make_room(self, keep, need_bytes: int, new_message: bool) -> bool:
+        """Evict the oldest other messages until one more message / ``need_bytes`` fit."""
+        lim = self.limits
+        while self._partial:
+            over_count = new_message and lim.messages is not None and len(self._partial) >= lim.messages
+            over_bytes = lim.bytes is not None and self.held_bytes + need_bytes > lim.bytes
+            if not (over_count or over_bytes):
+                return True
+            oldest = next(iter(self._partial))
+            if oldest == keep:
+                if len(self._partial) == 1:
+                    break
+                oldest = next(k for k in self._partial if k != keep)
+            self._drop(oldest)
+            self.evicted += 1
+        return lim.bytes is None or self.held_bytes + need_bytes <= lim.bytes
+
+    def _remember_done(self, key) -> None:
+        self._done[key] = None
+        cap = self.limits.done
+        while cap is not None and len(self._done) > cap:
+            del self._done[next(iter(self._done))]
 
     def add(self, header, payload=None) -> Message | None:
         """Add one fragment (a header row or mapping; payload bytes unless SYNTH)."""
@@ -164,8 +235,15 @@ class Reassembler:
             self.duplicates += 1
             return None
         p = self._partial.get(key)
+        lim = self.limits
         if p is None:
-            p = self._partial[key] = _Partial(cnt, total)
+            if lim.age_s is not None:
+                self.expire()
+            if lim.messages is not None and lim.messages < 1:
+                self.too_large += 1
+                return None
+            self._make_room(key, 0, new_message=True)
+            p = self._partial[key] = _Partial(cnt, total, born=self.clock())
         for fname, got, want in (("frag_cnt", cnt, p.frag_cnt), ("msg_len", total, p.msg_len)):
             if got != want:
                 raise FrameError(f"{name}: {fname}: {got} disagrees with {want} in earlier fragments",
@@ -181,7 +259,17 @@ class Reassembler:
             p.out_of_order += 1
             self.out_of_order += 1
         p.highest = max(p.highest, idx)
+        cost = FRAGMENT_COST + (len(data) if data is not None else 0)
+        if lim.bytes is not None and not self._make_room(key, cost, new_message=False):
+            # this message alone would exceed the bound: it can never complete here
+            self.held_bytes -= p.held
+            del self._partial[key]
+            self._remember_done(key)  # its later fragments are ignored, not started again
+            self.too_large += 1
+            return None
         p.parts[idx] = (off, n, data)
+        p.held += cost
+        self.held_bytes += cost
         if idx == 0:
             dtype = _batch().HEADER_DTYPE
             p.header = np.array([tuple(int(header[f]) for f in dtype.names)], dtype=dtype)[0]
@@ -195,15 +283,18 @@ class Reassembler:
         for i in range(p.frag_cnt):
             off, n, data = p.parts[i]
             if off != pos:
+                self._drop(key)  # whole but inconsistent: it can never complete
                 raise FrameError(f"message n{key[0]}#{key[1]}: offset: fragment {i} starts at byte {off}, "
                                  f"expected {pos}", field="offset", index=i)
             pos += n
             chunks.append(data)
         if pos != p.msg_len:
+            self._drop(key)
             raise FrameError(f"message n{key[0]}#{key[1]}: msg_len: fragments carry {pos} bytes, "
                              f"msg_len is {p.msg_len}", field="msg_len", index=p.frag_cnt - 1)
         del self._partial[key]
-        self._done.add(key)
+        self.held_bytes -= p.held
+        self._remember_done(key)
         self.completed += 1
         data = None if any(c is None for c in chunks) else b"".join(chunks)
         return Message(key[0], key[1], p.msg_len, p.frag_cnt, p.header, data, p.duplicates, p.out_of_order)
@@ -218,6 +309,21 @@ class Reassembler:
             if done is not None:
                 out.append(done)
         return out
+
+    @property
+    def incomplete(self) -> int:
+        """Incomplete messages held."""
+        return len(self._partial)
+
+    def pending_of(self, src_node: int, msg_id: int) -> Pending | None:
+        """The one incomplete message ``(src_node, msg_id)``, or None (a dict lookup: a probe
+        must not cost a scan of everything held)."""
+        p = self._partial.get((src_node, msg_id))
+        if p is None:
+            return None
+        have = np.fromiter(p.parts.keys(), np.int64, len(p.parts))
+        missing = np.setdiff1d(np.arange(p.frag_cnt, dtype=np.int64), have, assume_unique=True)
+        return Pending(src_node, msg_id, p.frag_cnt, p.msg_len, missing.tolist())
 
     def pending(self) -> list[Pending]:
         """Messages still incomplete, with the fragment indices not yet received."""

@@ -385,6 +385,8 @@ class CaptureReader:
             if pos + blen > end:
                 break
             if btype == _EPB:
+                if blen < 32:  # 28 bytes of fixed fields and the trailing length
+                    raise self._err(record + n_found, base + pos, f"enhanced packet block length {blen} below 32")
                 walk.append(pos)
                 n_found += 1
                 same_run = same_run + 1 if blen == last else 0

@@ -7,7 +7,7 @@ from pathlib import Path
 
 
 def register(sub) -> None:
-    p = sub.add_parser("compare", help="print replay summaries side by side",
+    p = sub.add_parser("compare", epilog="example: emu compare results/mars_16k-* results/ring_16k-*", help="print replay summaries side by side",
                        description="Print the summaries of several results folders side by side.")
     p.add_argument("results", nargs="+", help="results folders (or their summary.json)")
     p.add_argument("--json", action="store_true", help="print a JSON list of the summaries")

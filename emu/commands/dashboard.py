@@ -9,7 +9,7 @@ from ..errors import ConfigError
 
 
 def register(sub) -> None:
-    p = sub.add_parser("dashboard", help="browse results folders in a Dash app (docs/dashboard.md)",
+    p = sub.add_parser("dashboard", epilog="example: emu dashboard results/", help="browse results folders in a Dash app (docs/dashboard.md)",
                        description="Serve the dashboard over results folders (or folders of them): link utilization, "
                                    "KV memory and replicas, timeline, frames, a sweep dataset, and what-if replays.")
     p.add_argument("results", nargs="*", help="results folders written by `emu replay --out`, or folders holding them")

@@ -10,13 +10,16 @@ from ..errors import ConfigError
 def register(sub) -> None:
     p = sub.add_parser("export", help="export a results folder to another tool's format (perfetto)",
                        description="Export a results folder: `perfetto` writes Chrome trace-event JSON "
-                                   "(ui.perfetto.dev, chrome://tracing).")
+                                   "(ui.perfetto.dev, chrome://tracing).",
+                       epilog="example: emu export perfetto results/mars_16k -o mars.json")
     kinds = p.add_subparsers(dest="format", metavar="FORMAT")
     p.set_defaults(func=lambda args: (p.print_help(), 0)[1])
     pf = kinds.add_parser("perfetto", help="the timeline as Chrome trace-event JSON",
                           description="One process per board (compute, NIC send/receive/reduce lanes), a slice per op, "
                                       "flow arrows from each send to its deliveries, counters for KV memory per "
-                                      "node and link utilization (docs/api.md).")
+                                      "node and link utilization (docs/api.md).",
+                          epilog="example: emu export perfetto results/mars_16k -o mars.json --from 1s --to 1.5s "
+                                 "--nodes 0-3")
     pf.add_argument("results", help="results folder (from emu replay)")
     pf.add_argument("-o", "--output", required=True, help="JSON file to write")
     pf.add_argument("--from", dest="t_from", metavar="T", help="keep from this time on, e.g. 1.5s or 200ms")

@@ -18,13 +18,13 @@ IFACE_HELP = "network interface (in this network namespace), e.g. enp3s0 or a ve
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("hw", help="send, receive, serve and check MCF frames on a network interface",
+    p = subparsers.add_parser("hw", epilog="example: emu hw check --iface eth1 --scenario all --node 1", help="send, receive, serve and check MCF frames on a network interface",
                               description="The hardware path: MCF frames on a real interface through a raw "
                                           "layer-2 socket (root or CAP_NET_RAW). See docs/hardware.md.")
     sub = p.add_subparsers(dest="hw_command", metavar="SUBCOMMAND")
     p.set_defaults(func=lambda args: (p.print_help(), 0)[1])
 
-    s = sub.add_parser("send", help="put MCF frames from a capture or a trace on the wire",
+    s = sub.add_parser("send", epilog="example: emu hw send --iface eth1 --pcap cap.pcap --rate 100Mbps", help="put MCF frames from a capture or a trace on the wire",
                        description="Send the frames of a pcap/pcapng capture byte for byte (headers-only records "
                                    "are zero-padded to their wire length), or the frames of a trace's replay, "
                                    "paced by a rate or by the capture's timestamps.")
@@ -34,7 +34,8 @@ def register(subparsers) -> None:
     src.add_argument("trace", nargs="?", metavar="TRACE",
                      help="a trace: replayed on the emulator (headers-only capture), its frames sent")
     pace = s.add_mutually_exclusive_group()
-    pace.add_argument("--rate", help="line rate to pace at, e.g. 100Mbps, 1Gbps (frame + FCS + preamble + IFG)")
+    pace.add_argument("--rate", help="line rate to pace at, e.g. 100Mbps, 1Gbps (frame + FCS + preamble + IFG); "
+                                     "default: unpaced, as fast as the interface takes them")
     pace.add_argument("--timing", choices=("original",), help="original: keep the capture's inter-frame times")
     s.add_argument("--count", help="send this many frames (going through the source again if it has fewer)")
     s.add_argument("--topology", default="auto", help="topology of the trace's replay (default auto)")
@@ -44,7 +45,7 @@ def register(subparsers) -> None:
     s.add_argument("--json", action="store_true", help="print what was sent as one JSON object")
     s.set_defaults(func=run_send)
 
-    s = sub.add_parser("listen", help="receive MCF frames, validate, count, capture",
+    s = sub.add_parser("listen", epilog="example: emu hw listen --iface eth1 --out rx.pcap --timeout 10s", help="receive MCF frames, validate, count, capture",
                        description="Receive MCF frames (kernel filter on EtherType 0x88B5), validate them in "
                                    "batches, count frames, bytes, malformed frames by reason and incomplete "
                                    "messages, optionally write a capture. Stops at --count, --timeout or Ctrl-C.")
@@ -56,7 +57,7 @@ def register(subparsers) -> None:
     s.add_argument("--json", action="store_true", help="print the counters as JSON")
     s.set_defaults(func=run_listen)
 
-    s = sub.add_parser("serve", help="run the emulated NIC of board K as a live device on an interface",
+    s = sub.add_parser("serve", epilog="example: emu hw serve --iface veth0 --node 1 -v", help="run the emulated NIC of board K as a live device on an interface",
                        description="The NIC of board K answering the wire as the board should: forwarding and "
                                    "multicast (one copy back out, ttl - 1), delivery with reassembly, acks and "
                                    "nacks, reductions (emu.nic.reduce) to the parent, the replica directory. "
@@ -67,7 +68,14 @@ def register(subparsers) -> None:
     s.add_argument("--rto", default="2ms", help="time before probing an unacknowledged message (default 2ms)")
     s.add_argument("--max-retries", default="20", help="probes before giving up on a message (default 20)")
     s.add_argument("--duration", help="stop after this long (default: run until stopped)")
-    s.add_argument("-v", "--verbose", action="store_true", help="log every delivery, reduction and directory change")
+    s.add_argument("--max-partial", default="256", metavar="N",
+                   help="incomplete messages held at once; the oldest is evicted (default 256)")
+    s.add_argument("--max-partial-bytes", default="64MiB", metavar="SIZE",
+                   help="bytes the incomplete messages may hold (default 64MiB)")
+    s.add_argument("--partial-timeout", default="5s", metavar="TIME",
+                   help="an incomplete message older than this is dropped (default 5s)")
+    s.add_argument("-v", "--verbose", action="store_true",
+                   help="log every delivery, reduction, directory change and rejected frame")
     s.add_argument("--wrong-reduce-op", choices=("max", "sum", "merge"), metavar="OP",
                    help="TEST ONLY: reduce with OP (and stamp it in the result) whatever the frames ask, "
                         "to see `emu hw check` fail")
@@ -76,7 +84,7 @@ def register(subparsers) -> None:
 
     from ..hw.defaults import SCENARIOS
 
-    s = sub.add_parser("check", help="drive a device with a scenario and diff its frames against the model",
+    s = sub.add_parser("check", epilog="example: emu hw check --iface eth1 --scenario all --node 1", help="drive a device with a scenario and diff its frames against the model",
                        description="Send a scenario's frames to the device (a KR260 or `emu hw serve`), playing "
                                    "every other board, and compare the frames it returns with the NIC model's, "
                                    "field by field. Exit 0 when all match, 1 on any difference, 2 when the "
@@ -212,6 +220,10 @@ def run_listen(args) -> int:
     count = parse_int(args.count, "--count") if args.count is not None else None
     timeout = seconds(args.timeout, "--timeout") if args.timeout is not None else None
     snaplen = parse_int(args.snaplen, "--snaplen")
+    if args.out:
+        from ..outputs import check_writable
+
+        check_writable(args.out, "--out")  # before the socket: a bad path fails at once
     sock = RawSocket(args.iface, batch=1024)
     stop = _stop_on_sigterm()
     print(f"listening on {args.iface} (mtu {sock.mtu})", file=sys.stderr, flush=True)
@@ -226,7 +238,7 @@ def run_listen(args) -> int:
         finally:
             if writer is not None:
                 try:
-                    writer.__exit__(None, None, None)
+                    writer.__exit__(*sys.exc_info())  # an error or signal: the partial capture goes
                 except OSError as exc:
                     raise EmuError(f"cannot write {args.out}: {exc.strerror or exc}") from None
     s = st.as_dict()
@@ -237,13 +249,24 @@ def run_listen(args) -> int:
 # ---- serve -------------------------------------------------------------------------------------
 
 
+def _at_least(value: int, lo: int, what: str) -> int:
+    if value < lo:
+        raise ConfigError(f"{what} {value}: must be at least {lo}")
+    return value
+
+
 def run_serve(args) -> int:
     from ..codec import ReduceOp
     from ..hw.errors import MtuTooSmall
     from ..hw.rawsock import RawSocket
-    from ..hw.serve import Device
+    from ..hw.serve import Device, ServeLimits
+    from ..units import parse_size
 
     board = _board(args, parse_int(args.node, "--node"))
+    limits = ServeLimits(partial_messages=_at_least(parse_int(args.max_partial, "--max-partial"), 1, "--max-partial"),
+                         partial_bytes=_at_least(parse_size(args.max_partial_bytes, "--max-partial-bytes"), 1,
+                                                 "--max-partial-bytes"),
+                         partial_age_s=seconds(args.partial_timeout, "--partial-timeout"))
     sock = RawSocket(args.iface)
     if board.mtu > sock.mtu:
         sock.close()
@@ -251,7 +274,7 @@ def run_serve(args) -> int:
                           f"(--mtu); ip link set {args.iface} mtu {board.mtu}")
     wrong = int(ReduceOp[args.wrong_reduce_op]) if args.wrong_reduce_op else None
     dev = Device(board, sock, rto=seconds(args.rto, "--rto"), max_retries=parse_int(args.max_retries, "--max-retries"),
-                 wrong_reduce_op=wrong, verbose=args.verbose)
+                 wrong_reduce_op=wrong, verbose=args.verbose, limits=limits)
     stop = _stop_on_sigterm()
     duration = seconds(args.duration, "--duration") if args.duration else None
     parent = f"parent {board.parent}" if board.parent is not None else "the root"

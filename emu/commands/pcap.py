@@ -8,7 +8,7 @@ from ..errors import EmuError
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("pcap", help="decode and summarize an MCF capture (pcap or pcapng)",
+    p = subparsers.add_parser("pcap", epilog="example: emu pcap results/mars_16k-20260101-120000/cap.pcap", help="decode and summarize an MCF capture (pcap or pcapng)",
                               description="Decode every frame of a capture and summarize it: frames, bytes, "
                                           "counts per op / source / destination, malformed frames by reason, "
                                           "incomplete messages.")

@@ -6,15 +6,22 @@ import json
 
 
 def register(subparsers) -> None:
-    parser = subparsers.add_parser("profiles", help="list or show model and hardware profiles")
+    parser = subparsers.add_parser("profiles", help="list or show model and hardware profiles",
+                                   description="The packaged model and hardware profiles (docs/workloads.md).",
+                                   epilog="examples: emu profiles list; emu profiles show kr260")
     sub = parser.add_subparsers(dest="action", metavar="ACTION")
-    ls = sub.add_parser("list", help="names of the packaged profiles")
+    ls = sub.add_parser("list", help="names of the packaged profiles", description="Names of the packaged profiles.",
+                        epilog="example: emu profiles list")
     ls.add_argument("--json", action="store_true", help="print the names as JSON")
     ls.set_defaults(func=_list)
-    show = sub.add_parser("show", help="one profile's fields, after --set overrides")
-    show.add_argument("name", help="profile name or file")
+    show = sub.add_parser("show", help="one profile's fields, after --set overrides",
+                          description="Print every field of one profile in its unit (sizes, rates, times), after "
+                                      "--set overrides, as `emu trace` and `emu replay` would use it.",
+                          epilog="example: emu profiles show kr260 --set hw.link_rate=10Gbps")
+    show.add_argument("name", help="profile name (see emu profiles list) or a .toml/.json file")
     show.add_argument("--kind", choices=("model", "hw"), default=None, help="model or hw (default: whichever has the name)")
-    show.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.FIELD=VALUE")
+    show.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.FIELD=VALUE",
+                      help="override a field, e.g. hw.link_rate=10Gbps (repeatable)")
     show.add_argument("--json", action="store_true", help="print the fields in canonical units (bytes, bits/s, ps, ...) as JSON")
     show.set_defaults(func=_show)
     parser.set_defaults(func=lambda args: (parser.print_help(), 0)[1])

@@ -7,11 +7,15 @@ import sys
 import time
 from pathlib import Path
 
+from ..errors import ConfigError
+
 
 def register(sub) -> None:
     p = sub.add_parser("replay", help="replay a trace on the emulated cluster",
                        description="Replay a trace: compute engines, NICs and links; print TTFT, decode rate, "
-                                   "bytes, drops and KV memory, and write a results folder.")
+                                   "bytes, drops and KV memory, and write a results folder.",
+                       epilog="example: emu replay traces/mars_16k.json --topology torus:4x4 --loss 0.001 "
+                              "--capture cap.pcap --out results/mars-loss")
     p.add_argument("trace", help="trace file (.json or .json.gz), e.g. traces/mars_16k.json, or the name of a "
                                  "shipped trace (emu trace list), e.g. mars_16k")
     p.add_argument("--topology", default="auto",
@@ -19,11 +23,11 @@ def register(sub) -> None:
                         "(what the profile's ports cable: 16 KR260s make a 4x4 torus)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a profile field, e.g. hw.link_rate=10Gbps (repeatable)")
-    p.add_argument("--loss", default="0", help="Bernoulli frame loss on every link, e.g. 0.01")
+    p.add_argument("--loss", default="0", help="Bernoulli frame loss on every link, e.g. 0.01 (default 0)")
     p.add_argument("--fail", action="append", default=[], metavar="CLAUSE",
-                   help="a failure, e.g. 'link 3-4 down at 0.5s up at 0.8s' or 'node 5 down at 1s' (repeatable)")
+                   help="a failure, e.g. 'link 3-7 down at 0.5s up at 0.8s' or 'node 5 down at 1s' (repeatable)")
     p.add_argument("--degrade", action="append", default=[], metavar="CLAUSE",
-                   help="a rate change, e.g. 'link 3-4 degrade 0.25 at 1s until 2s' (repeatable)")
+                   help="a rate change, e.g. 'link 3-7 degrade 0.25 at 1s until 2s' (repeatable)")
     p.add_argument("--detect", default="100us", help="failure detection delay before re-routing (default 100us)")
     p.add_argument("--reliable", choices=("auto", "on", "off"), default="auto",
                    help="acks and retransmission in the NICs; auto (default): on when --loss or --fail can lose "
@@ -33,28 +37,34 @@ def register(sub) -> None:
                    help="carry real payload bytes and merge real attention states in the decode reductions; "
                         "the summary reports the error against numpy attention (timing is unchanged)")
     p.add_argument("--capture", metavar="FILE",
-                   help="write the frames to a pcap/pcapng capture: an absolute path is written there, a relative "
-                        "name goes into the results folder")
+                   help="write the frames to a pcap/pcapng capture: an absolute path is written there, a plain "
+                        "NAME.pcap or NAME.pcapng goes into the results folder")
     p.add_argument("--snaplen", default="62", help="bytes kept per captured frame (default 62: headers only)")
     p.add_argument("--capture-filter", action="append", default=[], metavar="F",
                    help="keep only matching frames: link=U-V, node=N, op=NAME, from=T, to=T (repeatable)")
-    p.add_argument("--out", help="results folder (default results/<trace>-<timestamp>)")
+    p.add_argument("--out", help="results folder, which must not exist (default results/<trace>-<timestamp>, "
+                                 "with -2, -3... when taken)")
     p.add_argument("--no-results", action="store_true", help="print the summary only")
     p.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
-    from ..replay.session import replay
     from ..replay.results import format_summary
+    from ..replay.session import replay
 
+    if args.out is not None and args.no_results:
+        raise ConfigError("--out names the results folder; --no-results writes none: drop one")
+    for flag, clauses in (("--fail", args.fail), ("--degrade", args.degrade)):
+        if any(not c.strip() for c in clauses):
+            raise ConfigError(f"{flag} '': an empty clause; e.g. {flag} 'link 0-1 down at 1s'")
     stem = Path(args.trace).name.split(".")[0]
-    out = None if args.no_results else (
-        Path(args.out) if args.out else Path("results") / f"{stem}-{time.strftime('%Y%m%d-%H%M%S')}")
+    default = None if args.no_results or args.out else Path("results") / f"{stem}-{time.strftime('%Y%m%d-%H%M%S')}"
     res = replay(args.trace, topology=args.topology, set=args.overrides, loss=args.loss, fail=args.fail,
                  degrade=args.degrade, detect=args.detect, reliable=args.reliable, seed=args.seed,
-                 capture=args.capture, functional=args.functional, capture_filter=args.capture_filter, snaplen=args.snaplen, out=out,
-                 progress=sys.stderr.isatty() and not args.json)
+                 capture=args.capture, functional=args.functional, capture_filter=args.capture_filter,
+                 snaplen=args.snaplen, out=args.out, out_default=default,
+                 progress=sys.stderr.isatty() and not args.json, flag="--")
     summary = res.summary
     print(json.dumps(summary, indent=2) if args.json else format_summary(summary)
           + (f"\nresults   {summary['results']}" if "results" in summary else "")

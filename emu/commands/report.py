@@ -10,7 +10,7 @@ from ..errors import ConfigError
 
 
 def register(sub) -> None:
-    p = sub.add_parser("report", help="write the dashboard's figures of results folders to one HTML file",
+    p = sub.add_parser("report", epilog="example: emu report results/mars_16k-* -o report.html", help="write the dashboard's figures of results folders to one HTML file",
                        description="Write one self-contained HTML file (plotly.js embedded, opens offline) with the "
                                    "dashboard's figures of one or more results folders: overview, links, memory and "
                                    "replicas, timeline and, when there is a capture, frames.")
@@ -23,12 +23,31 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
+def _results_folders(arg: str) -> list[Path]:
+    """The results folders ``arg`` names: itself, or the folders holding a summary.json in it."""
+    p = Path(arg)
+    if not p.exists():
+        raise ConfigError(f"{arg}: no such results folder")
+    if not p.is_dir():
+        raise ConfigError(f"{arg}: not a folder (give a results folder, or a folder holding them)")
+    if (p / "summary.json").exists():
+        return [p]
+    found = sorted(d for d in p.iterdir() if d.is_dir() and (d / "summary.json").exists())
+    if not found:
+        raise ConfigError(f"{arg}: no results in it (no summary.json there or in its folders)")
+    return found
+
+
 def run(args) -> int:
+    from ..outputs import check_writable
+    from ..replay.compare import load_summary
+
     for r in args.results:
-        if not Path(r).exists():
-            raise ConfigError(f"{r}: no such results folder")
+        for folder in _results_folders(r):
+            load_summary(str(folder))  # one line naming the file, before any figure is drawn
     if args.frames < 0:
         raise ConfigError(f"--frames {args.frames}: must be >= 0")
+    check_writable(args.output, "-o")
     from dashboard.report import write_report
 
     out, n = write_report(args.results, args.output, title=args.title, frames_rows=args.frames)

@@ -11,7 +11,7 @@ from ..errors import ConfigError
 
 def register(sub) -> None:
     p = sub.add_parser(
-        "sweep", help="run a parameter sweep of replays (local process pool or Dask cluster)",
+        "sweep", epilog="example: emu sweep quick --workers 2", help="run a parameter sweep of replays (local process pool or Dask cluster)",
         description="Generate and replay every point of a sweep file's grid; write one Parquet row per point "
                     "to OUT/results.parquet (docs/sweeps.md). Rerunning skips the points already done.")
     p.add_argument("sweep", help="sweep file (TOML), or the name of a shipped one (e.g. quick); "

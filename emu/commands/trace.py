@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 
 from ..errors import ConfigError
@@ -28,9 +29,25 @@ def _chunk(text: str):
 
 def _float(text: str) -> float:
     try:
-        return float(text)
+        value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    return value
+
+
+SCHEME_HELP = {
+    "mars": "MARS: each chunk's KV multicast to r(c) replicas chosen by memory (eq. 11) and reuse (eq. 15), "
+            "drained to owner-only by the end",
+    "ring": "Ring Attention: KV blocks passed one board along the ring per step, transient copies",
+    "zigzag": "Zigzag ring attention: the ring's steps with causal work balanced across boards",
+    "pd": "PD disaggregation: a prefill pool hands its KV to a decode pool (bulk or streamed)",
+    "full": "full replication: every block multicast to every board, drained at the end of prefill",
+    "ulysses": "DeepSpeed-Ulysses: per layer an all-to-all turns sequence shards into head shards and back "
+               "(KV heads replicated past the model's GQA limit)",
+    "usp": "USP: Ulysses all-to-all inside groups of u boards, ring attention across the groups",
+}
 
 
 def register(subparsers) -> None:
@@ -38,7 +55,9 @@ def register(subparsers) -> None:
 
     parser = subparsers.add_parser(
         "trace", help="generate a workload trace (MARS, Ring, Zigzag, PD, full replication, Ulysses, USP) or check one",
-        description="Generate the op DAG of one scheme as a trace file (docs/workloads.md, docs/trace-format.md).")
+        description="Generate the op DAG of one scheme as a trace file (docs/workloads.md, docs/trace-format.md).",
+        epilog="examples:\n  emu trace mars --seq 16384 --nodes 16 -o mars_16k.json\n  emu trace show mars_16k.json",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="scheme", metavar="SCHEME")
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--seq", type=_int(1), default=16384, help="prompt length in tokens (default 16384)")
@@ -60,29 +79,40 @@ def register(subparsers) -> None:
     common.add_argument("-o", "--output", required=True, help="trace file to write (.json or .json.gz)")
     common.add_argument("--json", action="store_true", help="print what was written as one JSON object")
     for name in SCHEMES:
-        p = sub.add_parser(name, parents=[common], help=f"{name} trace")
+        p = sub.add_parser(name, parents=[common], help=SCHEME_HELP[name], description=SCHEME_HELP[name] + ".",
+                           epilog=f"example: emu trace {name} --seq 4096 --nodes 8 -o {name}_4k.json",
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
         if name == "pd":
-            p.add_argument("--pd-mode", choices=("bulk", "stream"), default="bulk", help="KV handoff: bulk after prefill, or streamed per block")
+            p.add_argument("--pd-mode", choices=("bulk", "stream"), default="bulk",
+                           help="KV handoff: bulk after each prefill board finishes, or streamed per block (default bulk)")
             p.add_argument("--prefill-nodes", type=_int(1), default=None, help="prefill pool size P (default nodes/2)")
         if name == "usp":
             p.add_argument("--ulysses-degree", type=_int(1), default=None, metavar="U",
                            help="Ulysses degree u (all-to-all groups of u boards, ring over nodes/u groups); "
                                 "default: the model's KV heads (the largest degree without replicating them)")
         p.set_defaults(func=_generate)
-    show = sub.add_parser("show", help="validate a trace and summarise it")
-    show.add_argument("file", help="trace file, or the name of a shipped trace (emu trace list)")
+    show = sub.add_parser("show", help="validate a trace and summarise it",
+                          description="Load a trace with every check `emu replay` makes (structure, types, enums, "
+                                      "board sets, dependencies, profiles) and print its scheme, size, op counts, "
+                                      "bytes per message op and the replica plan r(c). Exit 2 naming the JSON path "
+                                      "of the first problem.",
+                          epilog="example: emu trace show traces/mars_16k.json")
+    show.add_argument("file", help="trace file (.json or .json.gz), or the name of a shipped trace (emu trace list)")
     show.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     show.set_defaults(func=_show)
-    ls = sub.add_parser("list", help="the traces shipped with emu (replay one by name: emu replay mars_16k)")
+    ls = sub.add_parser("list", help="the traces shipped with emu (replay one by name: emu replay mars_16k)",
+                        epilog="example: emu trace list; emu replay mars_16k")
     ls.add_argument("--json", action="store_true", help="print the list as JSON")
     ls.set_defaults(func=_list)
     parser.set_defaults(func=lambda args: (parser.print_help(), 0)[1])
 
 
 def _generate(args) -> int:
+    from ..outputs import check_writable
     from ..workload.generate import Params, generate
     from ..workload.trace import save_trace
 
+    check_writable(args.output, "-o")  # before generating: a bad path fails at once
     trace = generate(Params(
         scheme=args.scheme, seq=args.seq, nodes=args.nodes, chunk=args.chunk, model=args.model, hw=args.hw,
         decode_tokens=args.decode_tokens, kv_budget=args.kv_budget, alpha=args.alpha, overrides=args.overrides,

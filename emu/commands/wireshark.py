@@ -12,7 +12,7 @@ from ..errors import EmuError
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("wireshark", help="show how to load the MCF Wireshark dissector",
+    p = subparsers.add_parser("wireshark", epilog="example: emu wireshark", help="show how to load the MCF Wireshark dissector",
                               description="Print the path of the MCF Lua dissector shipped with the package "
                                           "and how to load it in Wireshark or tshark.")
     p.add_argument("--install", action="store_true",

@@ -25,6 +25,14 @@ and docs/hardware.md, "What serve answers"):
    ACK_REQ) about another board's message is answered with an ``ack`` if the
    message is complete, else a ``nack``; K's own messages with ACK_REQ are probed
    after the RTO, doubling, up to max_retries.
+
+A board never dies of a frame: a frame that cannot be handled (a source outside the
+topology, an answer that cannot be addressed, anything unexpected) is counted by reason in
+``rejected``, logged with ``-v``, and the device serves on. What it holds for other boards
+is bounded (``ServeLimits``): incomplete messages by count, bytes and age (the oldest
+evicted, counted), remembered completed messages, waiting reductions; and a probe about one
+message is answered at most once per RTO (once more if the message completes in between),
+so a sender cannot make it amplify.
 """
 
 from __future__ import annotations
@@ -40,6 +48,7 @@ import numpy as np
 from ..codec import FRAME_HEADER_LEN, Flags, Op, Reassembler
 from ..codec.batch import REASONS, encode_frames, scan_frames
 from ..codec.errors import FrameError
+from ..codec.fragment import Limits
 from ..nic import Directory
 from ..nic.directory import State
 from . import model as M
@@ -52,6 +61,22 @@ def mac_board(mac) -> int | None:
     """Board id of an MCF board MAC (02:4d:43:46:HH:LL), else None."""
     mac = bytes(mac)
     return int.from_bytes(mac[4:6], "big") if mac[:4] == MAC_PREFIX else None
+
+
+@dataclass(frozen=True)
+class ServeLimits:
+    """What one board keeps for others (``emu hw serve --max-partial ...``)."""
+
+    partial_messages: int = 256          # incomplete messages held at once
+    partial_bytes: int = 64 << 20        # their bytes (a KR260 NIC's reassembly memory is far less)
+    partial_age_s: float = 5.0           # an incomplete message older than this is dropped
+    done_messages: int = 65536           # completed messages remembered (duplicates, probe answers)
+    reductions: int = 4096               # reductions waiting for contributions
+    errors: int = 100                    # error lines kept for the summary
+
+    def reassembly(self) -> Limits:
+        return Limits(messages=self.partial_messages, bytes=self.partial_bytes, age_s=self.partial_age_s,
+                      done=self.done_messages)
 
 
 @dataclass
@@ -79,15 +104,18 @@ class Device:
     """The NIC of ``board`` on ``sock``; ``run`` serves until stopped."""
 
     def __init__(self, board: M.Board, sock: RawSocket | None, *, rto: float = 0.002, max_retries: int = 20,
-                 wrong_reduce_op: int | None = None, verbose: bool = False, out=sys.stdout):
+                 wrong_reduce_op: int | None = None, verbose: bool = False, out=sys.stdout,
+                 limits: ServeLimits = ServeLimits()):
         self.board, self.sock = board, sock
         self.K = board.node
         self.mtu = board.mtu
         self.rto, self.max_retries = rto, max_retries
         self.wrong_reduce_op = wrong_reduce_op
         self.verbose, self.out = verbose, out
-        self.reasm = Reassembler()
-        self.host = Reassembler()  # the compute engine's own contributions, handed in over the wire
+        self.limits = limits
+        self.reasm = Reassembler(limits.reassembly())
+        # the compute engine's own contributions, handed in over the wire
+        self.host = Reassembler(limits.reassembly())
         self.directory = Directory(board.boards)
         self.reductions: dict[tuple, _Reduction] = {}
         self.outgoing: dict[int, _Outgoing] = {}
@@ -97,6 +125,8 @@ class Device:
         self.seq = 0
         self.count = Counter()
         self.malformed = Counter()
+        self.rejected = Counter()   # well-formed frames the device could not act on, by reason
+        self._answered: dict[tuple, float] = {}  # (src, msg_id) -> when a probe of it was last answered
         self.delivered = Counter()
         self.errors: list[str] = []
         self.t0 = time.monotonic()
@@ -108,7 +138,8 @@ class Device:
             print(f"[{time.monotonic() - self.t0:9.6f}] node {self.K}: {text}", file=self.out, flush=True)
 
     def error(self, text: str) -> None:
-        self.errors.append(text)
+        if len(self.errors) < self.limits.errors:
+            self.errors.append(text)
         self.count["errors"] += 1
         self.log(f"error: {text}")
 
@@ -129,6 +160,8 @@ class Device:
             if len(offsets) > 1:
                 self.handle(buf, offsets)
             self._run_timers()
+            self.reasm.expire()
+            self.host.expire()
 
     def handle(self, buf, offsets) -> None:
         """Process a batch of received frames (``buf``, ``offsets`` as the batch codec takes them)."""
@@ -144,13 +177,25 @@ class Device:
         for i in np.flatnonzero(codes == 0).tolist():
             s = int(starts[i])
             pay = buf[s + FRAME_HEADER_LEN : s + FRAME_HEADER_LEN + int(h["pay_len"][i])]
-            self.frame(h[i], raw[i], pay, buf[s : s + FRAME_HEADER_LEN + int(h["pay_len"][i])])
+            try:
+                self.frame(h[i], raw[i], pay, buf[s : s + FRAME_HEADER_LEN + int(h["pay_len"][i])])
+            except Exception as exc:  # noqa: BLE001 - one frame never stops the board
+                self.reject(f"error_{type(exc).__name__}", f"frame from node {int(h['src_node'][i])} "
+                            f"msg {int(h['msg_id'][i])}: {type(exc).__name__}: {exc}")
+
+    def reject(self, reason: str, text: str) -> None:
+        """Count a frame the device cannot act on, log it (-v) and go on."""
+        self.rejected[reason] += 1
+        self.log(f"rejected ({reason}): {text}")
 
     def frame(self, hdr, raw, payload, frame) -> None:
         K = self.K
         src = int(hdr["src_node"])
         op = int(hdr["op"])
         from_board = mac_board(raw[6:12])
+        if src >= self.board.boards:
+            self.reject("unknown_source", f"src_node {src}: no such board in {self.board.topology}")
+            return
         if src == K:
             self._own(hdr, payload)
             return
@@ -232,6 +277,8 @@ class Device:
         op = int(hdr["op"])
         src = msg.src_node
         self.done_msgs[(src, msg.msg_id)] = (int(hdr["seq"]), msg.frag_cnt)
+        while len(self.done_msgs) > self.limits.done_messages:
+            del self.done_msgs[next(iter(self.done_msgs))]
         self.delivered[_op_name(op)] += 1
         self.log(f"delivered {_op_name(op)} n{src}#{msg.msg_id} ({msg.msg_len} bytes, kv {int(hdr['kv_id'])})")
         if int(hdr["flags"]) & Flags.ACK_REQ:
@@ -291,6 +338,11 @@ class Device:
             return
         red = self.reductions.get(key)
         if red is None:
+            if len(self.reductions) >= self.limits.reductions:
+                oldest = next(iter(self.reductions))
+                del self.reductions[oldest]
+                self.count["reductions_evicted"] += 1
+                self.log(f"reduction kv {oldest[2]} evicted: {self.limits.reductions} waiting")
             red = self.reductions[key] = _Reduction(expected={self.K, *self.board.children()}, msg_len=msg_len)
         if src not in red.expected:
             self.error(f"contribution from node {src} to kv {key[2]}: not a child of node {self.K} "
@@ -340,12 +392,17 @@ class Device:
         mid, seq = int(hdr["msg_id"]), int(hdr["seq"])
         if op == Op.ack and int(hdr["flags"]) & Flags.ACK_REQ:
             # a probe: the source asks whether its message arrived whole
-            self.count["probes_answered"] += 1
             key = (src, mid)
+            # one answer per message and answer kind per RTO: a message completing in
+            # between (nack, then ack) is still told at once
+            if not self._may_answer((src, mid, key in self.done_msgs)):
+                self.count["probes_limited"] += 1
+                return
+            self.count["probes_answered"] += 1
             if key in self.done_msgs:
                 self._ack(src, mid, self.done_msgs[key][0])
                 return
-            p = next((p for p in self.reasm.pending() if (p.src_node, p.msg_id) == key), None)
+            p = self.reasm.pending_of(src, mid)
             if p is None:
                 self._ack(src, mid, seq, missing=[])  # nothing of it here: an empty bitmap, resend all
             else:
@@ -363,6 +420,22 @@ class Device:
         if o is not None:
             missing = M.missing_of(payload) if len(payload) and not int(hdr["flags"]) & Flags.SYNTH else []
             self._resend(o, src, missing or range(len(o.headers)))
+
+    def _may_answer(self, key) -> bool:
+        """At most one answer per ``key`` per RTO (an honest sender's probes are that far apart)."""
+        now = time.monotonic()
+        last = self._answered.pop(key, None)
+        if last is not None and now - last < self.rto:
+            self._answered[key] = last
+            return False
+        self._answered[key] = now
+        # oldest first: forget answers that can no longer limit anything, and bound the rest
+        while self._answered:
+            k0 = next(iter(self._answered))
+            if now - self._answered[k0] < self.rto and len(self._answered) <= self.limits.done_messages:
+                break
+            del self._answered[k0]
+        return True
 
     def _resend(self, o: _Outgoing, to: int, missing) -> None:
         idx = [i for i in missing if 0 <= i < len(o.headers)]
@@ -426,15 +499,21 @@ class Device:
         lines.append(f"reductions {c['reductions']:,} complete, {len(self.reductions):,} waiting")
         if self.malformed:
             lines.append("malformed  " + ", ".join(f"{k}: {v:,}" for k, v in self.malformed.items()))
+        if self.rejected:
+            lines.append("rejected   " + ", ".join(f"{k}: {v:,}" for k, v in sorted(self.rejected.items())))
+        r = self.reasm
+        if r.expired or r.evicted or r.too_large or c["reductions_evicted"] or c["probes_limited"]:
+            lines.append(f"bounded    {r.expired:,} messages expired, {r.evicted:,} evicted ({r.evicted_bytes:,} bytes), "
+                         f"{r.too_large:,} too large, {c['reductions_evicted']:,} reductions evicted, "
+                         f"{c['probes_limited']:,} probes not answered again within the RTO")
         other = {k: c[k] for k in ("unknown_route", "ttl_expired", "own_frames_dropped", "not_for_us") if c[k]}
         if other:
             lines.append("dropped    " + ", ".join(f"{k}: {v:,}" for k, v in other.items()))
         states = Counter(State(s).name for (n, _), (s, _) in self.directory.replicas.items() if n == self.K)
         if states:
             lines.append("replicas   " + ", ".join(f"{k}: {v}" for k, v in sorted(states.items())))
-        pend = self.reasm.pending()
-        if pend:
-            lines.append(f"incomplete {len(pend)} messages")
+        if self.reasm.incomplete:
+            lines.append(f"incomplete {self.reasm.incomplete} messages ({self.reasm.held_bytes:,} bytes held)")
         for e in self.errors[:10]:
             lines.append(f"error      {e}")
         return "\n".join(lines)
@@ -444,4 +523,4 @@ def _op_name(op: int) -> str:
     return Op(op).name if op in Op._value2member_map_ else f"op{op}"
 
 
-__all__ = ["Device", "mac_board"]
+__all__ = ["Device", "ServeLimits", "mac_board"]

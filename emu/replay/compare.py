@@ -28,15 +28,55 @@ ROWS = [
 MIB = {"wire_bytes", "kv_bytes", "peak_node_kv_bytes"}
 
 
+MAX_SUMMARY_BYTES = 64 << 20  # a summary is a few kB; anything this large is not one
+
+
 def load_summary(path: str) -> dict:
+    """The summary object of a results folder (or of its summary.json); EmuError names the file."""
     p = Path(path)
     f = p / "summary.json" if p.is_dir() else p
     try:
-        return json.loads(f.read_text())
+        if f.is_dir():
+            raise EmuError(f"{f}: is a folder, not a summary file")
+        with open(f, "rb") as fh:
+            raw = fh.read(MAX_SUMMARY_BYTES + 1)
     except FileNotFoundError:
         raise EmuError(f"{path}: no summary.json (is it a results folder?)") from None
+    except OSError as exc:
+        raise EmuError(f"{f}: cannot read ({exc.strerror or exc})") from None
+    if len(raw) > MAX_SUMMARY_BYTES:
+        raise EmuError(f"{f}: more than {MAX_SUMMARY_BYTES >> 20} MiB; not a replay summary")
+    try:
+        doc = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise EmuError(f"{f}: not a summary (not UTF-8 text)") from None
     except json.JSONDecodeError as exc:
         raise EmuError(f"{f}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    except RecursionError:
+        raise EmuError(f"{f}: not valid JSON (nested too deeply)") from None
+    except ValueError as exc:  # an integer of more than 4300 digits
+        raise EmuError(f"{f}: not valid JSON ({exc})") from None
+    if not isinstance(doc, dict):
+        raise EmuError(f"{f}: expected a summary object, got a JSON {type(doc).__name__}")
+    for key, _, fmt in ROWS:  # what compare and report print must be what it claims to be
+        cell(doc, key, fmt, str(f))
+    return doc
+
+
+def cell(s: dict, key: str, fmt: str, where: str = "summary") -> str:
+    """One printed value of the table; EmuError when the summary holds something else there."""
+    v = s.get(key)
+    if v is None:
+        return "-"
+    number = fmt != "{}"
+    if number and (isinstance(v, bool) and key != "final_layout_owner_only" or not isinstance(v, (int, float))):
+        raise EmuError(f"{where}: {key}: expected a number, got {json.dumps(v)[:60]}")
+    if not number and not isinstance(v, (str, int, float, bool)):
+        raise EmuError(f"{where}: {key}: expected a single value, got {json.dumps(v)[:60]}")
+    try:
+        return fmt.format(v / 2**20 if key in MIB else v)
+    except (ValueError, OverflowError):
+        raise EmuError(f"{where}: {key}: {json.dumps(v)[:60]} is not a number that prints") from None
 
 
 @dataclass
@@ -61,11 +101,7 @@ class Comparison:
     def rows(self) -> list[list[str]]:
         table = [["", *self.names]]
         for key, label, fmt in ROWS:
-            row = [label]
-            for s in self.summaries:
-                v = self._value(s, key)
-                row.append("-" if v is None else fmt.format(v))
-            table.append(row)
+            table.append([label, *(cell(s, key, fmt, name) for s, name in zip(self.summaries, self.names))])
         return table
 
     def __str__(self) -> str:

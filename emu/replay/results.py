@@ -21,8 +21,7 @@ import numpy as np
 import pandas as pd
 
 from .. import __version__
-from ..atomic import atomic_dir
-from ..errors import EmuError
+from ..outputs import OutputFolder
 from ..net import kernel as K
 from ..topology import to_json
 from ..workload.enums import Kind
@@ -146,22 +145,26 @@ def replicas_frame(nodes: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({"t_s": last["t_s"].to_numpy(), "replica_factor": last["replica_factor"].to_numpy()})
 
 
+def write_files(rp, summary: dict, folder: str | os.PathLike) -> Path:
+    """Write the results files into ``folder`` (a staging folder: see ``emu.outputs``)."""
+    tmp = Path(folder)
+    (tmp / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    ops_frame(rp).to_parquet(tmp / "ops.parquet", index=False)
+    links_frame(rp).to_parquet(tmp / "links.parquet", index=False)
+    nodes_frame(rp).to_parquet(tmp / "nodes.parquet", index=False)
+    deliveries_frame(rp).to_parquet(tmp / "deliveries.parquet", index=False)
+    (tmp / "topology.json").write_text(json.dumps(to_json(rp.G), indent=1) + "\n")
+    (tmp / "schedule.json").write_text(json.dumps(rp.trace.schedule, indent=1, default=int) + "\n")
+    return tmp
+
+
 def write(rp, summary: dict, out: str | os.PathLike, capture_from: str | None = None) -> Path:
-    """Write the results folder atomically: it appears complete or not at all."""
-    out = Path(out)
-    if out.exists():
-        raise EmuError(f"{out}: already exists; choose another --out")
-    with atomic_dir(out) as tmp:
-        (tmp / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-        ops_frame(rp).to_parquet(tmp / "ops.parquet", index=False)
-        links_frame(rp).to_parquet(tmp / "links.parquet", index=False)
-        nodes_frame(rp).to_parquet(tmp / "nodes.parquet", index=False)
-        deliveries_frame(rp).to_parquet(tmp / "deliveries.parquet", index=False)
-        (tmp / "topology.json").write_text(json.dumps(to_json(rp.G), indent=1) + "\n")
-        (tmp / "schedule.json").write_text(json.dumps(rp.trace.schedule, indent=1, default=int) + "\n")
+    """Write the results folder ``out`` (which must not exist): it appears complete or not at all."""
+    with OutputFolder(out) as folder:
+        write_files(rp, summary, folder.staging)
         if capture_from:
-            os.replace(capture_from, tmp / os.path.basename(capture_from))
-    return out
+            os.replace(capture_from, folder.staging / os.path.basename(capture_from))
+    return folder.path
 
 
 def format_summary(s: dict) -> str:

@@ -33,6 +33,7 @@ from .dag import Wiring
 from .functional import Functional
 
 HW_DEFAULTS = DEFAULTS["hw"]
+MAX_OP_PS = 10**18  # one op of at most ~11.6 days: sums of many stay far inside int64 picoseconds
 KV_OPS = {int(MsgOp.kv_replica), int(MsgOp.kv_fetch_resp), int(MsgOp.kv_transfer)}
 PRODUCES_KV = {int(Kind.qkv), int(Kind.decode_qkv)}
 
@@ -56,6 +57,11 @@ class Replay:
         self.trace, self.opt = trace, options
         meta = trace.meta
         prof = apply_overrides({"model": dict(meta["model"]), "hw": dict(meta["hw"])}, options.overrides)
+        if options.overrides:  # what `emu trace` refuses, replay refuses too
+            from ..workload.profiles import check
+
+            where = f"--set {' '.join(options.overrides)}"
+            prof = {sec: check(sec, prof[sec], where) for sec in ("model", "hw")}
         # A trace made before a hardware field existed gets that field's default.
         self.model, self.hw = prof["model"], {**HW_DEFAULTS, **prof["hw"]}
         hw = self.hw
@@ -104,6 +110,12 @@ class Replay:
         ps = 10**12
         t_flops = ops["flops"].astype(np.float64) * ps / float(hw["compute_flops"])
         t_mem = ops["mem_bytes"].astype(np.float64) * ps / float(hw["mem_bw"])
+        worst = float(np.max(np.maximum(t_flops, t_mem), initial=0.0))
+        if not worst <= MAX_OP_PS:  # also catches inf/nan; beyond int64 the event clock would wrap
+            i = int(np.argmax(np.maximum(t_flops, t_mem)))
+            raise ConfigError(f"{self.trace.path or 'trace'}: op {i} would take {worst / 1e12:.3g} s (flops {int(ops['flops'][i])}, mem_bytes "
+                              f"{int(ops['mem_bytes'][i])} at hw.compute_flops {hw['compute_flops']}, hw.mem_bw "
+                              f"{hw['mem_bw']}); at most {MAX_OP_PS / 1e12:.0f} s")
         dur = np.ceil(np.maximum(t_flops, t_mem)).astype(np.int64) + int(hw["op_overhead_ps"])
         dur[self.wiring.is_comm] = 0
         return dur

@@ -6,7 +6,9 @@ path, or a shipped trace's name), check the options, open the capture, run the e
 summarize, and write the results folder when ``out`` is given.
 
 A capture given as an absolute path is written there (to a hidden name beside it, renamed
-when the run is done); a relative name goes into the results folder, so it needs ``out``.
+when the run is done); a relative name (a plain NAME.pcap or NAME.pcapng) goes into the
+results folder, so it needs ``out``. The results folder is claimed, staged and published by
+``emu.outputs.OutputFolder``: whatever happens, its files come from this run alone.
 """
 
 from __future__ import annotations
@@ -55,23 +57,15 @@ def resolve_trace(trace):
 
 
 class _CaptureTarget:
-    """Where a capture goes: written under a hidden name, moved to its place when the run is done."""
+    """A capture at an absolute path: written under a hidden name beside it, moved there when the run is done."""
 
-    def __init__(self, capture, out: Path | None):
-        p = Path(capture)
-        if p.is_absolute():
-            if not p.parent.is_dir():
-                raise ConfigError(f"capture {capture}: no folder {p.parent}")
-            if p.is_dir():
-                raise ConfigError(f"capture {capture}: is a folder")
-            self.final, self.into_results = p, False
-            self.temp = p.parent / f".{p.name}.{os.getpid()}.part"
-        else:
-            if out is None:
-                raise ConfigError(f"capture {capture}: a relative name goes into the results folder; "
-                                  "give a results folder (out, or drop --no-results) or an absolute path")
-            self.final, self.into_results = Path(p.name), True
-            self.temp = out.parent / f".{out.name}.{p.name}"
+    def __init__(self, capture: Path, flag: str = ""):
+        from ..outputs import check_writable
+
+        if not capture.parent.is_dir():
+            raise ConfigError(f"{flag}capture {capture}: no folder {capture.parent}")
+        self.final = check_writable(capture, f"{flag}capture")
+        self.temp = capture.parent / f".{capture.name}.{os.getpid()}.part"
 
     def discard(self) -> None:
         try:
@@ -82,60 +76,80 @@ class _CaptureTarget:
 
 def replay(trace, *, topology: str = "auto", set=None, loss=0.0, fail=None, degrade=None, detect="100us",
            reliable=None, seed=0, capture=None, capture_filter=(), snaplen=DEFAULT_SNAPLEN,
-           out=None, progress: bool = False, functional: bool = False):
+           out=None, out_default=None, progress: bool = False, functional: bool = False, flag: str = ""):
     """Replay ``trace`` (a Trace, a file path, or a shipped trace's name such as "mars_16k") on the
     emulated cluster and return its Result. ``set``: profile overrides ({"hw.link_rate": "10Gbps"});
     ``loss``: Bernoulli frame loss on every link; ``fail``/``degrade``: timeline clauses
     ("link 3-4 down at 0.5s"); ``detect``: failure detection delay; ``reliable``: None (on when
     frames can be lost), True or False; ``capture``: a pcap/pcapng file (see the module doc);
-    ``out``: write a results folder there (None: keep everything in memory); ``functional``: carry
-    real payload bytes and merge real attention states (the summary reports the error)."""
+    ``out``: write a results folder there, which must not exist (None: keep everything in memory);
+    ``out_default``: instead of ``out``, a folder name that takes the next free ``-2``, ``-3``...
+    suffix when taken; ``functional``: carry real payload bytes and merge real attention states
+    (the summary reports the error). ``flag``: what error messages put before an option's name
+    (the CLI passes "--", so a message names ``--loss``)."""
+    import contextlib
+
+    from ..outputs import OutputFolder, file_name
     from ..units import parse_float, parse_int, parse_time
     from .capture import Capture, parse_filters
     from .result import Result
-    from .results import summarize, write
+    from .results import summarize, write_files
     from .run import Options, Replay
 
     tr = resolve_trace(trace)
-    loss = parse_float(loss, "loss")
+    loss = parse_float(loss, f"{flag}loss")
     if not 0 <= loss <= 1:
-        raise ConfigError(f"loss {loss}: must be a probability in [0, 1]")
-    out = Path(out) if out is not None else None
-    if out is not None and out.exists():
-        raise ConfigError(f"{out}: already exists; choose another --out")
+        raise ConfigError(f"{flag}loss {loss}: must be a probability in [0, 1]")
+    clauses = {"fail": _clauses(fail), "degrade": _clauses(degrade)}
+    for what, cs in clauses.items():
+        if any(not str(c).strip() for c in cs):
+            raise ConfigError(f"{flag}{what} '': an empty clause; e.g. 'link 0-1 down at 1s'")
     opt = Options(topology=topology, overrides=tuple(overrides_list(set)),
-                  scenario=tuple(_clauses(fail) + _clauses(degrade)), loss=loss, seed=parse_int(seed, "seed"),
-                  reliable=_reliable(reliable), detect_ps=parse_time(detect, "detect"), progress=progress,
+                  scenario=tuple(clauses["fail"] + clauses["degrade"]), loss=loss, seed=parse_int(seed, f"{flag}seed"),
+                  reliable=_reliable(reliable), detect_ps=parse_time(detect, f"{flag}detect"), progress=progress,
                   functional=bool(functional))
-    target = cap = None
+    folder = OutputFolder(out, default=out_default) if out is not None or out_default is not None else None
+    target = cap_name = None
     if capture is not None:
-        target = _CaptureTarget(capture, out)
         flt = parse_filters(list(capture_filter))
-        snaplen = parse_int(snaplen, "snaplen")
+        snaplen = parse_int(snaplen, f"{flag}snaplen")
+        if not 62 <= snaplen <= 65535:
+            raise ConfigError(f"{flag}snaplen {snaplen}: must be in 62..65535 (62: the headers only)")
+        if Path(capture).is_absolute():
+            target = _CaptureTarget(Path(capture), flag)
+        else:
+            if folder is None:
+                raise ConfigError(f"{flag}capture {capture}: a relative name goes into the results folder; "
+                                  "give a results folder (out, or drop --no-results) or an absolute path")
+            cap_name = file_name(str(capture), f"{flag}capture", (".pcap", ".pcapng"))
     rp = Replay(tr, opt)
+    # Claimed only now that every option is checked; from here on an error or a signal
+    # removes what this run staged (emu.outputs).
+    cap = None
     try:
+        with folder or contextlib.nullcontext():
+            if target is not None or cap_name is not None:
+                cap = Capture(target.temp if target is not None else folder.staging / cap_name, flt, snaplen=snaplen)
+                cap.attach(rp)
+            try:
+                rp.run()
+            finally:
+                if cap is not None:
+                    cap.close()
+            summary = summarize(rp)
+            if folder is not None:
+                write_files(rp, summary, folder.staging)
         if target is not None:
-            cap = Capture(target.temp, flt, snaplen=snaplen)
-            cap.attach(rp)
-        try:
-            rp.run()
-        finally:
-            if cap is not None:
-                cap.close()
-        summary = summarize(rp)
-        final = None
-        if out is not None:
-            final = write(rp, summary, out, capture_from=str(target.temp) if target and target.into_results else None)
-            if target and target.into_results:
-                os.replace(final / target.temp.name, final / target.final)
-        if target is not None and not target.into_results:
             os.replace(target.temp, target.final)
     except BaseException:
         if target is not None:
             target.discard()
         raise
+    final = folder.path if folder is not None else None
     if final is not None:
         summary["results"] = str(final)
     if target is not None:
-        summary["capture"] = str(final / target.final if target.into_results else target.final)
+        summary["capture"] = str(target.final)
+    elif cap_name is not None:
+        summary["capture"] = str(final / cap_name)
     return Result(summary, path=final, engine=rp, name=final.name if final else None)

@@ -13,6 +13,7 @@ import contextlib
 import json
 import multiprocessing
 import os
+import re
 import sys
 import time
 from dataclasses import dataclass, field
@@ -88,6 +89,8 @@ def executor(scheduler: str | None = None, workers: int | None = None):
     """A ``concurrent.futures.Executor``: a Dask cluster's when ``scheduler`` is given, else a
     pool of ``workers`` fresh processes (spawned: no state inherited from this process)."""
     if scheduler:
+        if not re.fullmatch(r"((tcp|tls|ucx|ws|wss|inproc)://)?\[?[\w.:-]+\]?(:\d+)?/?", scheduler):
+            raise ConfigError(f"--scheduler {scheduler}: expected an address such as tcp://10.0.0.1:8786")
         try:
             from distributed import Client
         except ImportError:
@@ -118,6 +121,11 @@ def executor(scheduler: str | None = None, workers: int | None = None):
             ex.shutdown(wait=False, cancel_futures=True)
             for proc in procs:
                 proc.terminate()
+            for proc in procs:  # none may outlive the sweep
+                proc.join(5)
+                if proc.is_alive():
+                    proc.kill()
+                    proc.join(5)
             raise
         ex.shutdown(wait=True)
 
@@ -161,22 +169,25 @@ def run(sweep: Sweep, out: str | Path, *, scheduler: str | None = None, workers:
     # again keeps its old row until the new one arrives)
     rows: dict[int, dict] = {i: {**row, "index": i, "sweep": sweep.name} for i, row in enumerate(have) if row is not None}
 
-    out.mkdir(parents=True, exist_ok=True)
     meta = sweep.to_json()
-    with atomic_file(out / "sweep.json", "w") as fh:
-        json.dump(meta, fh, indent=1)
-        fh.write("\n")
     runs = (out / "runs").resolve() if keep_runs else None
-
     bar = Progress(sweep.name, len(sweep.points), progress)
     again = set(todo)
     bar.done = sum(row["status"] == "ok" for i, row in rows.items() if i not in again)
     bar.failed = rep.earlier - bar.done
-    try:
+    with contextlib.ExitStack() as stack:
+        # The executor first: a scheduler that refuses leaves no folder behind.
+        ex = None
         if todo:
-            bar.show()
             make = make_executor or (lambda: executor(scheduler, min(workers or default_workers(), len(todo))))
-            with make() as ex:
+            ex = stack.enter_context(make())
+        out.mkdir(parents=True, exist_ok=True)
+        with atomic_file(out / "sweep.json", "w") as fh:
+            json.dump(meta, fh, indent=1)
+            fh.write("\n")
+        try:
+            if ex is not None:
+                bar.show()
                 futures = {}
                 for i in sorted(todo, key=lambda i: (_cost(sweep.points[i]), i)):
                     p = sweep.points[i]
@@ -198,10 +209,12 @@ def run(sweep: Sweep, out: str | Path, *, scheduler: str | None = None, workers:
                         rep.ran += 1
                         bar.add(row["status"])
                     bar.show()  # the clock moves while long points run
-    finally:
-        bar.close()
-        rep.rows = [rows[i] for i in sorted(rows)]
-        meta_short = {k: v for k, v in meta.items() if k != "points"} | {"points": len(sweep.points)}
-        rep.results = dataset.consolidate(out, rep.rows, meta_short)
-        rep.wall_s = time.monotonic() - t0
+        finally:
+            # Interrupted or not, what finished is in the dataset (the workers are stopped
+            # by the executor's exit, after this).
+            bar.close()
+            rep.rows = [rows[i] for i in sorted(rows)]
+            meta_short = {k: v for k, v in meta.items() if k != "points"} | {"points": len(sweep.points)}
+            rep.results = dataset.consolidate(out, rep.rows, meta_short)
+            rep.wall_s = time.monotonic() - t0
     return rep

@@ -291,6 +291,27 @@ def _flat(table: dict) -> dict:
 
 # ---------------------------------------------------------------------------- loading
 
+MAX_POINTS = 100_000  # a grid beyond this is a typo (each point is a whole replay)
+
+
+def _check_profiles(points: list[dict]) -> None:
+    """Every point's profiles with its overrides, as its worker will load them: a value the
+    profile refuses (hw.compute_flops=0) is the sweep file's error, found before any run."""
+    from ..errors import ConfigError
+    from ..workload import profiles
+
+    seen = set()
+    for i, pt in enumerate(points):
+        key = (pt["model"], pt["hw"], tuple(overrides(pt)))
+        if key in seen:
+            continue
+        seen.add(key)
+        try:
+            profiles.load_pair(*key)
+        except ConfigError as exc:
+            raise SpecError(f"point {i} ({pt['scheme']}, model {pt['model']}, hw {pt['hw']}): {exc}") from None
+
+
 def load(path: str | Path) -> Sweep:
     p = Path(path)
     try:
@@ -304,6 +325,10 @@ def load(path: str | Path) -> Sweep:
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
+        raise SpecError(f"{path}: invalid TOML: {exc}") from None
+    except RecursionError:
+        raise SpecError(f"{path}: invalid TOML: nested too deeply") from None
+    except ValueError as exc:  # an integer of more than 4300 digits
         raise SpecError(f"{path}: invalid TOML: {exc}") from None
     return parse(doc, str(path))
 
@@ -385,6 +410,10 @@ def _parse(doc: dict, path: str) -> Sweep:
     points: list[dict] = []
     if grid or not include_raw:
         keys = list(grid)
+        size = math.prod(len(grid[k]) for k in keys)
+        if size > MAX_POINTS:
+            raise SpecError(f"[grid]: {size:,} combinations ({' x '.join(str(len(grid[k])) for k in keys)}); "
+                            f"at most {MAX_POINTS:,} points")
         for combo in itertools.product(*(grid[k] for k in keys)):
             pt = dict(base)
             pt.update(zip(keys, combo))
@@ -418,6 +447,7 @@ def _parse(doc: dict, path: str) -> Sweep:
             continue
         seen.add(pid)
         out.append(pt)
+    _check_profiles(out)
     axes = []
     for k in [*grid, *(k for inc in include_raw for k in inc)]:
         k = "overrides" if k == "set" else k

@@ -165,14 +165,36 @@ _SPEC = re.compile(r"^(?P<kind>[a-z]+)(?::(?P<arg>.*))?$")
 
 
 def _size(spec: str, arg: str) -> int:
-    _need(arg.isdigit(), f"topology {spec!r}: expected a board count after ':', got {arg!r}")
+    _need(arg.isdigit() and len(arg) <= 9, f"topology {spec!r}: expected a board count after ':', got {arg!r}")
     return int(arg)
 
 
 def _dims(spec: str, arg: str) -> tuple[int, int]:
-    m = re.fullmatch(r"(\d+)x(\d+)", arg)
+    m = re.fullmatch(r"(\d{1,9})x(\d{1,9})", arg)
     _need(m is not None, f"topology {spec!r}: expected ROWSxCOLS after ':', e.g. 4x4, got {arg!r}")
     return int(m.group(1)), int(m.group(2))
+
+
+MAX_BOARDS = 4096       # as many as a trace may have (emu.workload.validate.MAX_NODES)
+MAX_LINKS = 2_000_000   # link directions a spec may ask for (full:1000 has 999,000)
+
+
+def _check_planned(spec: str, kind: str, arg: str, n: int | None) -> None:
+    """The board and link count a shape asks for, checked before anything is built
+    (``torus:3000x3000`` would build 9 million boards, then fail the board count)."""
+    if kind in ("mesh", "torus"):
+        rows, cols = _dims(spec, arg)
+        boards, links = rows * cols, 4 * rows * cols
+    else:
+        k = _size(spec, arg)
+        boards = k**3 // 4 if kind == "fattree" else k
+        links = {"fattree": 3 * boards * 2, "full": boards * (boards - 1), "star": 2 * boards}.get(kind, 2 * boards)
+    if n is not None and boards != n:
+        raise ConfigError(f"topology {spec!r}: has {boards} boards, expected {n}")
+    if boards > MAX_BOARDS:
+        raise ConfigError(f"topology {spec!r}: {boards:,} boards; at most {MAX_BOARDS}")
+    if links > MAX_LINKS:
+        raise ConfigError(f"topology {spec!r}: {links:,} link directions; at most {MAX_LINKS:,}")
 
 
 def _looks_like_file(spec: str) -> bool:
@@ -205,6 +227,8 @@ def build(spec: str, n: int | None = None, link: LinkDefaults = DEFAULT_LINK, po
     kind, arg = m.group("kind"), m.group("arg")
     if arg is None and n is None:
         raise ConfigError(f"topology {spec!r}: needs a board count or a shape such as {kind}:{'4x4' if kind in ('mesh', 'torus') else '8'}")
+    if arg is not None:
+        _check_planned(spec, kind, arg, n)
     if kind in ("mesh", "torus"):
         rows, cols = _dims(spec, arg) if arg is not None else _factor(n)
         G = (mesh2d if kind == "mesh" else torus2d)(rows, cols, link)

@@ -88,6 +88,10 @@ def _assemble(path: str, name: str, nodes: list[tuple[object, str, dict]],
     is an integer, otherwise in file order; a node whose number differs from its file id
     keeps the file id as ``label``.
     """
+    from .builders import MAX_BOARDS
+
+    if len(nodes) > 16 * MAX_BOARDS:
+        raise ConfigError(f"{path}: {len(nodes):,} nodes; at most {16 * MAX_BOARDS:,} (boards and switches)")
     seen: dict = {}
     for fid, kind, _ in nodes:
         if kind not in ("board", "switch"):
@@ -102,6 +106,8 @@ def _assemble(path: str, name: str, nodes: list[tuple[object, str, dict]],
     order = [t for t in order if t[1] == "board"] + [t for t in order if t[1] == "switch"]
     number = {fid: i for i, (fid, _, _) in enumerate(order)}
     n_boards = sum(1 for t in order if t[1] == "board")
+    if n_boards > MAX_BOARDS:
+        raise ConfigError(f"{path}: {n_boards:,} boards; at most {MAX_BOARDS}")
     G = new_graph(name, n_boards, shape="file")
     for i, (fid, kind, extra) in enumerate(order):
         G.add_node(i, **extra)
@@ -133,6 +139,10 @@ def _load_json(path: str, text: str, link: LinkDefaults) -> nx.DiGraph:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{path}: not valid JSON: line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: not valid JSON: nested too deeply") from None
+    except ValueError as exc:  # an integer of more than 4300 digits
+        raise ConfigError(f"{path}: not valid JSON: {exc}") from None
     if not isinstance(doc, dict):
         raise ConfigError(f"{path}: the top level must be an object with 'nodes' and 'links'")
     unknown = set(doc) - {"name", "defaults", "nodes", "links", "comment", "graph"}
@@ -220,10 +230,28 @@ def load(path, link: LinkDefaults = LinkDefaults()) -> nx.DiGraph:
         raise ConfigError(f"{path}: cannot read: {exc}") from None
     suffix = Path(path).suffix.lower()
     if suffix == ".json" or (suffix not in (".graphml", ".xml") and text.lstrip().startswith("{")):
-        return _load_json(path, text, link)
-    if suffix in (".graphml", ".xml") or text.lstrip().startswith("<"):
-        return _load_graphml(path, link)
-    raise ConfigError(f"{path}: unknown topology file format (use .json or .graphml)")
+        G = _load_json(path, text, link)
+    elif suffix in (".graphml", ".xml") or text.lstrip().startswith("<"):
+        G = _load_graphml(path, link)
+    else:
+        raise ConfigError(f"{path}: unknown topology file format (use .json or .graphml)")
+    _check_boards_connected(G, path)
+    return G
+
+
+def _check_boards_connected(G: nx.DiGraph, path: str) -> None:
+    """Every board must reach every other one (a file can cable anything; a builder cannot
+    make this mistake). Otherwise the replay would run and leave ops INCOMPLETE."""
+    boards = G.graph["boards"]
+    if boards < 2:
+        return
+    scc = next(c for c in nx.strongly_connected_components(G) if 0 in c)
+    out = [b for b in range(boards) if b not in scc]
+    if out:
+        b = out[0]
+        src, dst = (b, 0) if nx.has_path(G, 0, b) else (0, b)
+        raise ConfigError(f"{path}: board {src} cannot reach board {dst}; every board must reach every other "
+                          f"({len(out)} of {boards} boards are cut off from board 0)")
 
 
 def to_json(G: nx.DiGraph) -> dict:

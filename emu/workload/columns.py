@@ -94,8 +94,16 @@ def _ints(x, where: str) -> np.ndarray:
         raise ColumnError(f"{where}[{i}]", f"integer {e} out of range") from None
 
 
-def decode(col, where: str) -> np.ndarray:
-    """Decode one column (plain list or codec dict) to an int64 array."""
+_INT64_SAFE = float(2**62)  # a running sum past this may have wrapped around int64
+
+
+def decode(col, where: str, max_len: int | None = None) -> np.ndarray:
+    """Decode one column (plain list or codec dict) to an int64 array.
+
+    ``max_len``: the most entries the column may decode to; a run-length column claiming
+    more is refused before anything is allocated (a "run-length bomb"). A delta column
+    whose running sum leaves int64 is refused instead of wrapping around.
+    """
     if isinstance(col, list):
         return _ints(col, where)
     if not isinstance(col, dict):
@@ -118,5 +126,20 @@ def decode(col, where: str) -> np.ndarray:
         bad = np.flatnonzero(runs < 1)
         if bad.size:
             raise ColumnError(f"{where}.runs[{bad[0]}]", f"run length must be >= 1, got {runs[bad[0]]}")
+        if max_len is not None:
+            total = float(runs.astype(np.float64).sum())  # float: an int64 sum of huge runs would wrap
+            if total > max_len:
+                raise ColumnError(f"{where}.runs", f"decode to {int(total):,} entries, more than the {max_len:,} "
+                                                   "the trace declares")
+        if codec.startswith("delta"):
+            peak = float(np.abs(values.astype(np.float64)) @ runs.astype(np.float64)) if values.size else 0.0
+            if peak > _INT64_SAFE:
+                raise ColumnError(f"{where}.values", "running sum leaves the 64-bit integer range")
         values = np.repeat(values, runs)
-    return np.cumsum(values) if codec.startswith("delta") else values
+    elif max_len is not None and values.size > max_len:
+        raise ColumnError(where, f"has {values.size:,} entries, more than the {max_len:,} the trace declares")
+    if codec.startswith("delta"):
+        if values.size and float(np.abs(values.astype(np.float64)).sum()) > _INT64_SAFE:
+            raise ColumnError(f"{where}.values", "running sum leaves the 64-bit integer range")
+        return np.cumsum(values)
+    return values

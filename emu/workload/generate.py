@@ -63,6 +63,20 @@ def _usp_degree(u, N: int, model: Model) -> int:
     return u
 
 
+def _check_size(N: int, layers: int, chunks: int, decode_tokens: int) -> None:
+    """Refuse, before anything is built, a trace larger than the loader accepts. The estimate
+    is the ring's shape (every board, every layer, N steps per chunk: the largest scheme per
+    chunk), plus decode steps; the shipped MARS 16K trace is within 2x of it."""
+    from .validate import MAX_NODES, MAX_OPS
+
+    if N > MAX_NODES:
+        raise ConfigError(f"--nodes {N}: at most {MAX_NODES} boards")
+    est = layers * (chunks * N * (N + 8) + decode_tokens * (N + 4))
+    if est > MAX_OPS:
+        raise ConfigError(f"--nodes {N}, --seq/--chunk ({chunks} chunks), {layers} layers and --decode-tokens "
+                          f"{decode_tokens} make about {est:,} ops, more than the {MAX_OPS:,} a trace may hold")
+
+
 def _weights_bytes(m: Model, tied: bool) -> int:
     embed = m.w(m.head_params) * (1 if tied else 2)
     return m.layers * (m.w(m.qkv_params) + m.w(m.mlp_params)) + embed
@@ -74,9 +88,10 @@ def generate(p: Params) -> Trace:
     N = _need_int("nodes", p.nodes, 2)
     _need_int("seq", p.seq, 1)
     K = _need_int("decode-tokens", p.decode_tokens, 0)
-    if not isinstance(p.alpha, (int, float)) or not p.alpha >= 0:
-        raise ConfigError(f"--alpha must be a number >= 0, got {p.alpha!r}")
+    if not isinstance(p.alpha, (int, float)) or not p.alpha >= 0 or not math.isfinite(p.alpha):
+        raise ConfigError(f"--alpha must be a finite number >= 0, got {p.alpha!r}")
     model_p, hw_p = profiles.load_pair(p.model, p.hw, p.overrides)
+    _check_size(N, model_p["layers"], 1 if p.chunk == "auto" else -(-p.seq // max(_need_int("chunk", p.chunk, 1), 1)), K)
     if p.kv_budget is not None:
         hw_p["kv_budget"] = parse_budget(p.kv_budget, "--kv-budget")
     model = Model.from_profile(model_p)
@@ -104,6 +119,7 @@ def generate(p: Params) -> Trace:
         B = chunk_choice["chunk"]
     else:
         B = _need_int("chunk", p.chunk, 1)
+    _check_size(N, model.layers, -(-p.seq // B), K)
     layout = Layout(p.seq, B, P, model.layers, zigzag=zig, kv_nodes=N)
     C = layout.n_chunks
     owner_share = max(layout.owner_tokens(n) for n in range(P)) * model.m_token

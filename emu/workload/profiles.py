@@ -15,7 +15,7 @@ from importlib import resources
 from pathlib import Path
 
 from ..errors import ConfigError
-from ..units import parse
+from ..units import format_value, parse
 
 DTYPES = "int4|int8|fp16|fp32"
 # Bits per element; INT4 packs two elements per byte.
@@ -73,6 +73,18 @@ _POSITIVE = {
     "model": ("layers", "hidden", "heads", "kv_heads", "head_dim", "intermediate", "vocab"),
     "hw": ("compute_flops", "mem_bw", "dram_bytes", "comm_buffer", "link_rate", "ports"),
 }
+# Plausible ranges, checked so that a typo cannot make a run allocate or compute without
+# bound (``hw.link_rate=1bps`` stretches a replay a billion times; ``model.layers=10**9``
+# builds a billion-layer DAG). Far wider than any real board or model.
+RANGES = {
+    "model": {"layers": (1, 4096), "hidden": (1, 1 << 20), "heads": (1, 1 << 14), "kv_heads": (1, 1 << 14),
+              "head_dim": (1, 1 << 14), "intermediate": (1, 1 << 24), "vocab": (1, 1 << 24)},
+    "hw": {"compute_flops": (10**6, 10**19), "mem_bw": (10**6, 10**16), "op_overhead_ps": (0, 10**12),
+           "dram_bytes": (1, 1 << 50), "comm_buffer": (1, 1 << 40), "link_rate": (10**6, 10**15),
+           "link_latency_ps": (0, 10**12), "nic_latency_ps": (0, 10**12), "nic_rate": (0, 10**15),
+           "ports": (1, 64), "gamma": (0, 1000)},
+}
+MAX_MTU = 48 + 0xFFFF  # the wire format's limit: header + the largest pay_len
 _PACKAGE = {"model": "emu.workload.models", "hw": "emu.workload.hardware"}
 _LABEL = {"model": "model profile", "hw": "hardware profile"}
 
@@ -147,11 +159,21 @@ def check(section: str, values: dict, where: str) -> dict:
     for name in _POSITIVE[section]:
         if out[name] < 1:
             raise ConfigError(f"{where}: {section}.{name} must be positive, got {out[name]}")
+    for name, (lo, hi) in RANGES[section].items():
+        v = out[name]
+        if name == "nic_rate" and v == 0:  # 0: no NIC datapath limit
+            continue
+        if not lo <= v <= hi:
+            shown = {k: format_value(fields[name], x) for k, x in (("lo", lo), ("hi", hi), ("v", v))}
+            raise ConfigError(f"{where}: {section}.{name} = {shown['v']} is outside {shown['lo']}..{shown['hi']}")
     if section == "model" and out["heads"] % out["kv_heads"]:
         raise ConfigError(f"{where}: model.heads ({out['heads']}) must be a multiple of model.kv_heads ({out['kv_heads']})")
     if section == "hw":
         if out["mtu"] < 64:
             raise ConfigError(f"{where}: hw.mtu must be at least 64 bytes, got {out['mtu']}")
+        if out["mtu"] > MAX_MTU:
+            raise ConfigError(f"{where}: hw.mtu must be at most {MAX_MTU} bytes (48-byte header + a 16-bit "
+                              f"pay_len), got {out['mtu']}")
         if not out["gamma"] > 0:
             raise ConfigError(f"{where}: hw.gamma must be positive, got {out['gamma']}")
         for name in ("rto_min_ps", "rto_initial_ps"):

@@ -15,6 +15,7 @@ import gzip
 import io
 import json
 import os
+import zlib
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -133,31 +134,52 @@ def save_trace(trace: Trace, path: str | os.PathLike) -> None:
 
 
 # ----------------------------------------------------------------------- reading
+# The most JSON text a trace may hold (after gzip): a bound checked while decompressing, so
+# a gzip bomb stops here instead of filling memory. The shipped 16K traces are 1-6 MB.
+MAX_TEXT_BYTES = 1 << 30
+
+
 def _read_json(path: str):
     try:
+        if os.path.isdir(path):
+            raise TraceError(f"{path}: is a folder, not a trace file")
         with open(path, "rb") as fh:
-            raw = fh.read()
+            raw = fh.read(MAX_TEXT_BYTES + 1)
     except OSError as exc:
         raise TraceError(f"{path}: cannot read: {exc.strerror or exc}") from None
     if raw[:2] == b"\x1f\x8b":
         try:
-            raw = gzip.GzipFile(fileobj=io.BytesIO(raw)).read()
-        except (OSError, EOFError) as exc:
+            raw = gzip.GzipFile(fileobj=io.BytesIO(raw)).read(MAX_TEXT_BYTES + 1)
+        except (OSError, EOFError, zlib.error) as exc:
             raise TraceError(f"{path}: corrupt gzip data: {exc}") from None
+    if len(raw) > MAX_TEXT_BYTES:
+        raise TraceError(f"{path}: more than {MAX_TEXT_BYTES >> 20} MiB of JSON text; not a trace this emu loads")
     try:
         return json.loads(raw)
     except UnicodeDecodeError:
         raise TraceError(f"{path}: not UTF-8 text") from None
     except json.JSONDecodeError as exc:
         raise TraceError(f"{path}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
+    except RecursionError:
+        raise TraceError(f"{path}: JSON nested too deeply") from None
+    except ValueError as exc:  # e.g. an integer of more than 4300 digits
+        raise TraceError(f"{path}: invalid JSON: {exc}") from None
 
 
 def load_trace(path: str | os.PathLike) -> Trace:
     """Read and validate a .json or .json.gz trace; TraceError names path, JSON path, problem."""
     path = str(path)
-    doc = _read_json(path)
-    meta, schedule, cols = validate_document(doc, path)
-    trace = from_columns(meta, schedule, cols)
-    trace.path = path
-    validate(trace, path)
+    try:
+        doc = _read_json(path)
+        meta, schedule, cols = validate_document(doc, path)
+        trace = from_columns(meta, schedule, cols)
+        trace.path = path
+        validate(trace, path)
+    except TraceError:
+        raise
+    except MemoryError:
+        raise TraceError(f"{path}: too large to load in this machine's memory") from None
+    except (RecursionError, OverflowError, ValueError, TypeError, KeyError, IndexError) as exc:
+        # a value the checks above did not foresee: still the file's fault, and one line
+        raise TraceError(f"{path}: cannot load: {type(exc).__name__}: {' '.join(str(exc).split())[:200]}") from None
     return trace

@@ -16,6 +16,15 @@ from .fileformat import CSR_COLUMNS, FORMAT, SCALAR_COLUMNS, VERSION
 SCHEMES = ("mars", "ring", "zigzag", "pd", "full", "ulysses", "usp")
 _META_INTS = {"nodes": 1, "seq": 1, "chunk": 1, "n_chunks": 1, "decode_tokens": 0, "leader": 0}
 
+# Bounds checked before anything is allocated. The shipped 16K-token MARS trace on 16
+# boards has 179,429 ops and 595,185 dependencies; a 128K-token one on 64 boards stays
+# well under these, while a corrupt or hostile file cannot make the loader allocate more
+# than a few GB (ops.n and every CSR list are checked against them before decoding).
+MAX_OPS = 50_000_000
+MAX_CSR = 500_000_000       # entries of one of dep_idx / src_idx / dst_idx
+MAX_NODES = 4096            # boards of a trace (the wire's board id is 16 bits)
+MAX_OP_AMOUNT = 2**53       # flops, mem_bytes, bytes of one op (a 128K-token attention op: ~1e14)
+
 
 def _err(path: str, where: str, problem: str) -> TraceError:
     return TraceError(f"{path}: {where}: {problem}")
@@ -51,6 +60,8 @@ def _check_meta(meta: dict, path: str) -> None:
             raise _err(path, f"meta.{key}", f"expected an integer, got {meta[key]!r}")
         if meta[key] < lo:
             raise _err(path, f"meta.{key}", f"must be >= {lo}, got {meta[key]}")
+    if meta["nodes"] > MAX_NODES:
+        raise _err(path, "meta.nodes", f"{meta['nodes']} boards; at most {MAX_NODES}")
     if meta["leader"] >= meta["nodes"]:
         raise _err(path, "meta.leader", f"no node {meta['leader']} in a {meta['nodes']}-node trace")
     scheme = _obj(meta, "scheme", path, "meta.")
@@ -80,6 +91,8 @@ def validate_document(doc, path: str):
     n = ops["n"]
     if not _int(n) or n < 0:
         raise _err(path, "ops.n", f"expected a non-negative integer, got {n!r}")
+    if n > MAX_OPS:
+        raise _err(path, "ops.n", f"{n:,} ops; at most {MAX_OPS:,}")
     names = list(SCALAR_COLUMNS) + [f"{c}_{p}" for c in CSR_COLUMNS for p in ("ptr", "idx")]
     extra = sorted(set(ops) - set(names) - {"n"})
     if extra:
@@ -88,13 +101,25 @@ def validate_document(doc, path: str):
     for name in names:
         if name not in ops:
             raise _err(path, f"ops.{name}", "missing field")
+        want = n + 1 if name.endswith("_ptr") else (n if name in SCALAR_COLUMNS else None)
+        if want is None:  # a CSR list: as long as its pointers' last offset says (checked later)
+            ptr = cols[name[:-4] + "_ptr"]
+            limit = int(ptr[-1]) if ptr.size and 0 <= ptr[-1] <= MAX_CSR else MAX_CSR
+        else:
+            limit = want
         try:
-            cols[name] = columns.decode(ops[name], f"ops.{name}")
+            cols[name] = columns.decode(ops[name], f"ops.{name}", max_len=limit)
         except columns.ColumnError as exc:
             raise _err(path, exc.where, exc.problem) from None
-        want = n + 1 if name.endswith("_ptr") else (n if name in SCALAR_COLUMNS else None)
         if want is not None and cols[name].size != want:
             raise _err(path, f"ops.{name}", f"has {cols[name].size} entries, expected {want} (ops.n = {n}{' + 1' if name.endswith('_ptr') else ''})")
+        dtype = SCALAR_COLUMNS.get(name)
+        if dtype is not None and cols[name].size:
+            # the loaded column is narrower than int64: a value that does not fit would wrap
+            info = np.iinfo(dtype)
+            i = _first((cols[name] < info.min) | (cols[name] > info.max))
+            if i is not None:
+                raise _err(path, f"ops.{name}[{i}]", f"{int(cols[name][i])} is out of range ({info.min}..{info.max})")
     return meta, schedule, cols
 
 
@@ -153,6 +178,8 @@ def validate(trace, path: str) -> None:
         need(ops[name] < -1, name, lambda i, name=name: f"must be >= -1, got {ops[name][i]}")
     for name in ("flops", "mem_bytes", "bytes"):
         need(ops[name] < 0, name, lambda i, name=name: f"must be >= 0, got {ops[name][i]}")
+        # durations and rates are computed in float64: beyond 2^53 they would not be exact
+        need(ops[name] > MAX_OP_AMOUNT, name, lambda i, name=name: f"{ops[name][i]} is more than 2^53")
     for name in ("flops", "mem_bytes"):
         need(~compute & (ops[name] != 0), name, lambda i, name=name: f"only compute ops have {name}, got {ops[name][i]}")
     coll, msg, red = (ops[c].astype(np.int64) for c in ("collective", "msg_op", "reduce_op"))
