@@ -9,6 +9,7 @@ installed: --no-deps) but imports emu from its own site-packages, which the test
 import json
 import os
 import shutil
+import site
 import subprocess
 import sys
 from pathlib import Path
@@ -24,6 +25,12 @@ def test_installed_package_replays_a_shipped_trace_by_name(tmp_path):
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)], check=True)
     py, exe = venv / "bin" / "python", venv / "bin" / "emu"
+    # When the suite itself runs in a venv (scripts/test's .venv), a venv made from it sees only
+    # the base interpreter's packages: point it at this interpreter's too, after its own. Paths
+    # in a .pth are not site dirs, so their editable-install hooks stay inactive.
+    own = subprocess.run([str(py), "-c", "import site; print(site.getsitepackages()[0])"], capture_output=True,
+                         text=True, check=True).stdout.strip()
+    Path(own, "zz_test_parent.pth").write_text("\n".join(site.getsitepackages()) + "\n")
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
     pip = subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-deps", "--disable-pip-version-check", str(src)],
                          capture_output=True, text=True, env=env, cwd=tmp_path)
