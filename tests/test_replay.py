@@ -216,3 +216,15 @@ def test_results_record_what_the_run_was_told_and_every_ops_dependencies(traces,
     ops = pd.read_parquet(out / "ops.parquet")
     for i in range(t.n_ops):
         assert list(ops.deps[i]) == t.dep_idx[t.dep_ptr[i]:t.dep_ptr[i + 1]].tolist()
+
+
+def test_summary_peaks_per_node_match_the_memory_table(traces, tmp_path):
+    import pandas as pd
+
+    out = tmp_path / "run"
+    assert main(["replay", str(traces["mars"]), "--out", str(out)]) == 0
+    s = json.loads((out / "summary.json").read_text())
+    n = pd.read_parquet(out / "nodes.parquet")
+    assert s["peak_node_owner_replica_bytes"] == int((n.owner_bytes + n.replica_bytes).max())
+    assert s["peak_node_transient_bytes"] == int(n.transient_bytes.max()) > 0
+    assert s["peak_node_kv_bytes"] == int((n.owner_bytes + n.replica_bytes + n.transient_bytes).max())

@@ -22,10 +22,12 @@ ROWS = [
     ("dropped_frames", "dropped frames", "{:,}"),
     ("retransmitted_frames", "retransmitted", "{:,}"),
     ("peak_node_kv_bytes", "peak node KV MiB", "{:.2f}"),
+    ("peak_node_owner_replica_bytes", "peak owner+replica MiB", "{:.2f}"),
+    ("peak_node_transient_bytes", "peak transient MiB", "{:.2f}"),
     ("final_layout_owner_only", "owner-only at end", "{}"),
     ("wall_s", "wall s", "{:.2f}"),
 ]
-MIB = {"wire_bytes", "kv_bytes", "peak_node_kv_bytes"}
+MIB = {"wire_bytes", "kv_bytes", "peak_node_kv_bytes", "peak_node_owner_replica_bytes", "peak_node_transient_bytes"}
 
 
 MAX_SUMMARY_BYTES = 64 << 20  # a summary is a few kB; anything this large is not one

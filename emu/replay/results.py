@@ -85,6 +85,9 @@ def summarize(rp) -> dict:
         "control_frames_by_op": dict(rp.cluster.control_frames_by_op),
         "final_layout_owner_only": bool(d.owner_only()) and not incomplete,
         "peak_node_kv_bytes": peak,
+        # Per node: owner + replica KV (what S_node bounds) and transient copies, at their peaks.
+        "peak_node_owner_replica_bytes": int((hist.owner_bytes + hist.replica_bytes).max()) if len(hist) else 0,
+        "peak_node_transient_bytes": int(hist.transient_bytes.max()) if len(hist) else 0,
         "final_node_kv_bytes": [m.total for m in d.memory],
         "owner_only_node_kv_bytes": final_owner,
         "busiest_link": {"src": int(c.src[busiest]), "dst": int(c.dst[busiest]), "utilization": float(util[busiest])},

@@ -57,12 +57,11 @@ def flatten_summary(s: dict) -> dict:
 
 def replica_stats(rp, prefill_s: float) -> dict:
     """Measured cluster replica factor (copies per owned block): peak, and its time average
-    over the prefill; the most owner + replica KV (what S_node bounds), replica KV and
-    transient KV any node held."""
+    over the prefill; the most replica KV any node held (the summary has owner + replica
+    and transient peaks)."""
     h = rp.cluster.directory.history()
     if not len(h):
-        return {"replica_factor_peak": 1.0, "replica_factor_mean": 1.0, "peak_node_owner_replica_bytes": 0,
-                "peak_node_replica_bytes": 0, "peak_node_transient_bytes": 0}
+        return {"replica_factor_peak": 1.0, "replica_factor_mean": 1.0, "peak_node_replica_bytes": 0}
     t = h["t_ps"].to_numpy(np.int64)
     f = h["replica_factor"].to_numpy(np.float64)
     end = int(round(prefill_s * 1e12))
@@ -74,9 +73,7 @@ def replica_stats(rp, prefill_s: float) -> dict:
     span = int(w.sum())
     mean = float((f * w).sum() / span) if span > 0 else float(f[0])
     return {"replica_factor_peak": float(h["replica_factor"].max()), "replica_factor_mean": mean,
-            "peak_node_owner_replica_bytes": int((h["owner_bytes"] + h["replica_bytes"]).max()),
-            "peak_node_replica_bytes": int(h["replica_bytes"].max()),
-            "peak_node_transient_bytes": int(h["transient_bytes"].max())}
+            "peak_node_replica_bytes": int(h["replica_bytes"].max())}
 
 
 def trace_stats(trace) -> dict:
