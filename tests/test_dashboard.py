@@ -386,13 +386,15 @@ def test_stopped_index_build_leaves_nothing(runs, tmp_path):
 
 
 def test_op_details_show_dependencies_when_recorded(runs):
-    """ops.parquet has no dependencies today; a folder whose ops.parquet records them (a deps
-    list per op) shows them in the timeline's detail pane."""
+    """ops.parquet records each op's dependencies (a deps list per op); the timeline's detail
+    pane shows them, and says so when an older folder has none."""
     from dashboard import data as D
 
     ops = pd.read_parquet(runs["mars"] / "ops.parquet")
     d = D.op_details(ops, 5)
-    assert d["deps"] is None and d["op"] == 5 and d["kind"] == ops.loc[ops["op"] == 5, "kind"].iloc[0]
+    assert d["op"] == 5 and d["kind"] == ops.loc[ops["op"] == 5, "kind"].iloc[0]
+    assert list(d["deps"]) == list(ops.deps[5])
+    assert D.op_details(ops.drop(columns="deps"), 5)["deps"] is None
     with_deps = ops.assign(deps=[[i - 1] if i else [] for i in range(len(ops))])
     assert D.op_details(with_deps, 5)["deps"] == [4] and D.op_details(with_deps, 0)["deps"] == []
     assert D.op_details(ops, 10**9) is None

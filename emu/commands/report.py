@@ -33,9 +33,14 @@ def _results_folders(arg: str) -> list[Path]:
     if (p / "summary.json").exists():
         return [p]
     found = sorted(d for d in p.iterdir() if d.is_dir() and (d / "summary.json").exists())
-    if not found:
-        raise ConfigError(f"{arg}: no results in it (no summary.json there or in its folders)")
+    if not found and not _has_sweeps(p):
+        raise ConfigError(f"{arg}: no results in it (no summary.json or sweep results.parquet there or in its folders)")
     return found
+
+
+def _has_sweeps(p: Path) -> bool:
+    """A sweep folder, or a folder holding sweep folders (their figures go in the report too)."""
+    return any(p.glob("*.parquet")) or any(p.glob("*/results.parquet")) or any(p.glob("*/*.parquet"))
 
 
 def run(args) -> int:

@@ -13,7 +13,7 @@ from pathlib import Path
 import networkx as nx
 
 from ..errors import ConfigError
-from .graph import LinkDefaults, add_link, new_graph
+from .graph import MAX_BOARDS, MAX_LINKS, LinkDefaults, add_link, new_graph
 
 DEFAULT_LINK = LinkDefaults()
 
@@ -175,8 +175,6 @@ def _dims(spec: str, arg: str) -> tuple[int, int]:
     return int(m.group(1)), int(m.group(2))
 
 
-MAX_BOARDS = 4096       # as many as a trace may have (emu.workload.validate.MAX_NODES)
-MAX_LINKS = 2_000_000   # link directions a spec may ask for (full:1000 has 999,000)
 
 
 def _check_planned(spec: str, kind: str, arg: str, n: int | None) -> None:

@@ -23,6 +23,8 @@ LINK_ATTRS = ("rate_bps", "latency_ps", "mtu", "queue_bytes", "queue_frames")
 #: Smallest MTU: the packet engine (emu/net) rejects smaller ones, so files are checked
 #: against it at load time, where the file and link can be named.
 MIN_MTU = 64
+MAX_BOARDS = 4096       # as many as a trace may have (emu.workload.validate.MAX_NODES)
+MAX_LINKS = 2_000_000   # link directions a spec may ask for (full:1000 has 999,000)
 
 
 def _check_int(value, what: str, lo: int, where: str, optional: bool = False) -> None:

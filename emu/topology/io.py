@@ -17,7 +17,7 @@ import networkx as nx
 from ..atomic import atomic_file
 from ..errors import ConfigError
 from ..units import parse_decimal
-from .graph import LINK_ATTRS, MIN_MTU, LinkDefaults, check, new_graph
+from .graph import LINK_ATTRS, MAX_BOARDS, MIN_MTU, LinkDefaults, check, new_graph
 
 _UNITS = {
     "rate_bps": ("rate_bps", 1),
@@ -88,7 +88,6 @@ def _assemble(path: str, name: str, nodes: list[tuple[object, str, dict]],
     is an integer, otherwise in file order; a node whose number differs from its file id
     keeps the file id as ``label``.
     """
-    from .builders import MAX_BOARDS
 
     if len(nodes) > 16 * MAX_BOARDS:
         raise ConfigError(f"{path}: {len(nodes):,} nodes; at most {16 * MAX_BOARDS:,} (boards and switches)")
