@@ -17,7 +17,8 @@ from plotly.subplots import make_subplots
 
 from . import data as D
 
-SCHEME_COLORS = {"mars": "#d1495b", "ring": "#00798c", "zigzag": "#6a4c93", "pd": "#edae49", "full": "#30638e"}
+SCHEME_COLORS = {"mars": "#d1495b", "ring": "#00798c", "zigzag": "#6a4c93", "pd": "#edae49", "full": "#30638e",
+                 "ulysses": "#7cb518", "usp": "#ff7f51"}
 CATEGORY_COLORS = {"qkv": "#8ecae6", "attn": "#219ebc", "mlp": "#023047", "lm head": "#000000", "decode": "#8d99ae",
                    "send": "#fb8500", "reduce": "#e63946", "all-to-all": "#9d4edd", "drain / invalidate": "#2a9d8f"}
 MEM_COLORS = {"owner": "#30638e", "replica": "#edae49", "transient": "#d1495b"}
@@ -26,9 +27,11 @@ FONT = dict(family="Inter, Segoe UI, Helvetica, Arial, sans-serif", size=12)
 
 
 def _base(fig: go.Figure, title: str | None = None, height: int = 380) -> go.Figure:
-    fig.update_layout(template="plotly_white", height=height, font=FONT, margin=dict(l=60, r=20, t=48 if title else 16, b=44),
+    # The legend goes under the x axis: with several runs it wraps, and above the plot it would
+    # run into the title.
+    fig.update_layout(template="plotly_white", height=height, font=FONT, margin=dict(l=60, r=20, t=48 if title else 16, b=96),
                       title=dict(text=title, x=0.01, xanchor="left", font=dict(size=15)) if title else None,
-                      legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1.0),
+                      legend=dict(orientation="h", yanchor="top", y=-0.2, xanchor="left", x=0.0),
                       hoverlabel=dict(namelength=-1))
     return fig
 
