@@ -274,6 +274,8 @@ class RefNet:
         port = self.ports[args[0]]
         if kind == "down":
             for f in port.wire:
+                if not port.datapath:  # a transmission cut by the failure: recorded, dropped at t
+                    self.log.append((port.idx, f.msg, f.frag, f.start, f.end, t, 3, f.hops))
                 if f.last_of is not None and f.end > t:
                     self.sent.append((f.msg, port.idx, t))  # cut off: the stream is over
                     f.last_of = None

@@ -106,7 +106,9 @@ def test_link_down_drops_what_is_on_it_and_reroute_moves_the_unsent_rest():
     assert (1, 1) in done and (0, 1) not in done
     # The 95 frames not yet sent at the re-route (60 us) went the other way, then the second message.
     assert c.loc[(0, 3), "sent_frames"] == 105 and c.loc[(2, 1), "sent_frames"] == 105
-    assert c.loc[(0, 1), "sent_frames"] == 4
+    # The cut frame started: it counts as sent (a transmission; docs/engine.md), busy until 50 us.
+    assert c.loc[(0, 1), "sent_frames"] == 5
+    assert c.loc[(0, 1), "busy_ps"] == 4 * ser + (50 * US - (4 * ser))
     assert len(rerouted) == 2 and not rerouted[-1].failed_links
     cons = net.conservation()
     assert cons["balance"] == 0 and cons["dropped"] == 1 and cons["in_flight"] == 0

@@ -20,7 +20,7 @@ from emu.sim import Simulator
 
 from netref import RefNet
 
-FATE = {0: 0, K.DROP_LOSS: 1, K.DROP_CORRUPT: 2}
+FATE = {0: 0, K.DROP_LOSS: 1, K.DROP_CORRUPT: 2, K.DROP_DOWN: 3}
 ARBITERS = ("rr", "transit-first", "local-first")
 
 

@@ -579,6 +579,26 @@ def _is_member(MS, MD, msg, node):
 
 
 @njit(cache=True)
+def _log_tx(SC, LG, FP, e, link, t, fate):
+    """One transmission record: frame ``e`` on ``link``, over (arrived or dropped) at ``t``."""
+    g = SC[SC_LOG]
+    LG[g, G_LINK] = link
+    LG[g, G_MSG] = FP[e, F_MSG]
+    LG[g, G_FRAG] = FP[e, F_FRAG]
+    LG[g, G_ENQ] = FP[e, F_ENQ]
+    LG[g, G_START] = FP[e, F_START]
+    LG[g, G_END] = FP[e, F_END]
+    LG[g, G_ARR] = t
+    LG[g, G_LEN] = FP[e, F_LEN]
+    LG[g, G_QB] = FP[e, F_QB]
+    LG[g, G_FATE] = fate
+    LG[g, G_RETX] = FP[e, F_RETX]
+    LG[g, G_HOPS] = FP[e, F_HOPS]
+    LG[g, G_LOCAL] = FP[e, F_LOCAL]
+    SC[SC_LOG] = g + 1
+
+
+@njit(cache=True)
 def _arrival(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, LG, FW, MS, MD, BITS, UP, link, t):
     e = LK[link, L_WHEAD]
     nxt = FP[e, F_NEXT]
@@ -596,21 +616,7 @@ def _arrival(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, LG, FW, MS, MD, BITS,
     LK[link, L_BUSY] += FP[e, F_END] - FP[e, F_START]
     physical = link < SC[SC_NLINKS]
     if SC[SC_LOGGING] == 1 and physical:
-        g = SC[SC_LOG]
-        LG[g, G_LINK] = link
-        LG[g, G_MSG] = FP[e, F_MSG]
-        LG[g, G_FRAG] = FP[e, F_FRAG]
-        LG[g, G_ENQ] = FP[e, F_ENQ]
-        LG[g, G_START] = FP[e, F_START]
-        LG[g, G_END] = FP[e, F_END]
-        LG[g, G_ARR] = t
-        LG[g, G_LEN] = flen
-        LG[g, G_QB] = FP[e, F_QB]
-        LG[g, G_FATE] = fate
-        LG[g, G_RETX] = FP[e, F_RETX]
-        LG[g, G_HOPS] = FP[e, F_HOPS]
-        LG[g, G_LOCAL] = FP[e, F_LOCAL]
-        SC[SC_LOG] = g + 1
+        _log_tx(SC, LG, FP, e, link, t, fate)
     if fate != 0:
         _drop_link(LD, link, fate, flen)
         _free_frame(SC, FREE, e)
@@ -772,19 +778,22 @@ def advance(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, LG, FW, MS, MD, BITS, 
 
 
 @njit(cache=True)
-def link_down(SC, LK, LD, FP, FREE, MS, UP, link, t):
-    """Take a link down at ``t``: every frame on its wire or in its transit queue is dropped."""
+def link_down(SC, LK, LD, LG, FP, FREE, MS, UP, link, t):
+    """Take a link down at ``t``: every frame on its wire or in its transit queue is dropped.
+
+    A frame that had started transmitting (on the wire or propagating) was a transmission:
+    it is counted as sent (whole, also when cut mid-frame), its busy time ends at ``t`` at
+    the latest, and it gets a record with fate ``link_down`` at ``t``, so the counters, the
+    log (link statistics) and a drop list's transmission indices agree."""
     e = LK[link, L_WHEAD]
     while e != -1:
         nxt = FP[e, F_NEXT]
         flen = FP[e, F_LEN]
-        if FP[e, F_END] <= t:
-            # Fully sent, lost with the link while propagating.
-            LK[link, L_TX_F] += 1
-            LK[link, L_TX_B] += max(flen, MIN_FRAME) + WIRE_OVERHEAD
-            LK[link, L_BUSY] += FP[e, F_END] - FP[e, F_START]
-        elif FP[e, F_START] < t:
-            LK[link, L_BUSY] += t - FP[e, F_START]  # cut off mid-frame
+        LK[link, L_TX_F] += 1
+        LK[link, L_TX_B] += max(flen, MIN_FRAME) + WIRE_OVERHEAD
+        LK[link, L_BUSY] += min(FP[e, F_END], t) - FP[e, F_START]
+        if SC[SC_LOGGING] == 1 and link < SC[SC_NLINKS]:
+            _log_tx(SC, LG, FP, e, link, t, DROP_DOWN)
         _drop_link(LD, link, DROP_DOWN, flen)
         _free_frame(SC, FREE, e)
         e = nxt

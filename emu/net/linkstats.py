@@ -46,7 +46,8 @@ class LinkStats:
         w = self.bin_ps
         link = rows[:, K.G_LINK]
         start = rows[:, K.G_START]
-        end = rows[:, K.G_END]
+        # A frame cut by a link failure was busy until the failure (its record's G_ARR).
+        end = np.where(rows[:, K.G_FATE] == K.DROP_DOWN, np.minimum(rows[:, K.G_END], rows[:, K.G_ARR]), rows[:, K.G_END])
         b0 = start // w
         b1 = (end - 1) // w
         self._ensure(int(max(b1.max(), (rows[:, K.G_ENQ] // w).max())) + 1)

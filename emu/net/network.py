@@ -588,7 +588,15 @@ class Network:
         self._sync()
         if self.SC[K.SC_UP] + 1 > self.UP.shape[0]:
             self.UP = _grow(self.UP, 2 * self.UP.shape[0], 0)
-        K.link_down(self.SC, self.LK, self.LD, self.FP, self.FREE, self.MS, self.UP, link, self.sim.now)
+        # Frames cut by the failure get a record each: room for every frame on this wire.
+        on_wire, e = 0, int(self.LK[link, K.L_WHEAD])
+        while e != -1:
+            on_wire, e = on_wire + 1, int(self.FP[e, K.F_NEXT])
+        if self.SC[K.SC_LOGGING] and self.SC[K.SC_LOG] + on_wire > self.LG.shape[0]:
+            self.flush_log()
+            if on_wire > self.LG.shape[0]:
+                self.LG = _grow(self.LG, on_wire, 0)
+        K.link_down(self.SC, self.LK, self.LD, self.LG, self.FP, self.FREE, self.MS, self.UP, link, self.sim.now)
         if self.SC[K.SC_UP] and self._upcall_ev is None:
             self._upcall_ev = self.sim.at(self.sim.now, self._upcalls_due)
         self._rearm()
