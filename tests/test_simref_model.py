@@ -330,3 +330,30 @@ def test_same_instant_order_reroute_before_arrival():
 def test_reference_refuses_random_loss(p):
     with pytest.raises(ValueError):
         LossModel(p=p)
+
+
+def test_local_frame_over_mtu_takes_no_wire_time():
+    # Board 0's first message has 1514-byte frames on a link of MTU 1000: each is dropped
+    # when granted and the arbiter grants again at once, so the second message starts at 0.
+    links = duplex([(0, 1)], mtu=1000)
+    sends = [Send(0, (1,), 5, FULL, FULL, 0), Send(0, (1,), 2, 1000, 600, 0)]
+    net = simulate(Scenario(["board"] * 2, [L] * 2, [0] * 2, links, [[-1, 1], [0, -1]], sends=sends))
+    assert net.node_drops[0]["mtu"] == 5 and net.link_counters()[0]["mtu"] == 0
+    s1000 = (1000 + 24) * 8 * 1000
+    assert [(r.msg, r.frag, r.start) for r in net.records] == [(1, 0, 0), (1, 1, s1000)]
+    assert net.conserved()
+
+
+def test_drop_list_counts_every_transmission_on_the_link():
+    # Local and transit frames share 1->2's transmission index: with rr the order there is
+    # b0, b1, a0, b2, a1, b3, ... (a = board 0's transit, b = board 1's own), so indices
+    # 2 and 3 are a0 and b2.
+    links = duplex([(0, 1), (1, 2)])
+    links[2].loss = LossModel(drops=(2, 3))
+    nh = [[-1, 1, 1], [0, -1, 2], [1, 1, -1]]
+    sends = [Send(0, (2,), 4, FULL, FULL, 0), Send(1, (2,), 4, FULL, FULL, 0)]
+    net = simulate(Scenario(["board"] * 3, [L] * 3, [0] * 3, links, nh, sends=sends))
+    order = [(r.msg, r.frag, r.fate) for r in on_link(net, 2)]
+    assert [(m, k) for m, k, _ in order[:6]] == [(1, 0), (1, 1), (0, 0), (1, 2), (0, 1), (1, 3)]
+    assert [(m, k) for m, k, f in order if f == "loss"] == [(0, 0), (1, 2)]
+    assert net.conserved()
