@@ -50,6 +50,8 @@ engine on one of them is a spec question, not necessarily an engine bug):
 - A packetizer frame with no first hop (no route at hand-over or after re-routing) is
   counted as offered and dropped (`no_route` at the source), so conservation holds.
 - Busy time of a frame cut by a link going down ends at the down time.
+- A resend stream (explicit fragments towards one board) re-homes as a unicast stream to
+  that board; a multicast message's "old streams" are its own tree streams only.
 """
 
 from __future__ import annotations
@@ -115,6 +117,15 @@ class Send:
 
 
 @dataclass
+class Resend:
+    """Fragments `frags` of message `msg` (hand-over index) again, unicast towards `dst`."""
+    msg: int
+    dst: int
+    frags: tuple[int, ...]
+    at: int
+
+
+@dataclass
 class Change:
     """One change at time t. kind: down/up (link), node_down/node_up (node), rate (link, value),
     loss (link, LossModel), reroute (next_hop, trees: {tree index: (tree, members)})."""
@@ -134,6 +145,7 @@ class Scenario:
     next_hop: list[list[int]]        # [node][board] -> next node, -1 unreachable
     trees: list[tuple[dict[int, list[int]], tuple[int, ...]]] = field(default_factory=list)
     sends: list[Send] = field(default_factory=list)
+    resends: list[Resend] = field(default_factory=list)   # handed over after all sends
     changes: list[Change] = field(default_factory=list)
     lossless: bool = True
     arbiter: str = "rr"
@@ -150,6 +162,7 @@ class Frame:
     msg: int
     frag: int
     len: int
+    to: int = -1            # -1: the message's route; else unicast towards this board (a resend)
 
 
 @dataclass
@@ -161,6 +174,7 @@ class Transmission:
     len: int
     start: int
     end: int
+    retx: bool = False
     time: int = -1          # arrival at the far node, or when it was cut
     fate: str = "flying"    # ok | loss | corrupt | link_down
 
@@ -170,6 +184,7 @@ class Stream:
     msg: int
     frags: list[int]
     ready: int
+    to: int = -1            # as Frame.to
     pos: int = 0
 
     @property
@@ -270,6 +285,8 @@ class RefNet:
             self._at(ch.t, CHANGE, 0, self._change, ch)
         for s in sc.sends:
             self._hand_over(s)
+        for r in sc.resends:
+            self._hand_over_resend(r)
 
     # -- scheduling
     def _at(self, t: int, phase: int, key: int, fn, *args) -> None:
@@ -286,14 +303,16 @@ class RefNet:
         return {int(k): tuple(sorted(int(c) for c in v)) for k, v in tree.items() if len(v)}
 
     # -- routes
-    def _members(self, m: Message) -> tuple[int, ...]:
+    def _members(self, m: Message, to: int) -> tuple[int, ...]:
+        if to >= 0:
+            return (to,)
         return self.trees[m.tree][1] if m.tree is not None else (m.dsts[0],)
 
-    def _egress(self, m: Message, node: int) -> list[Port]:
-        if m.tree is not None:
+    def _egress(self, m: Message, node: int, to: int = -1) -> list[Port]:
+        if m.tree is not None and to < 0:
             kids = self.trees[m.tree][0].get(node, ())
         else:
-            d = m.dsts[0]
+            d = to if to >= 0 else m.dsts[0]
             nh = self.next_hop[node][d] if node != d else -1
             kids = (nh,) if nh >= 0 else ()
         return sorted((self.out[(node, c)] for c in kids), key=lambda p: p.id)
@@ -318,8 +337,16 @@ class RefNet:
         for p in ports:
             self._add_stream(m, p, frags, s.at)
 
-    def _add_stream(self, m: Message, p: Port, frags: list[int], ready: int) -> None:
-        st = Stream(m.id, list(frags), ready)
+    def _hand_over_resend(self, r: Resend) -> None:
+        m = self.messages[r.msg]
+        ports = self._egress(m, m.src, r.dst)
+        if not ports:
+            self._at(r.at, CHANGE, 0, self._drop_at_source, m, list(r.frags))
+        for p in ports:
+            self._add_stream(m, p, list(r.frags), r.at, r.dst)
+
+    def _add_stream(self, m: Message, p: Port, frags: list[int], ready: int, to: int = -1) -> None:
+        st = Stream(m.id, list(frags), ready, to)
         p.local.append(st)
         m.streams.append((p, st))
         self._want_grant(p, max(ready, self.env.now))
@@ -359,7 +386,7 @@ class RefNet:
                 st.pos += 1
                 if st.done:
                     p.local.remove(st)
-                f = Frame(m.id, k, m.frame_len_of(k))
+                f = Frame(m.id, k, m.frame_len_of(k), st.to)
                 self.offered += 1
                 if p.mtu is not None and f.len - ETH_HEADER > p.mtu:
                     self._drop_node(p.u, "mtu", f, t)
@@ -377,7 +404,7 @@ class RefNet:
         elif p.loss.corrupt == 1.0:
             fate = "corrupt"
         end = t + ser_ps(f.len, p.rate)
-        rec = Transmission(p.id, f.msg, f.frag, f.len, t, end)
+        rec = Transmission(p.id, f.msg, f.frag, f.len, t, end, retx=f.to >= 0)
         self.records.append(rec)
         p.c["transmitted"] += 1
         p.free_at = end
@@ -415,8 +442,8 @@ class RefNet:
 
     def _forward(self, v: int, f: Frame, t: int) -> None:
         m = self.messages[f.msg]
-        here = v in self._members(m)
-        egress = self._egress(m, v)
+        here = v in self._members(m, f.to)
+        egress = self._egress(m, v, f.to)
         if not here and not egress:
             self._drop_node(v, "no_route", f, t)
             return
@@ -432,7 +459,7 @@ class RefNet:
                 if len(got) == m.nfrags and (m.id, v) not in self.done:
                     self.done[(m.id, v)] = t
         for q in egress:
-            self._offer_transit(q, Frame(f.msg, f.frag, f.len), t)
+            self._offer_transit(q, Frame(f.msg, f.frag, f.len, f.to), t)
 
     def _offer_transit(self, q: Port, f: Frame, t: int) -> None:
         q.c["offered"] += 1
@@ -478,7 +505,7 @@ class RefNet:
             return
         p.up = False
         for key in sorted(p.flying):
-            rec, ev = p.flying[key]
+            rec, _ev = p.flying[key]
             rec.fate, rec.time = "link_down", t
             p.c["busy"] += min(rec.end, t) - rec.start
             self._drop_link(p, "link_down", Frame(rec.msg, rec.frag, rec.len), t)
@@ -505,24 +532,35 @@ class RefNet:
                 continue
             for p, s in live:
                 p.local.remove(s)
-            ports = self._egress(m, m.src)
-            if m.tree is not None and self.trees[m.tree] != old_trees[m.tree]:
+            own = [(p, s) for p, s in m.streams if s.to < 0]        # not resends
+            todo = []
+            if m.tree is not None and self.trees[m.tree] != old_trees[m.tree] and any(
+                    not s.done for _, s in own):
                 # From the smallest position among the old streams, on every new first hop.
-                start = min(s.frags[s.pos] if not s.done else m.nfrags for _, s in m.streams)
-                ready = max(min(s.ready for _, s in live), t)
-                todo = [(q, list(range(start, m.nfrags)), ready) for q in ports]
+                start = min(s.frags[s.pos] if not s.done else m.nfrags for _, s in own)
+                ready = max(min(s.ready for _, s in own if not s.done), t)
+                ports = self._egress(m, m.src)
+                todo += [(q, list(range(start, m.nfrags)), ready, -1) for q in ports]
                 if not ports:
                     self._drop_at_source(m, list(range(start, m.nfrags)))
             elif m.tree is not None:
-                todo = [(p, s.frags[s.pos:], max(s.ready, t)) for p, s in live]
+                todo += [(p, s.frags[s.pos:], max(s.ready, t), -1) for p, s in own if not s.done]
             else:
-                todo = [(q, s.frags[s.pos:], max(s.ready, t)) for _, s in live for q in ports]
-                if not ports:
-                    for _, s in live:
+                ports = self._egress(m, m.src)
+                for _, s in own:
+                    if not s.done:
+                        todo += [(q, s.frags[s.pos:], max(s.ready, t), -1) for q in ports]
+                        if not ports:
+                            self._drop_at_source(m, s.frags[s.pos:])
+            for _, s in live:                   # resends follow the unicast route to their board
+                if s.to >= 0:
+                    ports = self._egress(m, m.src, s.to)
+                    todo += [(q, s.frags[s.pos:], max(s.ready, t), s.to) for q in ports]
+                    if not ports:
                         self._drop_at_source(m, s.frags[s.pos:])
             m.streams = [(p, s) for p, s in m.streams if s.done]
-            for q, frags, ready in todo:
-                self._add_stream(m, q, frags, ready)
+            for q, frags, ready, to in todo:
+                self._add_stream(m, q, frags, ready, to)
 
     # -- run and results
     def run(self) -> "RefNet":

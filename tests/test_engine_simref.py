@@ -21,7 +21,7 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from simref import ARBITERS, Change, LinkSpec, LossModel, Scenario, Send, simulate
+from simref import ARBITERS, Change, LinkSpec, LossModel, Resend, Scenario, Send, simulate
 
 US = 10**6
 SEEDS = range(200)
@@ -125,6 +125,12 @@ def scenario(seed: int) -> Scenario:
             sends.append(Send(src, (rng.choice(others),), nfrags, flen, last, at,
                               track=rng.random() < 0.3))
     sends.sort(key=lambda s: s.at)
+    # Resends of some fragments of tracked messages, towards one of their destinations.
+    resends = []
+    for i, s in enumerate(sends):
+        if s.track and rng.random() < 0.4:
+            frags = tuple(sorted(rng.sample(range(s.nfrags), rng.randint(1, min(4, s.nfrags)))))
+            resends.append(Resend(i, rng.choice(s.dsts), frags, s.at + rng.randint(0, 300 * US)))
 
     # The timeline: failures and repairs, each followed by a re-route after `detect`.
     changes: list[Change] = []
@@ -179,7 +185,7 @@ def scenario(seed: int) -> Scenario:
         changes.append(Change(td, "reroute", value=(nh, new_trees)))
     changes.sort(key=lambda c: c.t)
     return Scenario(kinds, latency, dp_rate, links, nh0, trees=trees, sends=sends,
-                    changes=changes, lossless=lossless, arbiter=rng.choice(ARBITERS))
+                    resends=resends, changes=changes, lossless=lossless, arbiter=rng.choice(ARBITERS))
 
 
 def sends_src(sends: list[Send], tree: int) -> int:
@@ -227,10 +233,12 @@ def run_engine(sc: Scenario) -> dict:
         if kind == "frame":
             deliveries.setdefault((msg.id, node, frag), []).append(int(t))
 
-    for s in sc.sends:
-        net.send(s.src, s.dsts, s.nfrags, s.frame_len, s.last_len,
-                 route=None if s.tree is None else routes[s.tree], at=s.at, track=s.track,
-                 frame_upcalls=True, on_event=on_event)
+    msgs = [net.send(s.src, s.dsts, s.nfrags, s.frame_len, s.last_len,
+                     route=None if s.tree is None else routes[s.tree], at=s.at, track=s.track,
+                     frame_upcalls=True, on_event=on_event) for s in sc.sends]
+    assert [m.id for m in msgs] == list(range(len(msgs))), "engine numbers messages differently"
+    for r in sc.resends:
+        net.resend(msgs[r.msg], r.dst, r.frags, at=r.at)
 
     def apply(ch: Change):
         if ch.kind == "down":
@@ -258,7 +266,8 @@ def run_engine(sc: Scenario) -> dict:
     R = np.concatenate(rows) if rows else np.zeros((0, K.G_NCOLS), np.int64)
     records = sorted(
         (int(r[K.G_START]), links[int(r[K.G_LINK])], int(r[K.G_MSG]), int(r[K.G_FRAG]),
-         int(r[K.G_END]), int(r[K.G_ARR]), FATES.get(int(r[K.G_FATE]), str(int(r[K.G_FATE]))))
+         int(r[K.G_END]), int(r[K.G_ARR]), FATES.get(int(r[K.G_FATE]), str(int(r[K.G_FATE]))),
+         bool(r[K.G_RETX]))
         for r in R)
     c = net.counters()
     counters = {links[int(r.link)]: dict(
@@ -272,7 +281,7 @@ def run_engine(sc: Scenario) -> dict:
 def run_reference(sc: Scenario) -> dict:
     net = simulate(sc)
     ends = {p.id: (p.u, p.v) for p in net.ports}
-    records = sorted((r.start, ends[r.link], r.msg, r.frag, r.end, r.time, r.fate)
+    records = sorted((r.start, ends[r.link], r.msg, r.frag, r.end, r.time, r.fate, r.retx)
                      for r in net.records)
     counters = {(c["u"], c["v"]): {k: c[k] for k in (
         "offered", "transmitted", "delivered", "busy", "queue_full", "loss", "corrupt", "link_down", "mtu")}
@@ -298,7 +307,7 @@ def test_engine_matches_reference(seed):
     eng = run_engine(sc)
     diff = first_difference(eng["records"], ref["records"])
     assert diff is None, (f"seed {seed}: record #{diff[0]} differs "
-                          f"(start, (u, v), msg, frag, end, arrival/drop, fate):\n"
+                          f"(start, (u, v), msg, frag, end, arrival/drop, fate, retx):\n"
                           f"  engine    {diff[1]}\n  reference {diff[2]}")
     assert eng["deliveries"] == ref["deliveries"], f"seed {seed}: delivery times differ"
     for uv, want in ref["counters"].items():

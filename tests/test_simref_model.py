@@ -12,7 +12,7 @@ from fractions import Fraction
 
 import pytest
 
-from simref import ARBITERS, Change, LinkSpec, LossModel, Scenario, Send, ser_ps, simulate
+from simref import ARBITERS, Change, LinkSpec, LossModel, Resend, Scenario, Send, ser_ps, simulate
 
 G = 10**9
 US = 10**6                  # ps per microsecond
@@ -356,4 +356,24 @@ def test_drop_list_counts_every_transmission_on_the_link():
     order = [(r.msg, r.frag, r.fate) for r in on_link(net, 2)]
     assert [(m, k) for m, k, _ in order[:6]] == [(1, 0), (1, 1), (0, 0), (1, 2), (0, 1), (1, 3)]
     assert [(m, k) for m, k, f in order if f == "loss"] == [(0, 0), (1, 2)]
+    assert net.conserved()
+
+
+def test_resend_stream_carries_named_fragments_and_duplicates_are_discarded():
+    # 0 -> 2 over 1; transmission 2 on 0->1 (fragment 2) is lost. At 100 us the sender
+    # resends fragments 2 and 4: 2 fills the gap, 4 is a duplicate at the tracked receiver.
+    links = duplex([(0, 1), (1, 2)])
+    links[0].loss = LossModel(drops=(2,))
+    nh = [[-1, 1, 1], [0, -1, 2], [1, 1, -1]]
+    sc = Scenario(["board"] * 3, [L] * 3, [0] * 3, links, nh,
+                  sends=[Send(0, (2,), 6, FULL, FULL, 0, track=True)],
+                  resends=[Resend(0, 2, (2, 4), 100 * US)])
+    net = simulate(sc)
+    resent = [(r.link, r.frag, r.start, r.retx) for r in net.records if r.retx]
+    assert resent == [(0, 2, 100 * US, True), (0, 4, 100 * US + S, True),
+                      (2, 2, 100 * US + S + P + L, True), (2, 4, 100 * US + 2 * S + P + L, True)]
+    d = deliveries(net, 0, 2)
+    assert d[2] == [100 * US + 2 * (S + P + L)] and len(d[4]) == 1
+    assert net.node_drops[2]["duplicate"] == 1
+    assert net.done[(0, 2)] == d[2][0]
     assert net.conserved()
