@@ -228,10 +228,13 @@ def run_engine(sc: Scenario) -> dict:
             net.set_loss(i, loss(l.loss))
     routes = [net.add_tree({u: list(c) for u, c in t.items()}, m) for t, m in sc.trees]
     deliveries: dict[tuple[int, int, int], list[int]] = {}
+    done: dict[tuple[int, int], int] = {}
 
     def on_event(kind, msg, node, frag, t):
         if kind == "frame":
             deliveries.setdefault((msg.id, node, frag), []).append(int(t))
+        elif kind == "done":
+            done.setdefault((msg.id, node), int(t))
 
     msgs = [net.send(s.src, s.dsts, s.nfrags, s.frame_len, s.last_len,
                      route=None if s.tree is None else routes[s.tree], at=s.at, track=s.track,
@@ -275,7 +278,7 @@ def run_engine(sc: Scenario) -> dict:
         delivered=int(r.delivered_frames), busy=int(r.busy_ps),
         **{k: int(getattr(r, "dropped_" + k)) for k in ("queue_full", "loss", "corrupt", "link_down", "mtu")})
         for r in c.itertuples()}
-    return dict(records=records, deliveries=deliveries, counters=counters)
+    return dict(records=records, deliveries=deliveries, done=done, counters=counters)
 
 
 def run_reference(sc: Scenario) -> dict:
@@ -286,7 +289,7 @@ def run_reference(sc: Scenario) -> dict:
     counters = {(c["u"], c["v"]): {k: c[k] for k in (
         "offered", "transmitted", "delivered", "busy", "queue_full", "loss", "corrupt", "link_down", "mtu")}
         for c in net.link_counters()}
-    return dict(records=records, deliveries=net.deliveries, counters=counters, net=net)
+    return dict(records=records, deliveries=net.deliveries, done=net.done, counters=counters, net=net)
 
 
 def first_difference(a: list, b: list):
@@ -310,6 +313,7 @@ def test_engine_matches_reference(seed):
                           f"(start, (u, v), msg, frag, end, arrival/drop, fate, retx):\n"
                           f"  engine    {diff[1]}\n  reference {diff[2]}")
     assert eng["deliveries"] == ref["deliveries"], f"seed {seed}: delivery times differ"
+    assert eng["done"] == ref["done"], f"seed {seed}: message completion times differ"
     for uv, want in ref["counters"].items():
         if uv[0] != uv[1] or uv in eng["counters"]:
             assert eng["counters"].get(uv) == want, f"seed {seed}: counters of {uv} differ"
