@@ -15,33 +15,39 @@ event whose priority encodes its phase at the instant:
 
     priority = phase * (links + 1) + key
 
-- phase CHANGE (0), key 0: link down/up, node down/up, rate and loss changes and
-  re-routing, in the order the scenario lists them. They come first, so frames
-  arriving at the re-route time use the new tables ("at or after t_d"), a frame
-  granted at a link-up time may use the link, a rate or loss change applies to
-  frames starting at that time, and a frame due to arrive at a link-down time is
-  cut (it is still on the link at that time).
-- phase ARRIVE (1), key = link id: frame arrivals in ascending link id (a node's
-  datapath "link" u->u is numbered after every physical link).
-- phase GRANT (2), key = link id: a port whose transmitter is free and that has an
-  eligible frame grants one, in ascending link id. Anything that can make a frame
-  eligible (an arrival into a transit queue, a stream's ready time, the end of a
-  transmission, a link coming up, a re-homing) asks for a grant check at that time;
-  duplicate requests for one port and instant collapse into one.
+- REROUTE (0): re-routing replaces the tables before anything else at its time, so
+  frames arriving then use the new tables ("at or after t_d").
+- ARRIVE (1), key = link id: frame arrivals in ascending link id (a node's datapath
+  "link" u->u is numbered after every physical link).
+- LINK (2): link down/up, node down/up, rate and loss changes, in scenario order.
+  After the arrivals at their time (a frame due then has arrived), before the grants
+  (a link coming up is usable, a new rate or loss model applies to frames starting
+  then). The spec leaves this point open; this is the one docs/engine.md states.
+- GRANT (3), key = link id: a port whose transmitter is free and that has an eligible
+  frame grants one, in ascending link id. Whatever can make a frame eligible (an
+  arrival into a transit queue, a stream's ready time, the end of a transmission, a
+  link coming up, a re-homing) asks for a grant check at that time; requests for one
+  port and instant collapse into one.
+- APP (4): the application: sends and resends made "live" at that time (as from a
+  delivery callback). A send made there asks for a grant check at the same time,
+  which SimPy runs next: the further round of grants the spec describes (a port that
+  already granted at that time is still busy).
+Sends handed over before the run (send(..., at=t)) are eligible in the GRANT phase at t.
 
 No SimPy processes or resources are used: their internal events carry SimPy's own
-priorities and would interleave with the phases. The application step (Python
-callbacks) has no counterpart here: scenario sends are handed over before the run
-with their ready time, which the spec makes eligible in the grant step at that time.
+priorities and would interleave with the phases.
 
 Choices where the spec is silent (each is the plain reading; a disagreement with the
 engine on one of them is a spec question, not necessarily an engine bug):
-- A local stream whose ready time has not come does not block later ready streams of
-  the same port: the local queue is FIFO among eligible streams in hand-over order.
-- Re-homing keeps a stream's own ready time if it is later than t_d (a send scheduled
-  for the future is not made earlier by a re-route), and moves every unfinished
-  stream, messages in hand-over order, to the tail of its new first-hop port(s), even
-  when the first hop did not change.
+- The local queue is FIFO in hand-over order (the spec's words) among eligible
+  streams: a stream whose ready time has not come does not block later ready ones.
+- Re-homing (as the engine's `Network.rehome` documents it, where the spec is open):
+  streams are visited by port in ascending link id, each local queue in order; a
+  unicast stream (or resend) whose first hop is unchanged stays where it is, a moved
+  one joins the tail of its new port, ready at the later of t_d and its own ready time
+  (a send scheduled for later is not made earlier by a re-route). A multicast message
+  whose tree changed restarts from the smallest position of its waiting streams on
+  every first-hop port of the new tree; one whose tree did not change stays.
 - A local frame dropped for its MTU still counts as the arbiter's grant (rr turns).
 - A transit frame offered to a port is checked for link down, then MTU, then space.
 - A node's datapath FIFO has no capacity limit, no loss and no MTU.
@@ -66,7 +72,7 @@ MIN_FRAME = 60
 WIRE_OVERHEAD = 24          # preamble + SFD 8, FCS 4, inter-frame gap 12
 PS = 10**12
 
-CHANGE, ARRIVE, GRANT = 0, 1, 2
+REROUTE, ARRIVE, LINK, GRANT, APP = 0, 1, 2, 3, 4
 LINK_CAUSES = ("queue_full", "loss", "corrupt", "link_down", "mtu")
 NODE_CAUSES = ("no_route", "duplicate", "mtu")
 ARBITERS = ("rr", "transit-first", "local-first")
@@ -114,6 +120,7 @@ class Send:
     at: int
     tree: int | None = None   # index into Scenario.trees; None: unicast to dsts[0]
     track: bool = False
+    live: bool = False        # handed over at `at` by the application, not before the run
 
 
 @dataclass
@@ -123,6 +130,7 @@ class Resend:
     dst: int
     frags: tuple[int, ...]
     at: int
+    live: bool = False
 
 
 @dataclass
@@ -144,8 +152,8 @@ class Scenario:
     links: list[LinkSpec]
     next_hop: list[list[int]]        # [node][board] -> next node, -1 unreachable
     trees: list[tuple[dict[int, list[int]], tuple[int, ...]]] = field(default_factory=list)
-    sends: list[Send] = field(default_factory=list)
-    resends: list[Resend] = field(default_factory=list)   # handed over after all sends
+    sends: list[Send] = field(default_factory=list)        # messages are numbered in hand-over
+    resends: list[Resend] = field(default_factory=list)    # order: sends before the run, then live
     changes: list[Change] = field(default_factory=list)
     lossless: bool = True
     arbiter: str = "rr"
@@ -179,7 +187,7 @@ class Transmission:
     fate: str = "flying"    # ok | loss | corrupt | link_down
 
 
-@dataclass
+@dataclass(eq=False)          # identity: two streams may carry the same fragments
 class Stream:
     msg: int
     frags: list[int]
@@ -280,13 +288,20 @@ class RefNet:
         self.offered = 0       # packetizer copies
         self.replicated = 0
         self.delivered = 0
+        self.node_c = [dict(offered=0, replicated=0, delivered=0) for _ in range(self.nodes)]
         self.messages: list[Message] = []
         for ch in sc.changes:
-            self._at(ch.t, CHANGE, 0, self._change, ch)
+            self._at(ch.t, REROUTE if ch.kind == "reroute" else LINK, 0, self._change, ch)
         for s in sc.sends:
-            self._hand_over(s)
+            if s.live:
+                self._at(s.at, APP, 0, self._hand_over, s)
+            else:
+                self._hand_over(s)
         for r in sc.resends:
-            self._hand_over_resend(r)
+            if r.live:
+                self._at(r.at, APP, 0, self._hand_over_resend, r)
+            else:
+                self._hand_over_resend(r)
 
     # -- scheduling
     def _at(self, t: int, phase: int, key: int, fn, *args) -> None:
@@ -333,7 +348,7 @@ class RefNet:
         ports = self._egress(m, m.src)
         frags = list(range(m.nfrags))
         if not ports:
-            self._at(s.at, CHANGE, 0, self._drop_at_source, m, frags)
+            self._at(s.at, APP, 0, self._drop_at_source, m, frags)
         for p in ports:
             self._add_stream(m, p, frags, s.at)
 
@@ -341,7 +356,7 @@ class RefNet:
         m = self.messages[r.msg]
         ports = self._egress(m, m.src, r.dst)
         if not ports:
-            self._at(r.at, CHANGE, 0, self._drop_at_source, m, list(r.frags))
+            self._at(r.at, APP, 0, self._drop_at_source, m, list(r.frags))
         for p in ports:
             self._add_stream(m, p, list(r.frags), r.at, r.dst)
 
@@ -355,6 +370,7 @@ class RefNet:
         t = self.env.now
         for k in frags:
             self.offered += 1
+            self.node_c[m.src]["offered"] += 1
             self._drop_node(m.src, "no_route", Frame(m.id, k, m.frame_len_of(k)), t)
 
     # -- the port
@@ -388,6 +404,7 @@ class RefNet:
                     p.local.remove(st)
                 f = Frame(m.id, k, m.frame_len_of(k), st.to)
                 self.offered += 1
+                self.node_c[p.u]["offered"] += 1
                 if p.mtu is not None and f.len - ETH_HEADER > p.mtu:
                     self._drop_node(p.u, "mtu", f, t)
                     continue
@@ -448,6 +465,7 @@ class RefNet:
             self._drop_node(v, "no_route", f, t)
             return
         self.replicated += int(here) + len(egress) - 1
+        self.node_c[v]["replicated"] += int(here) + len(egress) - 1
         if here:
             got = m.got.setdefault(v, set())
             if m.track and f.frag in got:
@@ -455,6 +473,7 @@ class RefNet:
             else:
                 got.add(f.frag)
                 self.delivered += 1
+                self.node_c[v]["delivered"] += 1
                 self.deliveries.setdefault((m.id, v, f.frag), []).append(t)
                 if len(got) == m.nfrags and (m.id, v) not in self.done:
                     self.done[(m.id, v)] = t
@@ -526,41 +545,38 @@ class RefNet:
         self.next_hop = nh
         for i, (tree, members) in trees.items():
             self.trees[i] = (self._norm_tree(tree), tuple(sorted(members)))
-        for m in self.messages:
-            live = [(p, s) for p, s in m.streams if not s.done]
-            if not live:
-                continue
-            for p, s in live:
-                p.local.remove(s)
-            own = [(p, s) for p, s in m.streams if s.to < 0]        # not resends
-            todo = []
-            if m.tree is not None and self.trees[m.tree] != old_trees[m.tree] and any(
-                    not s.done for _, s in own):
-                # From the smallest position among the old streams, on every new first hop.
-                start = min(s.frags[s.pos] if not s.done else m.nfrags for _, s in own)
-                ready = max(min(s.ready for _, s in own if not s.done), t)
+        waiting = [(p, s) for p in self.ports for s in p.local if not s.done]
+        restarted = set()
+        for p, s in waiting:
+            m = self.messages[s.msg]
+            if s.to < 0 and m.tree is not None:
+                if self.trees[m.tree] == old_trees[m.tree] or m.id in restarted:
+                    continue
+                # A replaced tree: from the smallest waiting position, on every new first hop.
+                restarted.add(m.id)
+                own = [(q, x) for q, x in m.streams if x.to < 0 and not x.done]
+                start = min(x.frags[x.pos] for _, x in own)
+                ready = max(min(x.ready for _, x in own), t)
+                for q, x in own:
+                    q.local.remove(x)
+                gone = {id(x) for _, x in own}
+                m.streams = [(q, x) for q, x in m.streams if id(x) not in gone]
+                frags = list(range(start, m.nfrags))
                 ports = self._egress(m, m.src)
-                todo += [(q, list(range(start, m.nfrags)), ready, -1) for q in ports]
                 if not ports:
-                    self._drop_at_source(m, list(range(start, m.nfrags)))
-            elif m.tree is not None:
-                todo += [(p, s.frags[s.pos:], max(s.ready, t), -1) for p, s in own if not s.done]
+                    self._drop_at_source(m, frags)
+                for q in ports:
+                    self._add_stream(m, q, frags, ready)
+                continue
+            ports = self._egress(m, m.src, s.to)
+            if ports and ports[0] is p:
+                continue                        # unicast, first hop unchanged: stays
+            p.local.remove(s)
+            m.streams = [(q, x) for q, x in m.streams if x is not s]
+            if not ports:
+                self._drop_at_source(m, s.frags[s.pos:])
             else:
-                ports = self._egress(m, m.src)
-                for _, s in own:
-                    if not s.done:
-                        todo += [(q, s.frags[s.pos:], max(s.ready, t), -1) for q in ports]
-                        if not ports:
-                            self._drop_at_source(m, s.frags[s.pos:])
-            for _, s in live:                   # resends follow the unicast route to their board
-                if s.to >= 0:
-                    ports = self._egress(m, m.src, s.to)
-                    todo += [(q, s.frags[s.pos:], max(s.ready, t), s.to) for q in ports]
-                    if not ports:
-                        self._drop_at_source(m, s.frags[s.pos:])
-            m.streams = [(p, s) for p, s in m.streams if s.done]
-            for q, frags, ready, to in todo:
-                self._add_stream(m, q, frags, ready, to)
+                self._add_stream(m, ports[0], s.frags[s.pos:], max(s.ready, t), s.to)
 
     # -- run and results
     def run(self) -> "RefNet":
@@ -569,6 +585,9 @@ class RefNet:
 
     def link_counters(self) -> list[dict]:
         return [dict(link=p.id, u=p.u, v=p.v, **p.c) for p in self.ports]
+
+    def node_counters(self) -> list[dict]:
+        return [dict(node=n, **self.node_c[n], **self.node_drops[n]) for n in range(self.nodes)]
 
     def totals(self) -> dict:
         dropped = {}

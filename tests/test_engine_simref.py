@@ -124,13 +124,19 @@ def scenario(seed: int) -> Scenario:
         else:
             sends.append(Send(src, (rng.choice(others),), nfrags, flen, last, at,
                               track=rng.random() < 0.3))
-    sends.sort(key=lambda s: s.at)
+    # Some sends are made live by the application at their time; messages are numbered in
+    # hand-over order: the sends made before the run, then the live ones in time order.
+    for s in sends:
+        s.live = s.at > 0 and rng.random() < 0.3
+    sends.sort(key=lambda s: (s.live, s.at))
     # Resends of some fragments of tracked messages, towards one of their destinations.
     resends = []
     for i, s in enumerate(sends):
         if s.track and rng.random() < 0.4:
             frags = tuple(sorted(rng.sample(range(s.nfrags), rng.randint(1, min(4, s.nfrags)))))
-            resends.append(Resend(i, rng.choice(s.dsts), frags, s.at + rng.randint(0, 300 * US)))
+            resends.append(Resend(i, rng.choice(s.dsts), frags, s.at + rng.randint(0, 300 * US),
+                                  live=s.live or rng.random() < 0.5))
+    resends.sort(key=lambda r: (r.live, r.at))
 
     # The timeline: failures and repairs, each followed by a re-route after `detect`.
     changes: list[Change] = []
@@ -195,10 +201,12 @@ def sends_src(sends: list[Send], tree: int) -> int:
 # ----------------------------------------------------------------------------- the engine adapter
 
 FATES = {0: "ok", 1: "loss", 2: "corrupt", 3: "link_down"}
+LINK_CAUSES = ("queue_full", "loss", "corrupt", "link_down", "mtu")
+NODE_COLUMNS = ("offered", "replicated", "delivered", "no_route", "duplicate", "mtu")
 
 
 def run_engine(sc: Scenario) -> dict:
-    """Drive emu.net.Network with a scenario; return records, deliveries and link counters."""
+    """Drive emu.net.Network with a scenario; return records, deliveries and counters."""
     from emu.net import kernel as K
     from emu.net.network import Loss, Network
     from emu.sim import Simulator
@@ -214,7 +222,7 @@ def run_engine(sc: Scenario) -> dict:
     net = Network(sim, G, np.array(sc.next_hop, np.int64), boards=boards,
                   nic_latency_ps={v: sc.latency[v] for v in range(n)},
                   nic_rate_bps={v: sc.dp_rate[v] for v in range(n)},
-                  lossless=sc.lossless, seed=0, log=True)
+                  arbiter=sc.arbiter, lossless=sc.lossless, seed=0, log=True)
     links = [tuple(map(int, x)) for x in net.links]
     assert links[:len(sc.links)] == [(l.u, l.v) for l in sc.links], "engine numbers links differently"
     rows: list[np.ndarray] = []
@@ -229,6 +237,7 @@ def run_engine(sc: Scenario) -> dict:
     routes = [net.add_tree({u: list(c) for u, c in t.items()}, m) for t, m in sc.trees]
     deliveries: dict[tuple[int, int, int], list[int]] = {}
     done: dict[tuple[int, int], int] = {}
+    msgs = []
 
     def on_event(kind, msg, node, frag, t):
         if kind == "frame":
@@ -236,12 +245,21 @@ def run_engine(sc: Scenario) -> dict:
         elif kind == "done":
             done.setdefault((msg.id, node), int(t))
 
-    msgs = [net.send(s.src, s.dsts, s.nfrags, s.frame_len, s.last_len,
-                     route=None if s.tree is None else routes[s.tree], at=s.at, track=s.track,
-                     frame_upcalls=True, on_event=on_event) for s in sc.sends]
-    assert [m.id for m in msgs] == list(range(len(msgs))), "engine numbers messages differently"
+    def send(s: Send, at):
+        msgs.append(net.send(s.src, s.dsts, s.nfrags, s.frame_len, s.last_len,
+                             route=None if s.tree is None else routes[s.tree], at=at,
+                             track=s.track, frame_upcalls=True, on_event=on_event))
+
+    for s in sc.sends:
+        if s.live:
+            sim.at(s.at, send, s, None)
+        else:
+            send(s, s.at)
     for r in sc.resends:
-        net.resend(msgs[r.msg], r.dst, r.frags, at=r.at)
+        if r.live:
+            sim.at(r.at, lambda r=r: net.resend(msgs[r.msg], r.dst, r.frags))
+        else:
+            net.resend(msgs[r.msg], r.dst, r.frags, at=r.at)
 
     def apply(ch: Change):
         if ch.kind == "down":
@@ -260,25 +278,30 @@ def run_engine(sc: Scenario) -> dict:
             nh, trees = ch.value
             net.set_unicast(np.array(nh, np.int64))
             for k, (t, m) in trees.items():
-                net.set_tree(routes[k], {u: list(c) for u, c in t.items()}, m)
+                routes[k] = net.replace_tree(routes[k], {u: list(c) for u, c in t.items()}, m)
+            net.rehome()
 
     for ch in sc.changes:
-        sim.at(ch.t, apply, ch)
+        net.schedule_change(ch.t, lambda ch=ch: apply(ch),
+                            before="arrivals" if ch.kind == "reroute" else "grants")
     net.run()
     net.flush_log()
+    assert [m.id for m in msgs] == list(range(len(msgs))), "engine numbers messages differently"
     R = np.concatenate(rows) if rows else np.zeros((0, K.G_NCOLS), np.int64)
     records = sorted(
         (int(r[K.G_START]), links[int(r[K.G_LINK])], int(r[K.G_MSG]), int(r[K.G_FRAG]),
          int(r[K.G_END]), int(r[K.G_ARR]), FATES.get(int(r[K.G_FATE]), str(int(r[K.G_FATE]))),
          bool(r[K.G_RETX]))
         for r in R)
-    c = net.counters()
     counters = {links[int(r.link)]: dict(
         offered=int(r.offered_frames), transmitted=int(r.sent_frames),
         delivered=int(r.delivered_frames), busy=int(r.busy_ps),
-        **{k: int(getattr(r, "dropped_" + k)) for k in ("queue_full", "loss", "corrupt", "link_down", "mtu")})
-        for r in c.itertuples()}
-    return dict(records=records, deliveries=deliveries, done=done, counters=counters)
+        **{k: int(getattr(r, "dropped_" + k)) for k in LINK_CAUSES})
+        for r in net.counters().itertuples()}
+    nodes = {int(r.node): {k: int(getattr(r, k)) for k in NODE_COLUMNS}
+             for r in net.node_counters().itertuples()}
+    return dict(records=records, deliveries=deliveries, done=done, counters=counters,
+                nodes=nodes, conservation=net.conservation())
 
 
 def run_reference(sc: Scenario) -> dict:
@@ -287,9 +310,11 @@ def run_reference(sc: Scenario) -> dict:
     records = sorted((r.start, ends[r.link], r.msg, r.frag, r.end, r.time, r.fate, r.retx)
                      for r in net.records)
     counters = {(c["u"], c["v"]): {k: c[k] for k in (
-        "offered", "transmitted", "delivered", "busy", "queue_full", "loss", "corrupt", "link_down", "mtu")}
+        "offered", "transmitted", "delivered", "busy") + LINK_CAUSES}
         for c in net.link_counters()}
-    return dict(records=records, deliveries=net.deliveries, done=net.done, counters=counters, net=net)
+    nodes = {c["node"]: {k: c[k] for k in NODE_COLUMNS} for c in net.node_counters()}
+    return dict(records=records, deliveries=net.deliveries, done=net.done, counters=counters,
+                nodes=nodes, net=net)
 
 
 def first_difference(a: list, b: list):
@@ -317,3 +342,4 @@ def test_engine_matches_reference(seed):
     for uv, want in ref["counters"].items():
         if uv[0] != uv[1] or uv in eng["counters"]:
             assert eng["counters"].get(uv) == want, f"seed {seed}: counters of {uv} differ"
+    assert eng["nodes"] == ref["nodes"], f"seed {seed}: node counters differ"

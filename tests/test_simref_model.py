@@ -377,3 +377,29 @@ def test_resend_stream_carries_named_fragments_and_duplicates_are_discarded():
     assert net.node_drops[2]["duplicate"] == 1
     assert net.done[(0, 2)] == d[2][0]
     assert net.conserved()
+
+
+def test_link_change_comes_after_the_arrivals_of_its_instant():
+    # 0->1 goes down exactly when frame 0 reaches node 1: that frame has arrived; frame 1,
+    # on the wire since S, is cut.
+    t = S + P + L
+    sc = Scenario(["board"] * 2, [L] * 2, [0] * 2, duplex([(0, 1)]), [[-1, 1], [0, -1]],
+                  sends=[Send(0, (1,), 3, FULL, FULL, 0)], changes=[Change(t, "down", link=0)])
+    net = simulate(sc)
+    assert [(r.frag, r.fate, r.time) for r in net.records] == [(0, "ok", t), (1, "link_down", t)]
+    assert deliveries(net, 0, 1) == {0: [t]}
+
+
+def test_live_send_comes_after_the_grants_of_its_instant():
+    # Board 0's frame reaches node 1 at T = S + P + L, when 1->2 is idle. A send handed over
+    # before the run with at=T competes in that instant's grant and, with rr starting on
+    # local, goes first; the same send made live at T (by the application) finds the port
+    # already granted to the transit frame.
+    T = S + P + L
+    nh = [[-1, 1, 1], [0, -1, 2], [1, 1, -1]]
+    for live, first in ((False, 1), (True, 0)):
+        sends = [Send(0, (2,), 1, FULL, FULL, 0), Send(1, (2,), 1, FULL, FULL, T, live=live)]
+        net = simulate(Scenario(["board"] * 3, [L] * 3, [0] * 3, duplex([(0, 1), (1, 2)]), nh,
+                                sends=sends))
+        hop = sorted(on_link(net, 2), key=lambda r: r.start)
+        assert [(r.msg, r.start) for r in hop] == [(first, T), (1 - first, T + S)]
