@@ -39,8 +39,11 @@ priorities and would interleave with the phases.
 
 Choices where the spec is silent (each is the plain reading; a disagreement with the
 engine on one of them is a spec question, not necessarily an engine bug):
-- The local queue is FIFO in hand-over order (the spec's words) among eligible
-  streams: a stream whose ready time has not come does not block later ready ones.
+- The local queue is FIFO in the order streams reach the packetizer: a send made
+  before the run with at=t reaches it at t, so streams are served in ready-time order,
+  ties in hand-over order (a re-homed stream is handed over again at t_d). The spec's
+  "in the order the sends were handed over" read literally would put a send made early
+  for a late time ahead of a resend made in between; the engine and this model do not.
 - Re-homing (as the engine's `Network.rehome` documents it, where the spec is open):
   streams are visited by port in ascending link id, each local queue in order; a
   unicast stream (or resend) whose first hop is unchanged stays where it is, a moved
@@ -193,6 +196,7 @@ class Stream:
     frags: list[int]
     ready: int
     to: int = -1            # as Frame.to
+    seq: int = 0            # hand-over order (re-homing hands over again)
     pos: int = 0
 
     @property
@@ -222,10 +226,11 @@ class Port:
         self.c = dict(offered=0, transmitted=0, delivered=0, busy=0, **{k: 0 for k in LINK_CAUSES})
 
     def eligible_stream(self, t: int) -> Stream | None:
+        best = None
         for s in self.local:
-            if s.ready <= t and not s.done:
-                return s
-        return None
+            if s.ready <= t and not s.done and (best is None or (s.ready, s.seq) < (best.ready, best.seq)):
+                best = s
+        return best
 
 
 class Message:
@@ -290,6 +295,7 @@ class RefNet:
         self.delivered = 0
         self.node_c = [dict(offered=0, replicated=0, delivered=0) for _ in range(self.nodes)]
         self.messages: list[Message] = []
+        self.seq = 0
         for ch in sc.changes:
             self._at(ch.t, REROUTE if ch.kind == "reroute" else LINK, 0, self._change, ch)
         for s in sc.sends:
@@ -361,7 +367,8 @@ class RefNet:
             self._add_stream(m, p, list(r.frags), r.at, r.dst)
 
     def _add_stream(self, m: Message, p: Port, frags: list[int], ready: int, to: int = -1) -> None:
-        st = Stream(m.id, list(frags), ready, to)
+        self.seq += 1
+        st = Stream(m.id, list(frags), ready, to, self.seq)
         p.local.append(st)
         m.streams.append((p, st))
         self._want_grant(p, max(ready, self.env.now))
@@ -545,7 +552,8 @@ class RefNet:
         self.next_hop = nh
         for i, (tree, members) in trees.items():
             self.trees[i] = (self._norm_tree(tree), tuple(sorted(members)))
-        waiting = [(p, s) for p in self.ports for s in p.local if not s.done]
+        waiting = [(p, s) for p in self.ports                      # each queue in service order
+                   for s in sorted(p.local, key=lambda x: (x.ready, x.seq)) if not s.done]
         restarted = set()
         for p, s in waiting:
             m = self.messages[s.msg]

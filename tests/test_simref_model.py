@@ -240,6 +240,9 @@ def test_reroute_multicast_resends_from_smallest_position_and_discards_duplicate
     # offered: 13 on 0->2 and 5 on 0->1 before the re-route, 25 resent; replicated: every
     # resent copy at node 2 plus the original frame 12 there (delivered and forwarded)
     assert tot["offered"] == 13 + 5 + 25 and tot["replicated"] == 25 + 1
+    nodes = net.node_counters()
+    assert nodes[0]["offered"] == 43 and nodes[2]["replicated"] == 26
+    assert nodes[1]["delivered"] == 28 and nodes[2]["delivered"] == 30
 
 
 def test_unreachable_after_reroute_drops_at_source():
@@ -403,3 +406,20 @@ def test_live_send_comes_after_the_grants_of_its_instant():
                                 sends=sends))
         hop = sorted(on_link(net, 2), key=lambda r: r.start)
         assert [(r.msg, r.start) for r in hop] == [(first, T), (1 - first, T + S)]
+
+
+def test_reroute_leaves_a_stream_whose_first_hop_is_unchanged():
+    # Board 0 sends A (20 frames) to 2 over 0->2 and C (10 frames) to 1 over 0->1. 0->1
+    # fails at 30 us (C's frame 2 is cut on the wire); at 60 us the tables send 0's
+    # traffic for 1 via 2. A's first hop is unchanged, so A keeps its place and C's
+    # frames 3..9 follow it on 0->2 from 20 S.
+    changes = [Change(30 * US, "down", link=0), Change(30 * US, "down", link=1),
+               Change(60 * US, "reroute", value=(NH_VIA_2, {}))]
+    sends = [Send(0, (2,), 20, FULL, FULL, 0), Send(0, (1,), 10, FULL, FULL, 0)]
+    net = simulate(triangle(changes, sends, NH_DIRECT))
+    hop = on_link(net, 2)                       # 0->2
+    assert [(r.msg, r.frag, r.start) for r in hop] == (
+        [(0, k, k * S) for k in range(20)] + [(1, 3 + k, (20 + k) * S) for k in range(7)])
+    assert [(r.frag, r.fate) for r in on_link(net, 0)] == [(0, "ok"), (1, "ok"), (2, "link_down")]
+    assert sorted(deliveries(net, 1, 1)) == [0, 1] + list(range(3, 10))
+    assert net.conserved()
