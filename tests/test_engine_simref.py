@@ -159,10 +159,7 @@ def scenario(seed: int) -> Scenario:
                     changes.append(Change(t2, "up", link=i))
                 topo.append((t2, "up", tuple(ids)))
         elif what == "node":
-            cand = [v for v in range(n) if not dp_rate[v]]
-            if not cand:
-                continue
-            v = rng.choice(cand)
+            v = rng.randrange(n)
             ids = tuple(i for i, l in enumerate(links) if v in (l.u, l.v))
             changes.append(Change(t1, "node_down", node=v))
             topo.append((t1, "down", ids))
