@@ -335,13 +335,16 @@ def test_engine_matches_reference(seed):
     ref = run_reference(sc)
     assert ref["net"].conserved(), "the reference does not conserve frames"
     eng = run_engine(sc)
+    where = (f"seed {seed} ({len(sc.kinds)} nodes, arbiter {sc.arbiter}, "
+             f"{'lossless' if sc.lossless else 'drop-tail'}, changes "
+             f"{[(c.t, c.kind) for c in sc.changes]})")
     diff = first_difference(eng["records"], ref["records"])
-    assert diff is None, (f"seed {seed}: record #{diff[0]} differs "
+    assert diff is None, (f"{where}: record #{diff[0]} differs "
                           f"(start, (u, v), msg, frag, end, arrival/drop, fate, retx):\n"
                           f"  engine    {diff[1]}\n  reference {diff[2]}")
-    assert eng["deliveries"] == ref["deliveries"], f"seed {seed}: delivery times differ"
-    assert eng["done"] == ref["done"], f"seed {seed}: message completion times differ"
+    assert eng["deliveries"] == ref["deliveries"], f"{where}: delivery times differ"
+    assert eng["done"] == ref["done"], f"{where}: message completion times differ"
     for uv, want in ref["counters"].items():
         if uv[0] != uv[1] or uv in eng["counters"]:
-            assert eng["counters"].get(uv) == want, f"seed {seed}: counters of {uv} differ"
-    assert eng["nodes"] == ref["nodes"], f"seed {seed}: node counters differ"
+            assert eng["counters"].get(uv) == want, f"{where}: counters of {uv} differ"
+    assert eng["nodes"] == ref["nodes"], f"{where}: node counters differ"
