@@ -423,3 +423,36 @@ def test_reroute_leaves_a_stream_whose_first_hop_is_unchanged():
     assert [(r.frag, r.fate) for r in on_link(net, 0)] == [(0, "ok"), (1, "ok"), (2, "link_down")]
     assert sorted(deliveries(net, 1, 1)) == [0, 1] + list(range(3, 10))
     assert net.conserved()
+
+
+def test_untracked_destination_keeps_duplicates():
+    # As the multicast re-route above, untracked: the copies resent to node 2 are delivered
+    # again (only a tracked destination discards duplicates).
+    star = ({0: [1, 2]}, (1, 2))
+    chain = ({0: [2], 2: [1]}, (1, 2))
+    changes = [Change(50 * US, "down", link=0), Change(50 * US, "down", link=1),
+               Change(150 * US, "reroute", value=(NH_VIA_2, {0: chain}))]
+    sc = triangle(changes, [Send(0, (1, 2), 30, FULL, FULL, 0, tree=0, track=False)], NH_DIRECT)
+    sc.trees = [star]
+    net = simulate(sc)
+    twice = sorted(k for k, v in deliveries(net, 0, 2).items() if len(v) == 2)
+    assert twice == list(range(5, 13))
+    assert net.node_drops[2]["duplicate"] == 0 and len(deliveries(net, 0, 1)[12]) == 2
+    assert net.conserved()
+
+
+def test_multicast_without_route_drops_its_remaining_fragments_once():
+    # Tree 0 -> {1, 2}. 0->1 fails at 30 us (frame 2 cut: position 3), 0->2 at 55 us
+    # (frame 4 cut: position 5). At 100 us no member is reachable: the fragments from the
+    # smallest position, 3..9, are dropped at the source, once each.
+    changes = [Change(30 * US, "down", link=0), Change(55 * US, "down", link=2),
+               Change(100 * US, "reroute", value=([[-1, -1, -1], [-1, -1, 2], [-1, 1, -1]],
+                                                  {0: ({}, (1, 2))}))]
+    sc = triangle(changes, [Send(0, (1, 2), 10, FULL, FULL, 0, tree=0)], NH_DIRECT)
+    sc.trees = [({0: [1, 2]}, (1, 2))]
+    net = simulate(sc)
+    assert [(r.frag, r.fate) for r in on_link(net, 0)][-1] == (2, "link_down")
+    assert [(r.frag, r.fate) for r in on_link(net, 2)][-1] == (4, "link_down")
+    assert net.node_drops[0]["no_route"] == 7
+    assert net.node_counters()[0]["offered"] == 3 + 5 + 7
+    assert net.conserved()
