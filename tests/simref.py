@@ -166,6 +166,33 @@ class Scenario:
         return sum(k == "board" for k in self.kinds)
 
 
+@dataclass(frozen=True)
+class Rules:
+    """Points where the engine's docs/engine.md departs from PORT-MODEL.md.
+
+    The defaults are PORT-MODEL.md's (what the comparison asserts); the alternatives are
+    the engine's documented choices, so that the two can be told apart (and one adopted)
+    without touching the model:
+    - in_flight_multicast: "new-tables" (frames arriving at or after t_d use the new
+      tables) or "old-tree" (frames past their source keep the tree they left on);
+    - duplicates: "tracked" (discarded at tracked destinations only) or
+      "every-destination";
+    - unrouted_multicast: "fragments" (a multicast with no route left drops its
+      remaining fragments, from the smallest position, once each) or "stream-copies"
+      (each waiting stream drops its own unsent copies).
+    """
+    in_flight_multicast: str = "new-tables"
+    duplicates: str = "tracked"
+    unrouted_multicast: str = "fragments"
+
+    def __post_init__(self):
+        for name, allowed in (("in_flight_multicast", ("new-tables", "old-tree")),
+                              ("duplicates", ("tracked", "every-destination")),
+                              ("unrouted_multicast", ("fragments", "stream-copies"))):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"Rules.{name}={getattr(self, name)!r}: expected one of {allowed}")
+
+
 # ----------------------------------------------------------------------------- model objects
 
 @dataclass
@@ -174,6 +201,7 @@ class Frame:
     frag: int
     len: int
     to: int = -1            # -1: the message's route; else unicast towards this board (a resend)
+    tree: tuple | None = None   # the multicast tree it left its source on (Rules "old-tree")
 
 
 @dataclass
@@ -263,7 +291,8 @@ class _At(simpy.events.Event):
 # ----------------------------------------------------------------------------- the network
 
 class RefNet:
-    def __init__(self, sc: Scenario):
+    def __init__(self, sc: Scenario, rules: Rules = Rules()):
+        self.rules = rules
         if sc.arbiter not in ARBITERS:
             raise ValueError(f"arbiter {sc.arbiter!r}: expected one of {ARBITERS}")
         self.sc = sc
@@ -324,14 +353,16 @@ class RefNet:
         return {int(k): tuple(sorted(int(c) for c in v)) for k, v in tree.items() if len(v)}
 
     # -- routes
-    def _members(self, m: Message, to: int) -> tuple[int, ...]:
+    def _members(self, m: Message, to: int, tree: tuple | None = None) -> tuple[int, ...]:
         if to >= 0:
             return (to,)
-        return self.trees[m.tree][1] if m.tree is not None else (m.dsts[0],)
+        if m.tree is None:
+            return (m.dsts[0],)
+        return (tree or self.trees[m.tree])[1]
 
-    def _egress(self, m: Message, node: int, to: int = -1) -> list[Port]:
+    def _egress(self, m: Message, node: int, to: int = -1, tree: tuple | None = None) -> list[Port]:
         if m.tree is not None and to < 0:
-            kids = self.trees[m.tree][0].get(node, ())
+            kids = (tree or self.trees[m.tree])[0].get(node, ())
         else:
             d = to if to >= 0 else m.dsts[0]
             nh = self.next_hop[node][d] if node != d else -1
@@ -409,7 +440,8 @@ class RefNet:
                 st.pos += 1
                 if st.done:
                     p.local.remove(st)
-                f = Frame(m.id, k, m.frame_len_of(k), st.to)
+                f = Frame(m.id, k, m.frame_len_of(k), st.to,
+                          self.trees[m.tree] if m.tree is not None and st.to < 0 else None)
                 self.offered += 1
                 self.node_c[p.u]["offered"] += 1
                 if p.mtu is not None and f.len - ETH_HEADER > p.mtu:
@@ -466,8 +498,9 @@ class RefNet:
 
     def _forward(self, v: int, f: Frame, t: int) -> None:
         m = self.messages[f.msg]
-        here = v in self._members(m, f.to)
-        egress = self._egress(m, v, f.to)
+        tree = f.tree if self.rules.in_flight_multicast == "old-tree" else None
+        here = v in self._members(m, f.to, tree)
+        egress = self._egress(m, v, f.to, tree)
         if not here and not egress:
             self._drop_node(v, "no_route", f, t)
             return
@@ -475,7 +508,7 @@ class RefNet:
         self.node_c[v]["replicated"] += int(here) + len(egress) - 1
         if here:
             got = m.got.setdefault(v, set())
-            if m.track and f.frag in got:
+            if (m.track or self.rules.duplicates == "every-destination") and f.frag in got:
                 self._drop_node(v, "duplicate", f, t)
             else:
                 got.add(f.frag)
@@ -485,7 +518,7 @@ class RefNet:
                 if len(got) == m.nfrags and (m.id, v) not in self.done:
                     self.done[(m.id, v)] = t
         for q in egress:
-            self._offer_transit(q, Frame(f.msg, f.frag, f.len, f.to), t)
+            self._offer_transit(q, Frame(f.msg, f.frag, f.len, f.to, f.tree), t)
 
     def _offer_transit(self, q: Port, f: Frame, t: int) -> None:
         q.c["offered"] += 1
@@ -571,7 +604,10 @@ class RefNet:
                 m.streams = [(q, x) for q, x in m.streams if id(x) not in gone]
                 frags = list(range(start, m.nfrags))
                 ports = self._egress(m, m.src)
-                if not ports:
+                if not ports and self.rules.unrouted_multicast == "stream-copies":
+                    for _, x in own:
+                        self._drop_at_source(m, x.frags[x.pos:])
+                elif not ports:
                     self._drop_at_source(m, frags)
                 for q in ports:
                     self._add_stream(m, q, frags, ready)
@@ -613,6 +649,6 @@ class RefNet:
         return tot["offered"] + tot["replicated"] == tot["delivered"] + sum(tot["dropped"].values())
 
 
-def simulate(sc: Scenario) -> RefNet:
+def simulate(sc: Scenario, rules: Rules = Rules()) -> RefNet:
     """Run a scenario to completion and return the model (records, deliveries, counters)."""
-    return RefNet(sc).run()
+    return RefNet(sc, rules).run()

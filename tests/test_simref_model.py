@@ -12,7 +12,8 @@ from fractions import Fraction
 
 import pytest
 
-from simref import ARBITERS, Change, LinkSpec, LossModel, Resend, Scenario, Send, ser_ps, simulate
+from simref import (ARBITERS, Change, LinkSpec, LossModel, Resend, Rules, Scenario, Send, ser_ps,
+                    simulate)
 
 G = 10**9
 US = 10**6                  # ps per microsecond
@@ -456,3 +457,34 @@ def test_multicast_without_route_drops_its_remaining_fragments_once():
     assert net.node_drops[0]["no_route"] == 7
     assert net.node_counters()[0]["offered"] == 3 + 5 + 7
     assert net.conserved()
+
+
+def multicast_reroute_scenario(track):
+    star = ({0: [1, 2]}, (1, 2))
+    chain = ({0: [2], 2: [1]}, (1, 2))
+    changes = [Change(50 * US, "down", link=0), Change(50 * US, "down", link=1),
+               Change(150 * US, "reroute", value=(NH_VIA_2, {0: chain}))]
+    sc = triangle(changes, [Send(0, (1, 2), 30, FULL, FULL, 0, tree=0, track=track)], NH_DIRECT)
+    sc.trees = [star]
+    return sc
+
+
+def test_rules_alternatives_are_the_engine_documented_ones():
+    # Frames past their source keep their tree: the original frame 12 (at node 2 after the
+    # re-route) is not forwarded to node 1, so node 1 sees no duplicate.
+    net = simulate(multicast_reroute_scenario(True), Rules(in_flight_multicast="old-tree"))
+    assert net.node_drops[1]["duplicate"] == 0 and net.node_drops[2]["duplicate"] == 8
+    assert net.totals()["replicated"] == 25 and net.conserved()
+    # Every destination discards duplicates, tracked or not.
+    net = simulate(multicast_reroute_scenario(False), Rules(duplicates="every-destination"))
+    assert net.node_drops[2]["duplicate"] == 8 and all(len(v) == 1 for v in net.deliveries.values())
+    # A multicast with no route left drops each waiting stream's own unsent copies.
+    changes = [Change(30 * US, "down", link=0), Change(55 * US, "down", link=2),
+               Change(100 * US, "reroute", value=([[-1, -1, -1], [-1, -1, 2], [-1, 1, -1]],
+                                                  {0: ({}, (1, 2))}))]
+    sc = triangle(changes, [Send(0, (1, 2), 10, FULL, FULL, 0, tree=0)], NH_DIRECT)
+    sc.trees = [({0: [1, 2]}, (1, 2))]
+    net = simulate(sc, Rules(unrouted_multicast="stream-copies"))
+    assert net.node_drops[0]["no_route"] == 7 + 5 and net.conserved()
+    with pytest.raises(ValueError):
+        Rules(duplicates="sometimes")
