@@ -61,6 +61,16 @@ engine on one of them is a spec question, not necessarily an engine bug):
 - Busy time of a frame cut by a link going down ends at the down time.
 - A resend stream (explicit fragments towards one board) re-homes as a unicast stream to
   that board; a multicast message's "old streams" are its own tree streams only.
+- Every transmission that starts has a record, also one cut by a link going down (fate
+  `link_down`, time = the down time, whether it was on the wire or propagating); a
+  link's `transmitted` counts them all, as its drop list's transmission indices do.
+
+Where docs/engine.md states a rule that PORT-MODEL.md contradicts, `Rules` holds both;
+the default is PORT-MODEL.md's.
+
+Output: `records` (one Transmission per frame start), `deliveries[(msg, node, frag)]`
+(accepted delivery times), `done[(msg, node)]`, `link_counters()`, `node_counters()`,
+`totals()` and `conserved()`.
 """
 
 from __future__ import annotations

@@ -4,9 +4,11 @@ Each seed draws a small topology of boards and switches (rates, latencies, MTUs,
 datapath rates, queue limits, lossless or drop-tail, port arbiter), unicast and
 multicast sends that contend with transit traffic, and a timeline of link flaps, node
 failures, rate changes, loss and corruption windows and re-routes after a detection
-delay. Both sides must give identical per-transmission records (link, message,
-fragment, start, end, arrival or drop time, fate), delivery times per (message,
-destination, fragment), per-link counters, and conservation.
+delay, plus resends and sends made by the application during the run. Both sides must
+give identical per-transmission records on physical links (link, message, fragment,
+start, end, arrival or drop time, fate, resend flag), delivery times per (message,
+destination, fragment), completion times, per-link and per-node counters, and the
+same network-wide frame balance, which must hold on both.
 
 The scenario -> engine adapter is `run_engine` (one place to change when the Network
 API changes); the reference is driven by `simref.simulate`.
@@ -351,3 +353,8 @@ def test_engine_matches_reference(seed):
         if uv[0] != uv[1] or uv in eng["counters"]:
             assert eng["counters"].get(uv) == want, f"{where}: counters of {uv} differ"
     assert eng["nodes"] == ref["nodes"], f"{where}: node counters differ"
+    tot = ref["net"].totals()
+    want = dict(offered=tot["offered"], replicated=tot["replicated"],
+                delivered=tot["delivered"], dropped=sum(tot["dropped"].values()),
+                in_flight=0, balance=0)
+    assert eng["conservation"] == want, f"{where}: frame balance differs"
