@@ -1,26 +1,28 @@
-"""A plain per-frame store-and-forward network, written for clarity, not speed.
+"""A plain per-frame model of the port semantics in docs/engine.md, written for clarity, not speed.
 
-It is the independent reference the engine is checked against: explicit
-transmission-start/end events, Python lists as queues, one object per frame.
-It shares no code with emu.net; only the rules are the same:
+It is a reference the engine is checked against: it steps through the distinct
+instants at which anything happens and, at each instant t, does in this order
+what docs/engine.md says: re-routes at t; frame arrivals at t in ascending link
+id; link changes at t (down, up, rate, loss); then every free transmitter with
+an eligible frame grants one, in ascending link id. Queues are Python lists,
+one object per frame. It shares no code with emu.net; only the rules are the same:
 
-- a link serializes one frame at a time, FIFO, at ceil(wire_bytes*8e12/rate) ps,
-  where wire bytes add preamble, FCS and inter-frame gap to the frame; the frame
-  reaches the far node's parser latency_ps + nic_ps later;
-- at equal times: transmission ends first, then arrivals, then packetizers, each
-  in ascending link id;
-- a packetizer pushes its frames while the egress queue (frames waiting, not the
-  one on the wire) has room; once full it waits until the queue has drained (its
-  last waiting frame starts); transit frames are dropped when the queue has no
-  room unless the network is lossless;
-- loss and corruption are drawn per link at transmission start from splitmix64
-  streams seeded from (seed, link).
+- a port (link direction u->v) has a local queue of packetizer streams (ordered by
+  ready time, ties in hand-over order; frames generated when granted), a transit
+  FIFO and one transmitter; the arbiter is rr (the queue not granted last, starting
+  with local), transit-first or local-first;
+- serialization ceil((max(len, 60) + 24) * 8e12 / rate) ps at the rate in force at
+  the start; arrival end + propagation + the receiving node's forwarding latency,
+  or end + propagation into the node's datapath FIFO when it has a finite rate;
+- loss and corruption drawn at transmission start from splitmix64 streams seeded
+  from (seed, link);
+- link down drops what is on the wire and in transit, keeps the local queue; link
+  up resumes at once; re-routing moves unsent fragments to the new first hops.
 """
 
 from __future__ import annotations
 
 import heapq
-from collections import deque
 
 M64 = 0xFFFFFFFFFFFFFFFF
 OVER = 24
@@ -48,59 +50,80 @@ class Stream64:
 
 
 class Frame:
-    def __init__(self, msg, frag, length, route):
+    def __init__(self, msg, frag, length, route, hops=0, local=False):
         self.msg, self.frag, self.length, self.route = msg, frag, length, route
+        self.hops, self.local = hops, local
         self.fate = None
+        self.start = self.end = self.arrival = None
+        self.last_of = None  # the stream this frame closes
 
 
-class RefLink:
-    def __init__(self, idx, u, v, rate, lat, capf, capb, seed):
+class Stream:
+    def __init__(self, msg, route, frags, ready, seq):
+        self.msg, self.route, self.frags, self.ready, self.seq = msg, route, list(frags), ready, seq
+        self.pos = 0
+
+
+class Port:
+    def __init__(self, idx, u, v, rate, lat, capf, capb, seed, datapath=False):
         self.idx, self.u, self.v, self.rate, self.lat = idx, u, v, rate, lat
         self.capf, self.capb = capf, capb
-        self.queue = deque()
-        self.busy = False
-        self.streams = deque()
-        self.blocked = False
-        self.loss = None  # (p,) or (p, r, lg, lb)
+        self.datapath = datapath
+        self.up = True
+        self.local: list[Stream] = []
+        self.transit: list[Frame] = []
+        self.wire: list[Frame] = []       # granted, not yet arrived
+        self.tx_end = 0
+        self.last_local = False           # rr: start as if transit was granted last
+        self.loss = None                  # (p,) or (p, r, lg, lb)
         self.bad = False
-        self.rng = [Stream64(mix((seed * 1_000_003 + idx) * 2 + j)) for j in range(2)]
         self.corrupt = 0.0
         self.drops = set()
         self.ntx = 0
-
-    def qbytes(self):
-        return sum(f.length for f in self.queue)
+        self.rng = [Stream64(mix((seed * 1_000_003 + idx) * 2 + j)) for j in range(2)]
 
 
 class RefNet:
-    def __init__(self, links, nodes, next_hop, nic_ps, capacity, lossless=True, seed=0, nic_rate=0):
-        """links: list of (u, v, rate_bps, latency_ps) sorted by (u, v); capacity: (frames, bytes).
+    def __init__(self, links, nodes, boards, next_hop, nic_ps, capacity, *, lossless=True, seed=0,
+                 nic_rate=0, arbiter="rr"):
+        """links: (u, v, rate_bps, latency_ps) sorted by (u, v); capacity: (frames, bytes) per transit queue.
 
-        With ``nic_rate`` every node parses arriving frames one at a time at that rate: a
-        FIFO server behind its ports (modelled here as one more link per node, v -> v).
-        """
-        lat_in = 0 if nic_rate else nic_ps
-        self.links = [RefLink(i, u, v, r, lat + lat_in, capacity[0], capacity[1], seed)
-                      for i, (u, v, r, lat) in enumerate(links)]
-        self.nic = {}
-        if nic_rate:
-            for k, v in enumerate(range(nodes)):
-                link = RefLink(len(self.links), v, v, nic_rate, nic_ps, 0, 0, seed)
-                self.links.append(link)
-                self.nic[v] = link
-        self.by_uv = {(l.u, l.v): l for l in self.links}
-        self.nodes = nodes
-        self.next_hop = next_hop
+        ``nic_ps`` and ``nic_rate`` are numbers or per-node dicts (forwarding latency, datapath rate)."""
+        lat_of = nic_ps if isinstance(nic_ps, dict) else {v: nic_ps for v in range(nodes)}
+        rate_of = nic_rate if isinstance(nic_rate, dict) else {v: nic_rate for v in range(nodes)}
+        self.ports = []
+        for i, (u, v, r, lat) in enumerate(links):
+            extra = 0 if rate_of.get(v, 0) else lat_of.get(v, 0)
+            self.ports.append(Port(i, u, v, r, lat + extra, capacity[0], capacity[1], seed))
+        self.dp = {}
+        for v in sorted(x for x in range(nodes) if rate_of.get(x, 0)):
+            p = Port(len(self.ports), v, v, rate_of[v], lat_of.get(v, 0), 0, 0, seed, datapath=True)
+            self.ports.append(p)
+            self.dp[v] = p
+        self.nlinks = len(links)
+        self.by_uv = {(p.u, p.v): p for p in self.ports[: self.nlinks]}
+        self.nodes, self.boards = nodes, boards
+        self.next_hop = [list(map(int, row)) for row in next_hop]
         self.trees = {}
-        self.lossless = lossless
-        self.heap = []
-        self.log = []          # (link, msg, frag, start, end, arrival, fate)
-        self.delivered = {}    # (msg, node) -> time complete
+        self.lossless, self.arbiter = lossless, arbiter
+        self.times = []
+        self.changes = {}          # t -> [(kind, args)], applied after the arrivals at t
+        self.reroutes = {}         # t -> [(next_hop, {old route: (new route, tree, members)})]
+        self.seq = 0
+        self.msgs = {}             # mid -> (src, nfrags, flen, llen, dsts, tracked)
+        self.log = []              # (link, msg, frag, start, end, arrival, fate, hops)
+        self.delivered = {}        # (msg, node) -> time complete
         self.got = {}
-        self.msgs = {}
-        self.drops = {}
+        self.sent = []             # (msg, link, time) when a stream's last frame has left
+        self.offered = 0
+        self.replicated = 0
+        self.delivered_frames = 0
+        self.drops = {}            # (cause, "link"|"node", id) -> frames
+
+    # ---- set-up ---------------------------------------------------------------------
 
     def out(self, route, node):
+        """(delivers here, egress ports in ascending link id) for ``route`` at ``node``."""
         if route in self.trees:
             tree, members = self.trees[route]
             return node in members, [self.by_uv[(node, c)] for c in sorted(tree.get(node, ()))]
@@ -109,99 +132,230 @@ class RefNet:
         h = self.next_hop[node][route]
         return False, ([self.by_uv[(node, h)]] if h >= 0 else [])
 
-    def send(self, mid, src, dsts, route, nfrags, flen, llen, at):
-        self.msgs[mid] = (nfrags, flen, llen, set(dsts))
-        for link in self.out(route, src)[1]:
-            link.streams.append([mid, route, 0, nfrags, at])
-            heapq.heappush(self.heap, (at, 2, link.idx, 0, None))
+    def _at(self, t):
+        heapq.heappush(self.times, t)
 
-    def ser(self, link, length):
-        return -(-(max(length, MIN_FRAME) + OVER) * 8 * 10**12 // link.rate)
+    def _drop(self, cause, place, ident, n=1):
+        key = (cause, place, ident)
+        self.drops[key] = self.drops.get(key, 0) + n
 
-    def draw(self, link):
-        n = link.ntx
-        link.ntx += 1
-        if n in link.drops:
+    def _queue_stream(self, port, stream):
+        # ordered by ready time, ties in hand-over order
+        k = len(port.local)
+        while k > 0 and (port.local[k - 1].ready, port.local[k - 1].seq) > (stream.ready, stream.seq):
+            k -= 1
+        port.local.insert(k, stream)
+        self._at(stream.ready)
+
+    def send(self, mid, src, dsts, route, nfrags, flen, llen, at, track=False):
+        self.msgs[mid] = (src, nfrags, flen, llen, set(dsts), track)
+        outs = self.out(route, src)[1]
+        if not outs and any(d != src for d in dsts):
+            self.offered += nfrags
+            self._drop("no_route", "node", src, nfrags)
+        for port in outs:
+            self.seq += 1
+            self._queue_stream(port, Stream(mid, route, range(nfrags), at, self.seq))
+
+    def change(self, t, kind, *args):
+        """kind: down(link), up(link), rate(link, bps), loss(link, (p,) | (p, r, lg, lb) | None, corrupt, drops)."""
+        self.changes.setdefault(t, []).append((kind, args))
+        self._at(t)
+
+    def reroute(self, t, next_hop, trees=None):
+        self.reroutes.setdefault(t, []).append(([list(map(int, r)) for r in next_hop], trees or {}))
+        self._at(t)
+
+    # ---- the rules ----------------------------------------------------------------------
+
+    def ser(self, port, length):
+        return -(-(max(length, MIN_FRAME) + OVER) * 8 * 10**12 // port.rate)
+
+    def draw(self, port):
+        n = port.ntx
+        port.ntx += 1
+        if n in port.drops:
             return "loss"
-        if link.loss is not None:
-            if len(link.loss) == 1:
-                if link.rng[0].uniform() < link.loss[0]:
+        if port.loss is not None:
+            if len(port.loss) == 1:
+                if port.rng[0].uniform() < port.loss[0]:
                     return "loss"
             else:
-                p, r, lg, lb = link.loss
-                if not link.bad:
-                    if link.rng[0].uniform() < p:
-                        link.bad = True
-                elif link.rng[0].uniform() < r:
-                    link.bad = False
-                if link.rng[0].uniform() < (lb if link.bad else lg):
+                p, r, lg, lb = port.loss
+                if not port.bad:
+                    if port.rng[0].uniform() < p:
+                        port.bad = True
+                elif port.rng[0].uniform() < r:
+                    port.bad = False
+                if port.rng[0].uniform() < (lb if port.bad else lg):
                     return "loss"
-        if link.corrupt > 0 and link.rng[1].uniform() < link.corrupt:
+        if port.corrupt > 0 and port.rng[1].uniform() < port.corrupt:
             return "corrupt"
         return None
 
-    def start_tx(self, link, frame, t):
-        link.busy = True
-        frame.fate = self.draw(link)
-        end = t + self.ser(link, frame.length)
-        heapq.heappush(self.heap, (end, 0, link.idx, 0, (frame, t)))
-
-    def enqueue(self, link, frame, t, transit):
-        if transit and not self.lossless:
-            if (link.capf and len(link.queue) + 1 > link.capf) or (link.capb and link.qbytes() + frame.length > link.capb):
-                self.drops[("queue", link.idx)] = self.drops.get(("queue", link.idx), 0) + 1
+    def offer(self, port, frame):
+        if not port.up:
+            self._drop("link_down", "link", port.idx)
+            return
+        if not self.lossless:
+            waiting = sum(f.length for f in port.transit)
+            if (port.capf and len(port.transit) + 1 > port.capf) or (port.capb and waiting + frame.length > port.capb):
+                self._drop("queue_full", "link", port.idx)
                 return
-        if not link.busy:
-            self.start_tx(link, frame, t)
+        port.transit.append(frame)
+
+    def arrive(self, port, frame, t):
+        if not port.datapath:
+            self.log.append((port.idx, frame.msg, frame.frag, frame.start, frame.end, t,
+                             {None: 0, "loss": 1, "corrupt": 2}[frame.fate], frame.hops))
+        if frame.fate:
+            self._drop(frame.fate, "link", port.idx)
+            return
+        if not port.datapath:
+            frame.hops += 1
+            if port.v in self.dp:
+                self.offer(self.dp[port.v], frame)
+                return
+        node = port.v
+        member, outs = self.out(frame.route, node)
+        src, nfrags, _f, _l, dsts, tracked = self.msgs[frame.msg]
+        member = member and node in dsts
+        if not member and not outs:
+            self._drop("no_route", "node", node)
+            return
+        self.replicated += int(member) + len(outs) - 1
+        if member:
+            got = self.got.setdefault((frame.msg, node), set())
+            if frame.frag in got:  # every destination keeps a received bitmap
+                self._drop("duplicate", "node", node)
+            else:
+                got.add(frame.frag)
+                self.delivered_frames += 1
+                if len(got) == nfrags and (frame.msg, node) not in self.delivered:
+                    self.delivered[(frame.msg, node)] = t
+        for o in outs:
+            self.offer(o, Frame(frame.msg, frame.frag, frame.length, frame.route, frame.hops))
+
+    def grant(self, port, t):
+        """One frame from the arbiter, if the transmitter is free and a queue has one."""
+        if not port.up or port.tx_end > t:
+            return
+        has_t = bool(port.transit)
+        has_l = bool(port.local) and port.local[0].ready <= t
+        if not has_t and not has_l:
+            return
+        if has_t and has_l:
+            local = {"rr": not port.last_local, "transit-first": False, "local-first": True}[self.arbiter]
         else:
-            link.queue.append(frame)
+            local = has_l
+        port.last_local = local
+        if local:
+            s = port.local[0]
+            src, nfrags, flen, llen, _d, _t = self.msgs[s.msg]
+            frag = s.frags[s.pos]
+            s.pos += 1
+            frame = Frame(s.msg, frag, llen if frag == nfrags - 1 else flen, s.route, 0, True)
+            self.offered += 1
+            if s.pos == len(s.frags):
+                port.local.pop(0)
+                frame.last_of = s
+        else:
+            frame = port.transit.pop(0)
+        frame.start = t
+        frame.end = t + self.ser(port, frame.length)
+        frame.arrival = frame.end + port.lat
+        frame.fate = self.draw(port)
+        port.tx_end = frame.end
+        port.wire.append(frame)
+        self._at(frame.end)
+        self._at(frame.arrival)
+
+    def apply(self, t, kind, args):
+        port = self.ports[args[0]]
+        if kind == "down":
+            for f in port.wire:
+                if f.last_of is not None and f.end > t:
+                    self.sent.append((f.msg, port.idx, t))  # cut off: the stream is over
+                    f.last_of = None
+            self._drop("link_down", "link", port.idx, len(port.wire) + len(port.transit))
+            port.wire, port.transit = [], []
+            port.up = False
+            port.tx_end = min(port.tx_end, t)
+        elif kind == "up":
+            port.up = True
+        elif kind == "rate":
+            port.rate = args[1]
+        elif kind == "loss":
+            _link, loss, corrupt, drops = args
+            port.loss, port.corrupt, port.drops, port.bad = loss, corrupt, set(drops), False
+
+    def rehome(self, t, next_hop, trees):
+        self.next_hop = next_hop
+        for old, (new, tree, members) in trees.items():
+            self.trees[new] = (tree, set(members))
+        waiting = [(p, s) for p in self.ports[: self.nlinks] for s in p.local]
+        done = set()
+        for port, s in waiting:
+            src = self.msgs[s.msg][0]
+            if s.route in trees:
+                if s.msg in done:
+                    continue
+                done.add(s.msg)
+                mine = [(p, x) for p, x in waiting if x.msg == s.msg and x.route == s.route]
+                pos = min(x.frags[x.pos] for _p, x in mine)
+                ready = max([t] + [x.ready for _p, x in mine])
+                new = trees[s.route][0]
+                outs = self.out(new, src)[1]
+                for p, x in mine:
+                    p.local.remove(x)
+                    if not outs:
+                        self.offered += len(x.frags) - x.pos
+                        self._drop("no_route", "node", src, len(x.frags) - x.pos)
+                        self.sent.append((x.msg, p.idx, t))
+                nfrags = self.msgs[s.msg][1]
+                for o in outs:
+                    self.seq += 1
+                    self._queue_stream(o, Stream(s.msg, new, range(pos, nfrags), ready, self.seq))
+            elif s.route < self.boards:
+                outs = self.out(s.route, src)[1]
+                if outs == [port]:
+                    continue
+                port.local.remove(s)
+                if not outs:
+                    self.offered += len(s.frags) - s.pos
+                    self._drop("no_route", "node", src, len(s.frags) - s.pos)
+                    self.sent.append((s.msg, port.idx, t))
+                    continue
+                self.seq += 1
+                moved = Stream(s.msg, s.route, s.frags[s.pos :], max(t, s.ready), self.seq)
+                self._queue_stream(outs[0], moved)
 
     def run(self):
-        while self.heap:
-            t, kind, li, _, data = heapq.heappop(self.heap)
-            link = self.links[li]
-            if kind == 0:  # transmission end
-                frame, start = data
-                heapq.heappush(self.heap, (t + link.lat, 1, li, 0, (frame, start, t)))
-                link.busy = False
-                if link.queue:
-                    self.start_tx(link, link.queue.popleft(), t)
-                    if not link.queue and link.streams:
-                        # Drained: a blocked packetizer refills the queue now.
-                        heapq.heappush(self.heap, (t, 2, li, 0, None))
-            elif kind == 1:  # arrival at the far node
-                frame, start, end = data
-                if link.u != link.v:
-                    self.log.append((li, frame.msg, frame.frag, start, end, t, frame.fate))
-                if frame.fate:
-                    continue
-                if link.u != link.v and link.v in self.nic:
-                    self.enqueue(self.nic[link.v], frame, t, True)
-                    continue
-                local, outs = self.out(frame.route, link.v)
-                if local and link.v in self.msgs[frame.msg][3]:
-                    key = (frame.msg, link.v)
-                    self.got.setdefault(key, set()).add(frame.frag)
-                    if len(self.got[key]) == self.msgs[frame.msg][0] and key not in self.delivered:
-                        self.delivered[key] = t
-                for o in outs:
-                    self.enqueue(o, Frame(frame.msg, frame.frag, frame.length, frame.route), t, True)
-            else:  # packetizer
-                while link.streams:
-                    s = link.streams[0]
-                    mid, route, pos, end, ready = s
-                    if ready > t:
-                        heapq.heappush(self.heap, (ready, 2, li, 0, None))
-                        break
-                    nfrags, flen, llen, _ = self.msgs[mid]
-                    length = llen if pos == nfrags - 1 else flen
-                    if link.queue and (link.blocked or (link.capf and len(link.queue) + 1 > link.capf)
-                                       or (link.capb and link.qbytes() + length > link.capb)):
-                        link.blocked = True
-                        break  # woken again when the queue has drained
-                    link.blocked = False
-                    self.enqueue(link, Frame(mid, pos, length, route), t, False)
-                    s[2] += 1
-                    if s[2] == end:
-                        link.streams.popleft()
+        last = None
+        while self.times:
+            t = heapq.heappop(self.times)
+            if t == last:
+                continue
+            last = t
+            for nh, trees in self.reroutes.pop(t, []):
+                self.rehome(t, nh, trees)
+            for port in self.ports:
+                # transmissions over at t: the stream a frame closes is sent
+                for f in port.wire:
+                    if f.end == t and f.last_of is not None:
+                        self.sent.append((f.msg, port.idx, t))
+                        f.last_of = None
+            for port in self.ports:
+                while port.wire and port.wire[0].arrival == t:
+                    self.arrive(port, port.wire.pop(0), t)
+            for kind, args in self.changes.pop(t, []):
+                self.apply(t, kind, args)
+            for port in self.ports:
+                self.grant(port, t)
+                # a stream not yet ready, or a port that came up, is looked at again later
+                if port.local and port.local[0].ready > t:
+                    self._at(port.local[0].ready)
         return self
+
+    def dropped(self):
+        return sum(self.drops.values())

@@ -1,4 +1,12 @@
-"""The engine's frame timestamps equal the plain reference model's, to the picosecond."""
+"""The engine's frame timestamps equal the plain reference model's (tests/netref.py), to the picosecond.
+
+Randomized scenarios: topologies, rates, latencies, sizes, start times, queue limits,
+contention between a node's own traffic and the traffic it forwards (all three port
+arbiters), loss, finite-rate datapaths, multicast trees, and links that go down and
+up, change rate or loss while frames are queued, with re-routing after a detection
+delay. Every transmission (link, message, fragment, start, end, arrival, fate, hops),
+every completion, every "sent" and every drop (cause and place) must be identical.
+"""
 
 import random
 
@@ -7,25 +15,32 @@ import numpy as np
 import pytest
 
 from emu.net import Loss, Network
+from emu.net import kernel as K
 from emu.sim import Simulator
 
 from netref import RefNet
 
+FATE = {0: 0, K.DROP_LOSS: 1, K.DROP_CORRUPT: 2}
+ARBITERS = ("rr", "transit-first", "local-first")
 
-def bfs_next_hop(G, nodes, boards):
-    """Deterministic next hops by hop count (lowest next-hop id wins ties)."""
+
+def bfs_next_hop(G, nodes, boards, dead=frozenset()):
+    """Deterministic next hops by hop count avoiding ``dead`` links (lowest next-hop id wins ties)."""
+    H = nx.DiGraph()
+    H.add_nodes_from(G.nodes)
+    H.add_edges_from(e for e in G.edges if e not in dead)
     nh = np.full((nodes, boards), -1, np.int64)
     for d in range(boards):
-        dist = nx.single_source_shortest_path_length(G.reverse(copy=False), d)
+        dist = nx.single_source_shortest_path_length(H.reverse(copy=False), d)
         for v in range(nodes):
             if v == d or v not in dist:
                 continue
-            cands = sorted(w for w in G.successors(v) if dist.get(w, 1e9) == dist[v] - 1)
+            cands = sorted(w for w in H.successors(v) if dist.get(w, 1e9) == dist[v] - 1)
             nh[v, d] = cands[0]
     return nh
 
 
-def random_scenario(seed):
+def random_scenario(seed, *, max_at=400_000_000):
     rng = random.Random(seed)
     n = rng.randint(3, 7)
     G = nx.connected_watts_strogatz_graph(n, 2, 0.5, seed=seed) if n > 3 else nx.complete_graph(n)
@@ -42,57 +57,115 @@ def random_scenario(seed):
         nfrags = rng.randint(1, 40)
         flen = rng.choice([1462, 1000, 200, 62])
         llen = rng.randint(62, flen)
-        at = rng.choice([0, 0, rng.randint(0, 400_000_000)])
+        at = rng.choice([0, 0, rng.randint(0, max_at)])
         msgs.append((src, (dst,), dst, nfrags, flen, llen, at))
     cap = rng.choice([(0, 64 * 1024), (4, 0), (0, 3000), (1, 0)])
     return D, n, nh, msgs, cap, rng
 
 
-def run_both(D, n, nh, msgs, cap, *, lossless=True, trees=(), losses=(), nic=0, seed=0, nic_rate=0):
+def run_both(D, n, nh, msgs, cap, *, lossless=True, trees=(), losses=(), nic=0, seed=0, nic_rate=0,
+             arbiter="rr", changes=(), reroutes=(), track=False):
+    """``changes``: (t, kind, args) as RefNet.change; ``reroutes``: (t, next_hop, {tree index: (tree, members)})."""
     for e in D.edges:
         D.edges[e]["queue_frames"] = cap[0] or None
         D.edges[e]["queue_bytes"] = cap[1] or None
     sim = Simulator()
-    net = Network(sim, D, nh, nic_latency_ps=nic, nic_rate_bps=nic_rate, lossless=lossless, seed=seed)
+    net = Network(sim, D, nh, boards=n, nic_latency_ps=nic, nic_rate_bps=nic_rate, lossless=lossless,
+                  seed=seed, arbiter=arbiter)
     log = []
     net.log_sinks.append(log.append)
     links = sorted(D.edges)
     ref = RefNet([(u, v, D.edges[u, v]["rate_bps"], D.edges[u, v]["latency_ps"]) for u, v in links],
-                 n, nh, nic, cap, lossless=lossless, seed=seed, nic_rate=nic_rate)
+                 n, n, nh, nic, cap, lossless=lossless, seed=seed, nic_rate=nic_rate, arbiter=arbiter)
+
+    def ref_loss(loss):
+        return None if not loss.p and loss.r is None else ((loss.p,) if loss.r is None else
+                                                           (loss.p, loss.r, loss.loss_good, loss.loss_bad))
+
     for link, loss in losses:
         net.set_loss(link, loss)
-        rl = ref.links[link]
-        rl.loss = None if not loss.p and loss.r is None else ((loss.p,) if loss.r is None else (loss.p, loss.r, loss.loss_good, loss.loss_bad))
-        rl.corrupt = loss.corrupt
-        rl.drops = set(loss.drops)
+        p = ref.ports[link]
+        p.loss, p.corrupt, p.drops = ref_loss(loss), loss.corrupt, set(loss.drops)
     routes = []
     for tree, members in trees:
         r = net.add_tree(tree, members)
         ref.trees[r] = (tree, set(members))
         routes.append(r)
-    done = {}
+    for t, kind, args in changes:
+        link = args[0]
+        if kind == "down":
+            net.schedule_change(t, lambda l=link: net.link_down(l))
+            ref.change(t, "down", link)
+        elif kind == "up":
+            net.schedule_change(t, lambda l=link: net.link_up(l))
+            ref.change(t, "up", link)
+        elif kind == "rate":
+            net.schedule_change(t, lambda l=link, r=args[1]: net.set_rate(l, r))
+            ref.change(t, "rate", link, args[1])
+        else:
+            loss = args[1]
+            net.schedule_change(t, lambda l=link, x=loss: net.set_loss(l, x))
+            ref.change(t, "loss", link, ref_loss(loss), loss.corrupt, loss.drops)
+    for t, table, new_trees in reroutes:
+        def reroute(table=table, new_trees=new_trees, t=t):
+            net.set_unicast(table)
+            repl = {}
+            for k, (tree, members) in new_trees.items():
+                new = net.replace_tree(routes[k], tree, members)
+                if new != routes[k]:
+                    repl[routes[k]] = (new, tree, members)
+            ref.reroute(t, table, repl)
+            net.rehome()
+        net.schedule_change(t, reroute, before="arrivals")
+    done, sent = {}, []
+
+    def on_event(kind, m, node, frag, t):
+        if kind == "done":
+            done[(m.id, node)] = t
+        elif kind == "sent":
+            sent.append((m.id, node, t))
+
     for i, (src, dsts, route, nfrags, flen, llen, at) in enumerate(msgs):
         if isinstance(route, str):
             route = routes[int(route)]
-        m = net.send(src, dsts, nfrags, flen, llen, route=route, at=at,
-                     on_event=lambda kind, m, node, frag, t: kind == "done" and done.__setitem__((m.id, node), t))
-        ref.send(i, src, dsts, route, nfrags, flen, llen, at)
+        net.send(src, dsts, nfrags, flen, llen, route=route, at=at, track=track, on_event=on_event)
+        ref.send(i, src, dsts, route, nfrags, flen, llen, at, track=track)
+    # The reference learns of re-routes from the engine's callbacks, so it runs after.
     net.run()
     ref.run()
-    rows = np.concatenate(log) if log else np.zeros((0, 11), np.int64)
-    ours = sorted((int(r[0]), int(r[1]), int(r[2]), int(r[4]), int(r[5]), int(r[6]), int(r[9]))
-                  for r in rows)
-    fate = {None: 0, "loss": 1, "corrupt": 2}
-    theirs = sorted((l, m, f, s, e, a, fate[x]) for l, m, f, s, e, a, x in ref.log)
-    return net, ref, ours, theirs, done
+    rows = np.concatenate(log) if log else np.zeros((0, K.G_NCOLS), np.int64)
+    ours = sorted((int(r[K.G_LINK]), int(r[K.G_MSG]), int(r[K.G_FRAG]), int(r[K.G_START]), int(r[K.G_END]),
+                   int(r[K.G_ARR]), FATE[int(r[K.G_FATE])], int(r[K.G_HOPS])) for r in rows)
+    theirs = sorted(ref.log)
+    assert ours == theirs
+    assert done == ref.delivered
+    assert sorted(sent) == sorted(ref.sent)
+    assert engine_drops(net) == {k: v for k, v in ref.drops.items() if v}
+    c = net.conservation()
+    assert c["in_flight"] == 0 and c["balance"] == 0
+    assert (c["offered"], c["replicated"], c["delivered"]) == (ref.offered, ref.replicated, ref.delivered_frames)
+    lk = net.counters()
+    # Per link: every frame offered to a port reached the far node or was dropped on the link.
+    assert (lk.offered_frames == lk.delivered_frames + lk.dropped_frames).all()
+    return net, ref, done
+
+
+def engine_drops(net):
+    out = {}
+    nl = len(net.links)
+    for c, name in enumerate(K.CAUSE_NAMES):
+        for l in np.flatnonzero(net.LD[:nl, c, 0]).tolist():
+            out[(name, "link", l)] = int(net.LD[l, c, 0])
+        for v in np.flatnonzero(net.ND[:, c, 0]).tolist():
+            out[(name, "node", v)] = int(net.ND[v, c, 0])
+    assert not net.LD[nl:].any()  # a datapath never drops
+    return out
 
 
 @pytest.mark.parametrize("seed", range(40))
 def test_unicast_random_topologies_match_reference(seed):
-    D, n, nh, msgs, cap, _ = random_scenario(seed)
-    net, ref, ours, theirs, done = run_both(D, n, nh, msgs, cap, lossless=True, nic=seed * 100)
-    assert ours == theirs
-    assert done == ref.delivered
+    D, n, nh, msgs, cap, rng = random_scenario(seed)
+    net, ref, done = run_both(D, n, nh, msgs, cap, lossless=True, nic=seed * 100, arbiter=ARBITERS[seed % 3])
     assert len(done) == len(msgs)
 
 
@@ -111,55 +184,183 @@ def test_droptail_and_loss_match_reference(seed):
             losses.append((li, Loss(drops=(0, 3, 4, 17))))
         else:
             losses.append((li, Loss(corrupt=0.15)))
-    net, ref, ours, theirs, done = run_both(D, n, nh, msgs, cap, lossless=False, losses=losses, seed=seed)
-    assert ours == theirs
-    assert done == ref.delivered
-    c = net.counters()
-    # Conservation: every frame offered to a link was delivered or dropped.
-    assert (c.offered_frames == c.delivered_frames + c.dropped_frames).all()
-    assert net.frames_in_flight == 0
+    run_both(D, n, nh, msgs, cap, lossless=False, losses=losses, seed=seed, arbiter=ARBITERS[seed % 3])
+
+
+def grid(n_side=3, rate=10**9, lat=500_000):
+    D = nx.DiGraph()
+    for u, v in nx.grid_2d_graph(n_side, n_side).edges:
+        a, b = u[0] * n_side + u[1], v[0] * n_side + v[1]
+        D.add_edge(a, b, rate_bps=rate, latency_ps=lat, mtu=1500)
+        D.add_edge(b, a, rate_bps=rate, latency_ps=lat, mtu=1500)
+    return D
+
+
+def spt(nh, root, members):
+    """Union of the unicast paths from ``root``: a shortest-path tree."""
+    tree = {}
+    for m in members:
+        v = root
+        while v != m:
+            h = int(nh[v, m])
+            if h < 0:
+                break
+            tree.setdefault(v, set()).add(h)
+            v = h
+    return {u: sorted(c) for u, c in tree.items()}
 
 
 @pytest.mark.parametrize("seed", range(10))
 def test_multicast_trees_match_reference(seed):
     rng = random.Random(seed)
     n = 9
-    D = nx.DiGraph()
-    for u, v in nx.grid_2d_graph(3, 3).edges:
-        a, b = u[0] * 3 + u[1], v[0] * 3 + v[1]
-        D.add_edge(a, b, rate_bps=10**9, latency_ps=500_000, mtu=1500)
-        D.add_edge(b, a, rate_bps=10**9, latency_ps=500_000, mtu=1500)
+    D = grid()
     nh = bfs_next_hop(D, n, n)
     trees, msgs = [], []
     for k in range(3):
         root = rng.randrange(n)
         members = rng.sample([x for x in range(n) if x != root], k=rng.randint(2, 6))
-        tree = {}
-        for m in members:  # union of the unicast paths: a shortest-path tree
-            v = root
-            while v != m:
-                h = int(nh[v, m])
-                tree.setdefault(v, set()).add(h)
-                v = h
-        trees.append(({u: sorted(c) for u, c in tree.items()}, members))
+        trees.append((spt(nh, root, members), members))
         msgs.append((root, tuple(members), str(k), rng.randint(1, 30), 1462, 700, rng.randint(0, 10**8)))
     for i in range(4):
         s, d = rng.sample(range(n), 2)
         msgs.append((s, (d,), d, rng.randint(1, 30), 1462, 100, rng.randint(0, 10**8)))
-    net, ref, ours, theirs, done = run_both(D, n, nh, msgs, (0, 16 * 1024), trees=trees)
-    assert ours == theirs
-    assert done == ref.delivered
+    net, ref, done = run_both(D, n, nh, msgs, (0, 16 * 1024), trees=trees, arbiter=ARBITERS[seed % 3])
     # Each member of each tree completed exactly once.
     for i, (root, members, *_rest) in enumerate(msgs[:3]):
         assert {node for (m, node) in done if m == i} == set(members)
 
 
 @pytest.mark.parametrize("seed", range(10))
-def test_finite_rate_nic_datapath_matches_reference(seed):
+def test_finite_rate_datapath_matches_reference(seed):
     # A slow datapath (1-4 Gb/s behind several ports) makes frames from different ports queue.
     D, n, nh, msgs, cap, rng = random_scenario(2000 + seed)
-    net, ref, ours, theirs, done = run_both(D, n, nh, msgs, cap, nic=300 * seed,
-                                            nic_rate=rng.choice([10**9, 2 * 10**9, 4 * 10**9]))
-    assert ours == theirs
-    assert done == ref.delivered
+    rate = rng.choice([10**9, 2 * 10**9, 4 * 10**9])
+    # Some nodes (the "switches" of this test) have their own latency and datapath rate.
+    nic = {v: (300 * seed if v % 2 else 77_000) for v in range(n)}
+    nic_rate = {v: (rate if v % 2 else 10**10) for v in range(n)}
+    net, ref, done = run_both(D, n, nh, msgs, cap, nic=nic, nic_rate=nic_rate, arbiter=ARBITERS[seed % 3])
     assert len(done) == len(msgs)
+
+
+def contention_scenario(seed):
+    """Many flows through shared nodes, so ports see local and transit traffic at once."""
+    D, n, nh, _msgs, cap, rng = random_scenario(3000 + seed, max_at=2_000_000)
+    msgs = []
+    for i in range(rng.randint(6, 16)):
+        src = rng.randrange(n)
+        dst = rng.choice([x for x in range(n) if x != src])
+        msgs.append((src, (dst,), dst, rng.randint(5, 60), rng.choice([1462, 600, 62]), 62,
+                     rng.choice([0, rng.randint(0, 2_000_000)])))
+    return D, n, nh, msgs, cap, rng
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_contention_between_local_and_transit_matches_reference(seed):
+    D, n, nh, msgs, cap, rng = contention_scenario(seed)
+    net, ref, done = run_both(D, n, nh, msgs, cap, lossless=bool(seed % 2), arbiter=ARBITERS[seed % 3],
+                              nic=rng.choice([0, 500_000]))
+    c = net.counters()
+    assert c.local_frames.sum() + c.transit_frames.sum() == c.sent_frames.sum()
+
+
+def random_changes(D, rng, horizon):
+    """Link failures and repairs, rate changes and loss windows at random times."""
+    links = sorted(D.edges)
+    changes = []
+    for _ in range(rng.randint(1, 5)):
+        l = rng.randrange(len(links))
+        t0 = rng.randint(0, horizon)
+        kind = rng.choice(["flap", "flap", "down", "rate", "loss"])
+        if kind in ("flap", "down"):
+            changes.append((t0, "down", (l,)))
+            if kind == "flap":
+                changes.append((t0 + rng.randint(1, horizon // 2), "up", (l,)))
+        elif kind == "rate":
+            changes.append((t0, "rate", (l, rng.choice([10**8, 5 * 10**8, 4 * 10**9]))))
+            changes.append((t0 + rng.randint(1, horizon), "rate", (l, D.edges[links[l]]["rate_bps"])))
+        else:
+            changes.append((t0, "loss", (l, Loss(p=rng.choice([0.3, 1.0]), corrupt=0.1))))
+            changes.append((t0 + rng.randint(1, horizon), "loss", (l, Loss())))
+    return changes
+
+
+def reroutes_for(D, n, changes, detect):
+    """A re-route ``detect`` after each failure or repair, avoiding what is down then."""
+    links = sorted(D.edges)
+    down, out = set(), []
+    for t, kind, args in sorted(changes, key=lambda c: c[0]):
+        if kind in ("down", "up"):
+            (down.add if kind == "down" else down.discard)(links[args[0]])
+            out.append((t + detect, bfs_next_hop(D, n, n, frozenset(down)), {}))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_failures_rate_changes_and_loss_windows_match_reference(seed):
+    D, n, nh, msgs, cap, rng = contention_scenario(4000 + seed)
+    changes = random_changes(D, rng, 3_000_000)
+    reroutes = reroutes_for(D, n, changes, rng.choice([0, 1, 100_000, 1_000_000])) if seed % 3 else []
+    run_both(D, n, nh, msgs, cap, lossless=bool(seed % 2), seed=seed, arbiter=ARBITERS[seed % 3],
+             changes=changes, reroutes=reroutes, track=bool(seed % 4 == 0), nic=rng.choice([0, 500_000]))
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_multicast_rerouted_onto_new_trees_matches_reference(seed):
+    rng = random.Random(5000 + seed)
+    n = 9
+    D = grid(lat=rng.choice([0, 500_000]))
+    nh = bfs_next_hop(D, n, n)
+    links = sorted(D.edges)
+    trees, msgs = [], []
+    for k in range(3):
+        root = rng.randrange(n)
+        members = rng.sample([x for x in range(n) if x != root], k=rng.randint(2, 6))
+        trees.append((spt(nh, root, members), members))
+        msgs.append((root, tuple(members), str(k), rng.randint(10, 60), 1462, 700, rng.randint(0, 10**6)))
+    for i in range(4):
+        s, d = rng.sample(range(n), 2)
+        msgs.append((s, (d,), d, rng.randint(1, 30), 1462, 100, rng.randint(0, 10**6)))
+    # Fail a first hop of a tree, then re-route everything (trees included) after detection.
+    root, (first, *_rest) = msgs[0][0], trees[0][0][msgs[0][0]]
+    l = links.index((root, first))
+    t_fail = rng.randint(0, 400_000)
+    changes = [(t_fail, "down", (l,))]
+    detect = rng.choice([0, 20_000, 100_000])
+    dead = frozenset({(root, first)})
+    nh2 = bfs_next_hop(D, n, n, dead)
+    new_trees = {k: (spt(nh2, msgs[k][0], members), members) for k, (_t, members) in enumerate(trees)}
+    run_both(D, n, nh, msgs, (0, 16 * 1024), trees=trees, arbiter=ARBITERS[seed % 3], changes=changes,
+             reroutes=[(t_fail + detect, nh2, new_trees)], track=bool(seed % 2))
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_node_failure_under_multicast_and_unicast_matches_reference(seed):
+    # All links of one node fail; trees whose root died lose their unsent fragments at the
+    # source, the others are rebuilt around the hole.
+    rng = random.Random(7000 + seed)
+    n = 9
+    D = grid(lat=rng.choice([0, 500_000]))
+    nh = bfs_next_hop(D, n, n)
+    links = sorted(D.edges)
+    trees, msgs = [], []
+    for k in range(3):
+        root = rng.randrange(n)
+        members = rng.sample([x for x in range(n) if x != root], k=rng.randint(2, 6))
+        trees.append((spt(nh, root, members), members))
+        msgs.append((root, tuple(members), str(k), rng.randint(10, 60), 1462, 700, rng.randint(0, 10**6)))
+    for i in range(6):
+        s, d = rng.sample(range(n), 2)
+        msgs.append((s, (d,), d, rng.randint(1, 30), 1462, 100, rng.randint(0, 10**6)))
+    node = rng.randrange(n)
+    dead = frozenset(e for e in links if node in e)
+    t_fail = rng.randint(0, 600_000)
+    changes = [(t_fail, "down", (links.index(e),)) for e in sorted(dead)]
+    nh2 = bfs_next_hop(D, n, n, dead)
+    new_trees = {}
+    for k, (_t, members) in enumerate(trees):
+        reach = [m for m in members if nh2[msgs[k][0], m] >= 0]
+        new_trees[k] = (spt(nh2, msgs[k][0], reach) if reach else {}, members)
+    run_both(D, n, nh, msgs, (0, 16 * 1024), trees=trees, arbiter=ARBITERS[seed % 3], changes=changes,
+             reroutes=[(t_fail + rng.choice([0, 20_000, 100_000]), nh2, new_trees)], lossless=bool(seed % 2),
+             nic_rate=rng.choice([0, 4 * 10**9]))

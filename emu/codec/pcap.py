@@ -76,9 +76,12 @@ class CaptureWriter:
     """Writes frames to a pcap (nanosecond) or pcapng file; use as a context manager.
 
     The file appears only when the ``with`` block ends without an exception.
+    ``interfaces`` (pcapng only): names of the interfaces to declare, one IDB each (e.g.
+    one per link direction, ``"3->4"``); ``write(..., iface=...)`` says which carried a frame.
     """
 
-    def __init__(self, path, *, format: str = "pcap", snaplen: int = 65535, linktype: int = LINKTYPE_ETHERNET):
+    def __init__(self, path, *, format: str = "pcap", snaplen: int = 65535, linktype: int = LINKTYPE_ETHERNET,
+                 interfaces=None):
         if format not in ("pcap", "pcapng"):
             raise EncodeError(f"format: {format!r}, expected 'pcap' or 'pcapng'")
         if not 0 < snaplen <= MAX_RECORD:
@@ -87,6 +90,7 @@ class CaptureWriter:
         self.format = format
         self.snaplen = snaplen
         self.linktype = linktype
+        self.interfaces = [str(x) for x in interfaces] if interfaces else [None]
         self.frames = 0
         self._stack: contextlib.ExitStack | None = None
         self._fh = None
@@ -108,16 +112,21 @@ class CaptureWriter:
         shb = (PCAPNG_BOM.to_bytes(4, "little") + (1).to_bytes(2, "little") + (0).to_bytes(2, "little")
                + (-1).to_bytes(8, "little", signed=True)
                + _pcapng_option(4, b"mcf-emu") + _pcapng_option(0, b""))
-        idb = (self.linktype.to_bytes(2, "little") + b"\0\0" + self.snaplen.to_bytes(4, "little")
-               + _pcapng_option(9, bytes([9])) + _pcapng_option(0, b""))  # if_tsresol: 10^-9 s
-        return _pcapng_block(PCAPNG_SHB, shb) + _pcapng_block(_IDB, idb)
+        out = _pcapng_block(PCAPNG_SHB, shb)
+        for name in self.interfaces:
+            idb = (self.linktype.to_bytes(2, "little") + b"\0\0" + self.snaplen.to_bytes(4, "little")
+                   + (_pcapng_option(2, name.encode()) if name else b"")  # if_name
+                   + _pcapng_option(9, bytes([9])) + _pcapng_option(0, b""))  # if_tsresol: 10^-9 s
+            out += _pcapng_block(_IDB, idb)
+        return out
 
-    def write(self, buf, offsets, ts_ns, wirelen=None) -> None:
+    def write(self, buf, offsets, ts_ns, wirelen=None, iface=None) -> None:
         """Append the frames ``buf[offsets[i]:offsets[i+1]]`` with timestamps ``ts_ns``.
 
         ``wirelen``: each frame's length on the wire when ``buf`` holds less (a
         timing-mode frame cut short); default the bytes given. Frames longer than
-        the snaplen are cut.
+        the snaplen are cut. ``iface``: each frame's interface (an index into
+        ``interfaces``; pcapng only), default 0.
         """
         if self._fh is None:
             raise RuntimeError("CaptureWriter.write outside its with block")
@@ -136,6 +145,8 @@ class CaptureWriter:
         _check_range("wirelen", wire - have, 0, 0xFFFFFFFF, what="wirelen below the bytes given")
         _check_range("wirelen", wire, 0, 0xFFFFFFFF)
         cap = np.minimum(have, self.snaplen)
+        ifc = np.broadcast_to(np.asarray(0 if iface is None else iface, dtype=np.int64), (n,))
+        _check_range("iface", ifc, 0, len(self.interfaces) - 1, what="interface not declared")
         records = self._pcap_records if self.format == "pcap" else self._pcapng_records
         # at most ~8 MB per write: bounded memory, and the buffer stays warm in the allocator
         size = np.cumsum(cap + 36)  # record bytes, at most 36 of framing each
@@ -143,11 +154,11 @@ class CaptureWriter:
         cuts = np.unique(np.concatenate([[0], np.searchsorted(size, targets) + 1, [n]]).clip(0, n))
         starts = offsets[:-1]
         for a, b in zip(cuts[:-1].tolist(), cuts[1:].tolist()):
-            out = records(buf, starts[a:b], cap[a:b], wire[a:b], ts[a:b])
+            out = records(buf, starts[a:b], cap[a:b], wire[a:b], ts[a:b], ifc[a:b])
             self._fh.write(memoryview(out))
         self.frames += n
 
-    def _pcap_records(self, buf, starts, cap, wire, ts) -> np.ndarray:
+    def _pcap_records(self, buf, starts, cap, wire, ts, ifc) -> np.ndarray:
         n = len(cap)
         rec = np.empty(n, dtype=_PCAP_REC)
         rec["sec"], rec["frac"] = np.divmod(ts, _NS)
@@ -159,12 +170,12 @@ class CaptureWriter:
         copy_segments(out, at + 16, buf, starts, cap)
         return out
 
-    def _pcapng_records(self, buf, starts, cap, wire, ts) -> np.ndarray:
+    def _pcapng_records(self, buf, starts, cap, wire, ts, ifc) -> np.ndarray:
         n = len(cap)
         pad = -cap % 4
         total = 32 + cap + pad
         head = np.empty(n, dtype=_EPB_HEAD)
-        head["type"], head["total"], head["iface"] = _EPB, total, 0
+        head["type"], head["total"], head["iface"] = _EPB, total, ifc
         head["ts_hi"], head["ts_lo"] = ts >> 32, ts & 0xFFFFFFFF
         head["incl"], head["orig"] = cap, wire
         at = np.cumsum(total) - total

@@ -1,20 +1,25 @@
 """The per-frame loop of the packet-level network, compiled with numba.
 
+The model is the port of docs/engine.md: every link direction is an egress port
+of its source node with a LOCAL queue (the node's packetizer streams, whose
+frames are generated only when granted), a TRANSIT queue (frames the node
+forwards), one transmitter and an arbiter between the two queues.
+
 Why it is shaped this way (htsim's lessons):
-- A link is a FIFO whose departure times follow from arrival order alone
-  (d_k = max(a_k, d_{k-1}) + s_k), so a frame's transmission start, end and
-  arrival at the far node are fixed the moment it is queued. The only event a
-  link ever needs is "the head of my FIFO arrives at the far end": at most one
-  pending arrival per link direction, plus at most one wake-up for its local
-  source (the NIC packetizer). The heap holds O(links) entries.
+- Few events. A port has at most one pending transmitter event (the time its
+  transmitter is free and has something to grant, or a stream becomes ready),
+  and a link at most one pending arrival (its oldest frame on the wire or
+  propagating reaches the far node). The heap holds O(links) live entries.
 - State lives in a handful of 2-D integer tables (one row per link, frame,
-  message, stream), so crossing from Python costs a few array unboxings.
+  message, stream, node), so crossing from Python costs a few array unboxings.
 - Routes are precomputed forwarding tables: a row per (route, node) listing
   egress links and whether the node delivers the frame locally. Unicast and
   multicast are the same mechanism.
 
-Event order at equal times: arrivals before source wake-ups, then ascending link
-id. The reference model in the tests implements the same rule independently.
+Order at one instant t (heap key = kind * 2**40 + link): all arrivals at t in
+ascending link id, then every free transmitter grants in ascending link id;
+Python (the application, timeline changes) runs between those phases, see
+``advance``.
 
 Nothing here knows about messages' meaning: the Python side (emu.net.network)
 creates messages and streams and interprets the upcalls.
@@ -38,47 +43,57 @@ SC_LOGGING = 6    # 1: write a record per transmission
 SC_SFREE = 7      # stream pool: free entries on the stack
 SC_NLINKS = 8
 SC_NNODES = 9
-SC_DUPS = 10      # duplicate frames discarded at destinations
-SC_BURST = 11     # max frames a source pushes per event
-SC_SIZE = 12
+SC_ARB = 10       # port arbiter: ARB_RR, ARB_TRANSIT, ARB_LOCAL
+SC_EVENTS = 11    # events processed (arrivals and transmitter looks)
+SC_STALE = 12     # heap entries popped and skipped (superseded or flushed)
+SC_SIZE = 13
 
-# ---- link table (LK, int64) -------------------------------------------------
+ARB_RR = 0        # round robin per frame between the local and the transit queue
+ARB_TRANSIT = 1   # transit first
+ARB_LOCAL = 2     # local first
+ARBITERS = {"rr": ARB_RR, "transit-first": ARB_TRANSIT, "local-first": ARB_LOCAL}
+
+# ---- link table (LK, int64): one row per link direction (its egress port) ------
 L_SRC = 0
 L_DST = 1
 L_RATE = 2        # bits per second
-L_LAT = 3         # propagation (+ the receiving NIC's latency when it has no datapath link), ps
+L_LAT = 3         # propagation (+ the receiving node's latency when it has no datapath link), ps
 L_MTU = 4         # max Ethernet payload bytes
-L_CAPF = 5        # queue capacity in frames (0: none)
-L_CAPB = 6        # queue capacity in bytes (0: none)
+L_CAPF = 5        # transit queue capacity in frames (0: none)
+L_CAPB = 6        # transit queue capacity in bytes (0: none)
 L_UP = 7
-L_HEAD = 8        # oldest frame not yet arrived (-1: empty)
-L_TAIL = 9
-L_TXQ = 10        # oldest frame not yet started (-1: none waiting)
-L_QF = 11         # frames waiting
-L_QB = 12         # bytes waiting
-L_LAST_END = 13   # end of the last scheduled transmission
-L_ARR_PEND = 14   # time of the pending arrival event (-1: none)
-L_SRC_PEND = 15   # time of the pending source wake-up (-1: none)
-L_SHEAD = 16      # source streams FIFO
-L_STAIL = 17
-L_OFF_F = 18      # frames offered to the egress queue
-L_OFF_B = 19
-L_TX_F = 20       # frames transmitted
-L_TX_B = 21       # wire bytes transmitted (with preamble, FCS, gap)
-L_DLV_F = 22      # frames accepted by the far node
-L_DLV_B = 23
-L_BUSY = 24       # ps spent transmitting
-L_MAXQ = 25       # peak bytes waiting
-L_LOSS = 26       # loss model: 0 none, 1 Bernoulli, 2 Gilbert-Elliott
-L_GE_BAD = 27     # Gilbert-Elliott state
-L_TXN = 28        # transmissions so far (index for explicit drop lists)
-L_DL_POS = 29     # next position in this link's explicit drop list
-L_DL_END = 30
-L_BLOCKED = 31    # 1: the packetizer waits for the queue to drain
-L_SER_LEN = 32    # memo of the last serialization: frame bytes ...
-L_SER_PS = 33     # ... and its time at the current rate
-L_NICQ = 34       # the receiving node's NIC datapath, as a link of its own (-1: none)
-L_NCOLS = 35
+L_WHEAD = 8       # oldest frame granted and not yet arrived (-1: none)
+L_WTAIL = 9
+L_THEAD = 10      # transit queue (-1: empty)
+L_TTAIL = 11
+L_QF = 12         # transit frames waiting
+L_QB = 13         # transit bytes waiting
+L_TX_END = 14     # the transmitter is busy until then
+L_ARR_PEND = 15   # time of the pending arrival event (-1: none)
+L_TX_PEND = 16    # time of the pending transmitter event (-1: none)
+L_SHEAD = 17      # local queue: packetizer streams, FIFO
+L_STAIL = 18
+L_LAST = 19       # queue granted last: 0 transit, 1 local
+L_SENT = 20       # message whose stream ends with the frame on the wire (-1: none)
+L_OFF_F = 21      # frames offered to the port (transit offered + local granted)
+L_OFF_B = 22
+L_TX_F = 23       # frames transmitted
+L_TX_B = 24       # wire bytes transmitted (with preamble, FCS, gap)
+L_DLV_F = 25      # frames that reached the far node intact
+L_DLV_B = 26
+L_BUSY = 27       # ps spent transmitting
+L_MAXQ = 28       # peak transit bytes waiting
+L_LOCAL_F = 29    # grants to the local queue
+L_TRANSIT_F = 30  # grants to the transit queue
+L_LOSS = 31       # loss model: 0 none, 1 Bernoulli, 2 Gilbert-Elliott
+L_GE_BAD = 32     # Gilbert-Elliott state
+L_TXN = 33        # transmissions so far (index for explicit drop lists)
+L_DL_POS = 34     # next position in this link's explicit drop list
+L_DL_END = 35
+L_SER_LEN = 36    # memo of the last serialization: frame bytes ...
+L_SER_PS = 37     # ... and its time at the current rate
+L_NICQ = 38       # the receiving node's datapath, as a link of its own (-1: none)
+L_NCOLS = 39
 
 # ---- link parameters (LF, float64) ------------------------------------------
 LF_P = 0          # Bernoulli loss p, or Gilbert-Elliott good->bad
@@ -88,30 +103,41 @@ LF_LB = 3         # loss probability in the bad state
 LF_CORRUPT = 4    # corruption probability (caught by the receiver's FCS)
 LF_NCOLS = 5
 
-# ---- drop causes (LD[link, cause, 0=frames 1=bytes]) ---------------------
+# ---- drop causes: LD[link, cause, 0=frames 1=bytes], ND[node, cause, ...] --------
 DROP_QUEUE = 0
 DROP_LOSS = 1
 DROP_CORRUPT = 2
 DROP_DOWN = 3
 DROP_MTU = 4
 DROP_NOROUTE = 5
-N_CAUSES = 6
-CAUSE_NAMES = ("queue_full", "loss", "corrupt", "link_down", "mtu", "no_route")
+DROP_DUP = 6
+N_CAUSES = 7
+CAUSE_NAMES = ("queue_full", "loss", "corrupt", "link_down", "mtu", "no_route", "duplicate")
+
+# ---- node counters (NS, int64) ----------------------------------------------
+N_OFF_F = 0       # frame copies offered by this node's packetizer (one per frame per first-hop port)
+N_OFF_B = 1
+N_REPL_F = 2      # copies created here: delivered + forwarded - 1 per arriving copy
+N_DLV_F = 3       # frames delivered to the application here (duplicates excluded)
+N_DLV_B = 4
+N_NCOLS = 5
 
 # ---- frame pool (FP, int64) ---------------------------------------------------
 F_MSG = 0
 F_FRAG = 1
 F_LEN = 2         # frame bytes: Ethernet header + MCF header + payload
 F_ROUTE = 3
-F_NEXT = 4        # next in the link FIFO
-F_ENQ = 5
+F_NEXT = 4        # next in the transit queue or on the wire
+F_ENQ = 5         # when it was offered to this port (local frames: when granted)
 F_START = 6
 F_END = 7
 F_ARR = 8
-F_FATE = 9        # 0 ok, else the drop cause decided at transmission
-F_QB = 10         # bytes waiting ahead of it when queued
+F_FATE = 9        # 0 ok, else the drop cause drawn at transmission start
+F_QB = 10         # transit bytes waiting ahead of it when offered
 F_RETX = 11       # 1: sent again by a resend stream (the header's RETX flag)
-F_NCOLS = 12
+F_HOPS = 12       # physical links it crossed before this one
+F_LOCAL = 13      # 1: generated by this port's packetizer
+F_NCOLS = 14
 
 # ---- messages (MS, int64) ---------------------------------------------------
 M_SRC = 0
@@ -121,7 +147,8 @@ M_LLEN = 3        # frame bytes of the last fragment
 M_FLAGS = 4
 M_DPTR = 5        # first row of its destinations in MD
 M_DEND = 6
-M_NCOLS = 7
+M_LIVE = 7        # its streams not yet sent
+M_NCOLS = 8
 MF_FRAME_UPCALL = 1   # tell Python about every delivered frame (reductions)
 MF_TRACK = 2          # keep a bitmap per destination: discard duplicates
 
@@ -131,26 +158,26 @@ D_GOT = 1         # distinct fragments received
 D_BITS = 2        # offset of the received-bitmap in BITS (-1: untracked)
 D_NCOLS = 3
 
-# ---- streams (SP, int64): a source cursor feeding one egress link -----------
+# ---- streams (SP, int64): a packetizer cursor feeding one port's local queue -----
 S_MSG = 0
 S_ROUTE = 1
 S_POS = 2         # next fragment (or next index into SL when S_LIST >= 0)
 S_END = 3
 S_LIST = 4        # -1: fragments S_POS..S_END-1; else offsets into SL
 S_READY = 5       # earliest time of its first frame
-S_NEXT = 6        # next stream on the same link
+S_NEXT = 6        # next stream on the same port
 S_NCOLS = 7
 
 # ---- upcalls (UP, int64) ----------------------------------------------------
 U_TIME = 0
 U_KIND = 1
 U_MSG = 2
-U_NODE = 3        # node, or link for STREAM_DONE
-U_FRAG = 4
+U_NODE = 3        # node, or link for UP_SENT
+U_FRAG = 4        # fragment; for UP_SENT the message's streams still unsent
 U_NCOLS = 5
 UP_DONE = 0       # message complete at a destination
 UP_FRAME = 1      # one frame delivered at a destination (MF_FRAME_UPCALL)
-UP_SENT = 2       # a stream pushed its last frame
+UP_SENT = 2       # a stream's last frame finished transmitting (or was dropped at the source)
 
 # ---- transmission log (LG, int64) ------------------------------------------
 G_LINK = 0
@@ -159,16 +186,18 @@ G_FRAG = 2
 G_ENQ = 3
 G_START = 4
 G_END = 5
-G_ARR = 6         # when the receiving NIC has it (the time of the arrival event)
+G_ARR = 6         # when the receiving node has it (the time of the arrival event)
 G_LEN = 7
-G_QB = 8          # bytes waiting ahead of it when it was queued
+G_QB = 8          # transit bytes waiting ahead of it when it was offered
 G_FATE = 9
 G_RETX = 10
-G_NCOLS = 11
+G_HOPS = 11       # physical links it crossed before this one
+G_LOCAL = 12      # 1: from the transmitting node's own packetizer
+G_NCOLS = 13
 
 # ---- return statuses of advance() ---------------------------------------------
 ST_IDLE = 0       # no events left
-ST_LIMIT = 1      # next event is after the time limit
+ST_LIMIT = 1      # next event is at or after the stop point
 ST_UPCALLS = 2    # upcalls to hand to Python (all events at that time done)
 ST_NEED_FRAMES = 3
 ST_NEED_UPCALLS = 4
@@ -176,7 +205,9 @@ ST_NEED_LOG = 5
 ST_NEED_HEAP = 6
 
 INF = np.int64(2**62)
-_KIND_SHIFT = 1 << 40  # heap key = kind * _KIND_SHIFT + link
+_KIND_SHIFT = 1 << 40  # heap key = kind * _KIND_SHIFT + link: arrivals (0) before grants (1)
+KEY_GRANTS = _KIND_SHIFT   # stop key: before the grants at the limit time
+KEY_ALL = INF              # stop key: after everything at the limit time
 
 
 # ---- small helpers ----------------------------------------------------------
@@ -254,34 +285,30 @@ def schedule_arrival(LK, HP, SC, link, time):
 
 
 @njit(cache=True)
-def schedule_source(LK, HP, SC, link, time):
-    pend = LK[link, L_SRC_PEND]
+def schedule_tx(LK, HP, SC, link, time):
+    """Make sure the port's transmitter looks at its queues at ``time`` (or earlier)."""
+    pend = LK[link, L_TX_PEND]
     if pend != -1 and pend <= time:
-        return  # an earlier wake-up is pending; it re-arms itself
-    LK[link, L_SRC_PEND] = time
+        return  # an earlier look is pending; it re-arms itself
+    LK[link, L_TX_PEND] = time
     heap_push(HP, SC, time, _KIND_SHIFT + link)
 
 
 @njit(cache=True)
-def _drain_started(LK, FP, link, t):
-    """Frames whose transmission has started by ``t`` leave the waiting queue."""
-    e = LK[link, L_TXQ]
-    while e != -1 and FP[e, F_START] <= t:
-        LK[link, L_QF] -= 1
-        LK[link, L_QB] -= FP[e, F_LEN]
-        e = FP[e, F_NEXT]
-    LK[link, L_TXQ] = e
-
-
-@njit(cache=True)
-def _drop(LK, LD, link, cause, frame_len):
+def _drop_link(LD, link, cause, frame_len):
     LD[link, cause, 0] += 1
     LD[link, cause, 1] += frame_len
 
 
 @njit(cache=True)
+def _drop_node(ND, node, cause, frames, nbytes):
+    ND[node, cause, 0] += frames
+    ND[node, cause, 1] += nbytes
+
+
+@njit(cache=True)
 def _fate(LK, LF, LR, DL, link):
-    """Loss and corruption drawn at transmission, in transmission order."""
+    """Loss and corruption drawn at transmission start, in transmission order."""
     n = LK[link, L_TXN]
     LK[link, L_TXN] = n + 1
     pos = LK[link, L_DL_POS]
@@ -310,59 +337,6 @@ def _fate(LK, LF, LR, DL, link):
 
 
 @njit(cache=True)
-def enqueue(SC, LK, LF, LR, LD, DL, FP, HP, link, e, t, transit):
-    """Put frame ``e`` on ``link``'s egress queue at ``t``; it is dropped or scheduled."""
-    flen = FP[e, F_LEN]
-    LK[link, L_OFF_F] += 1
-    LK[link, L_OFF_B] += flen
-    if LK[link, L_UP] == 0:
-        _drop(LK, LD, link, DROP_DOWN, flen)
-        return False
-    if flen - 14 > LK[link, L_MTU]:
-        _drop(LK, LD, link, DROP_MTU, flen)
-        return False
-    _drain_started(LK, FP, link, t)
-    if transit and SC[SC_LOSSLESS] == 0:
-        capf = LK[link, L_CAPF]
-        capb = LK[link, L_CAPB]
-        if (capf > 0 and LK[link, L_QF] + 1 > capf) or (capb > 0 and LK[link, L_QB] + flen > capb):
-            _drop(LK, LD, link, DROP_QUEUE, flen)
-            return False
-    start = max(t, LK[link, L_LAST_END])
-    if LK[link, L_SER_LEN] == flen:
-        ser = LK[link, L_SER_PS]  # frames of a message share a size: skip the division
-    else:
-        ser = _ser_ps(flen, LK[link, L_RATE])
-        LK[link, L_SER_LEN] = flen
-        LK[link, L_SER_PS] = ser
-    end = start + ser
-    LK[link, L_LAST_END] = end
-    FP[e, F_ENQ] = t
-    FP[e, F_START] = start
-    FP[e, F_END] = end
-    FP[e, F_ARR] = end + LK[link, L_LAT]
-    FP[e, F_NEXT] = -1
-    fate = _fate(LK, LF, LR, DL, link)
-    FP[e, F_FATE] = fate
-    FP[e, F_QB] = LK[link, L_QB]
-    if start > t:
-        LK[link, L_QF] += 1
-        LK[link, L_QB] += flen
-        if LK[link, L_TXQ] == -1:
-            LK[link, L_TXQ] = e
-        if LK[link, L_QB] > LK[link, L_MAXQ]:
-            LK[link, L_MAXQ] = LK[link, L_QB]
-    tail = LK[link, L_TAIL]
-    if tail == -1:
-        LK[link, L_HEAD] = e
-        schedule_arrival(LK, HP, SC, link, FP[e, F_ARR])
-    else:
-        FP[tail, F_NEXT] = e
-    LK[link, L_TAIL] = e
-    return True
-
-
-@njit(cache=True)
 def _alloc_frame(SC, FREE):
     n = SC[SC_FREE] - 1
     SC[SC_FREE] = n
@@ -387,21 +361,205 @@ def _upcall(SC, UP, t, kind, msg, node, frag):
 
 
 @njit(cache=True)
-def _deliver_local(SC, MS, MD, BITS, UP, msg, node, frag, t):
+def stream_sent(SC, MS, UP, msg, link, t):
+    """A stream of ``msg`` is over: its last frame left ``link`` (or was dropped at the source)."""
+    MS[msg, M_LIVE] -= 1
+    _upcall(SC, UP, t, UP_SENT, msg, link, MS[msg, M_LIVE])
+
+
+@njit(cache=True)
+def offer_transit(SC, LK, LD, FP, FREE, HP, link, e, t):
+    """Frame ``e`` joins the transit queue of port ``link`` at ``t``, or is dropped there."""
+    flen = FP[e, F_LEN]
+    LK[link, L_OFF_F] += 1
+    LK[link, L_OFF_B] += flen
+    if link >= SC[SC_NLINKS]:
+        # A node's datapath: one FIFO server, never down, lossless, at a fixed rate, with
+        # no local queue. Its departures follow from arrival order alone
+        # (d_k = max(a_k, d_{k-1}) + s_k), so the frame is timed now without an event.
+        FP[e, F_ENQ] = t
+        LK[link, L_TRANSIT_F] += 1
+        _put_on_wire(LK, FP, HP, SC, link, e, max(t, LK[link, L_TX_END]))
+        return
+    if LK[link, L_UP] == 0:
+        _drop_link(LD, link, DROP_DOWN, flen)
+        _free_frame(SC, FREE, e)
+        return
+    if flen - 14 > LK[link, L_MTU]:
+        _drop_link(LD, link, DROP_MTU, flen)
+        _free_frame(SC, FREE, e)
+        return
+    if SC[SC_LOSSLESS] == 0:
+        capf = LK[link, L_CAPF]
+        capb = LK[link, L_CAPB]
+        if (capf > 0 and LK[link, L_QF] + 1 > capf) or (capb > 0 and LK[link, L_QB] + flen > capb):
+            _drop_link(LD, link, DROP_QUEUE, flen)
+            _free_frame(SC, FREE, e)
+            return
+    FP[e, F_ENQ] = t
+    FP[e, F_QB] = LK[link, L_QB]
+    FP[e, F_LOCAL] = 0
+    FP[e, F_NEXT] = -1
+    tail = LK[link, L_TTAIL]
+    if tail == -1:
+        LK[link, L_THEAD] = e
+    else:
+        FP[tail, F_NEXT] = e
+    LK[link, L_TTAIL] = e
+    LK[link, L_QF] += 1
+    LK[link, L_QB] += flen
+    if LK[link, L_QB] > LK[link, L_MAXQ]:
+        LK[link, L_MAXQ] = LK[link, L_QB]
+    schedule_tx(LK, HP, SC, link, max(t, LK[link, L_TX_END]))
+
+
+@njit(cache=True)
+def _put_on_wire(LK, FP, HP, SC, link, e, t):
+    """Frame ``e`` starts transmitting on ``link`` at ``t``; returns its end."""
+    flen = FP[e, F_LEN]
+    if LK[link, L_SER_LEN] == flen:
+        ser = LK[link, L_SER_PS]  # frames of a message share a size: skip the division
+    else:
+        ser = _ser_ps(flen, LK[link, L_RATE])
+        LK[link, L_SER_LEN] = flen
+        LK[link, L_SER_PS] = ser
+    end = t + ser
+    FP[e, F_START] = t
+    FP[e, F_END] = end
+    FP[e, F_ARR] = end + LK[link, L_LAT]
+    FP[e, F_FATE] = 0
+    FP[e, F_NEXT] = -1
+    LK[link, L_TX_END] = end
+    tail = LK[link, L_WTAIL]
+    if tail == -1:
+        LK[link, L_WHEAD] = e
+        schedule_arrival(LK, HP, SC, link, FP[e, F_ARR])
+    else:
+        FP[tail, F_NEXT] = e
+    LK[link, L_WTAIL] = e
+    return end
+
+
+@njit(cache=True)
+def _start(LK, LF, LR, DL, FP, HP, SC, link, e, t):
+    """A granted frame starts on ``link`` at ``t``; its fate is drawn now, from the loss model in force."""
+    end = _put_on_wire(LK, FP, HP, SC, link, e, t)
+    FP[e, F_FATE] = _fate(LK, LF, LR, DL, link)
+    return end
+
+
+@njit(cache=True)
+def _pop_stream(SC, LK, SFREE, SP, link, s):
+    nxt = SP[s, S_NEXT]
+    LK[link, L_SHEAD] = nxt
+    if nxt == -1:
+        LK[link, L_STAIL] = -1
+    SFREE[SC[SC_SFREE]] = s
+    SC[SC_SFREE] += 1
+
+
+@njit(cache=True)
+def _transmitter(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, MS, SP, SL, SFREE, UP, link, t):
+    """The port's transmitter is free at ``t``: the arbiter grants one frame, if any is eligible."""
+    LK[link, L_TX_PEND] = -1
+    if LK[link, L_TX_END] > t:
+        schedule_tx(LK, HP, SC, link, LK[link, L_TX_END])
+        return
+    m = LK[link, L_SENT]
+    if m >= 0:
+        # The frame that just ended closed a stream: the packetizer has sent it.
+        LK[link, L_SENT] = -1
+        stream_sent(SC, MS, UP, m, link, t)
+    if LK[link, L_UP] == 0:
+        return  # no carrier: the local queue waits for the link to come up
+    while True:
+        if SC[SC_UP] + 2 > UP.shape[0] or SC[SC_FREE] < 2:
+            schedule_tx(LK, HP, SC, link, t)  # let Python grow a buffer; same instant
+            return
+        has_t = LK[link, L_THEAD] != -1
+        s = LK[link, L_SHEAD]
+        has_l = s != -1 and SP[s, S_READY] <= t
+        if not has_t and not has_l:
+            if s != -1:
+                schedule_tx(LK, HP, SC, link, SP[s, S_READY])
+            return
+        if has_t and has_l:
+            arb = SC[SC_ARB]
+            if arb == ARB_RR:
+                local = LK[link, L_LAST] == 0
+            else:
+                local = arb == ARB_LOCAL
+        else:
+            local = has_l
+        LK[link, L_LAST] = 1 if local else 0
+        if local:
+            msg = SP[s, S_MSG]
+            pos = SP[s, S_POS]
+            frag = pos if SP[s, S_LIST] < 0 else SL[SP[s, S_LIST] + pos]
+            flen = MS[msg, M_LLEN] if frag == MS[msg, M_NFRAGS] - 1 else MS[msg, M_FLEN]
+            src = MS[msg, M_SRC]
+            NS[src, N_OFF_F] += 1
+            NS[src, N_OFF_B] += flen
+            pos += 1
+            SP[s, S_POS] = pos
+            finished = pos == SP[s, S_END]
+            retx = 1 if SP[s, S_LIST] >= 0 else 0
+            route = SP[s, S_ROUTE]
+            if finished:
+                _pop_stream(SC, LK, SFREE, SP, link, s)
+            if flen - 14 > LK[link, L_MTU]:
+                # Too large for this port: dropped at the source, no wire time; grant again.
+                _drop_node(ND, src, DROP_MTU, 1, flen)
+                if finished:
+                    stream_sent(SC, MS, UP, msg, link, t)
+                continue
+            e = _alloc_frame(SC, FREE)
+            FP[e, F_MSG] = msg
+            FP[e, F_FRAG] = frag
+            FP[e, F_LEN] = flen
+            FP[e, F_ROUTE] = route
+            FP[e, F_RETX] = retx
+            FP[e, F_HOPS] = 0
+            FP[e, F_LOCAL] = 1
+            FP[e, F_ENQ] = t
+            FP[e, F_QB] = LK[link, L_QB]
+            LK[link, L_OFF_F] += 1
+            LK[link, L_OFF_B] += flen
+            LK[link, L_LOCAL_F] += 1
+            if finished:
+                LK[link, L_SENT] = msg
+        else:
+            e = LK[link, L_THEAD]
+            nxt = FP[e, F_NEXT]
+            LK[link, L_THEAD] = nxt
+            if nxt == -1:
+                LK[link, L_TTAIL] = -1
+            LK[link, L_QF] -= 1
+            LK[link, L_QB] -= FP[e, F_LEN]
+            LK[link, L_TRANSIT_F] += 1
+        end = _start(LK, LF, LR, DL, FP, HP, SC, link, e, t)
+        if LK[link, L_THEAD] != -1 or LK[link, L_SHEAD] != -1 or LK[link, L_SENT] >= 0:
+            schedule_tx(LK, HP, SC, link, end)
+        return
+
+
+@njit(cache=True)
+def _deliver_local(SC, MS, MD, BITS, UP, ND, NS, msg, node, frag, flen, t):
+    """A copy for the application at ``node`` (a member); a tracked duplicate is dropped."""
     d = MS[msg, M_DPTR]
     dend = MS[msg, M_DEND]
-    while d < dend and MD[d, D_NODE] != node:
+    while MD[d, D_NODE] != node:
         d += 1
-    if d == dend:
-        return  # not a destination of this message (a tree passing through)
     off = MD[d, D_BITS]
     if off >= 0:
         byte = off + (frag >> 3)
         bit = np.uint8(1 << (frag & 7))
         if BITS[byte] & bit:
-            SC[SC_DUPS] += 1
+            _drop_node(ND, node, DROP_DUP, 1, flen)
             return
         BITS[byte] |= bit
+    NS[node, N_DLV_F] += 1
+    NS[node, N_DLV_B] += flen
     MD[d, D_GOT] += 1
     if MS[msg, M_FLAGS] & MF_FRAME_UPCALL:
         _upcall(SC, UP, t, UP_FRAME, msg, node, frag)
@@ -410,24 +568,34 @@ def _deliver_local(SC, MS, MD, BITS, UP, msg, node, frag, t):
 
 
 @njit(cache=True)
-def _arrival(SC, LK, LF, LR, LD, DL, FP, FREE, HP, LG, FW, MS, MD, BITS, UP, link, t):
-    # The waiting-queue pointer must never outlive the entry it points to.
-    _drain_started(LK, FP, link, t)
-    e = LK[link, L_HEAD]
+def _is_member(MS, MD, msg, node):
+    d = MS[msg, M_DPTR]
+    dend = MS[msg, M_DEND]
+    while d < dend:
+        if MD[d, D_NODE] == node:
+            return True
+        d += 1
+    return False
+
+
+@njit(cache=True)
+def _arrival(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, LG, FW, MS, MD, BITS, UP, link, t):
+    e = LK[link, L_WHEAD]
     nxt = FP[e, F_NEXT]
-    LK[link, L_HEAD] = nxt
+    LK[link, L_WHEAD] = nxt
     if nxt == -1:
-        LK[link, L_TAIL] = -1
+        LK[link, L_WTAIL] = -1
     else:
         schedule_arrival(LK, HP, SC, link, FP[nxt, F_ARR])
     fate = FP[e, F_FATE]
     flen = FP[e, F_LEN]
-    # Transmission is accounted when it is over, so re-timing and link failures never
-    # leave counters for frames that did not cross the wire.
+    # Transmission is accounted when it is over, so link failures never leave counters
+    # for frames that did not cross the wire.
     LK[link, L_TX_F] += 1
     LK[link, L_TX_B] += max(flen, MIN_FRAME) + WIRE_OVERHEAD
     LK[link, L_BUSY] += FP[e, F_END] - FP[e, F_START]
-    if SC[SC_LOGGING] == 1 and link < SC[SC_NLINKS]:
+    physical = link < SC[SC_NLINKS]
+    if SC[SC_LOGGING] == 1 and physical:
         g = SC[SC_LOG]
         LG[g, G_LINK] = link
         LG[g, G_MSG] = FP[e, F_MSG]
@@ -440,117 +608,58 @@ def _arrival(SC, LK, LF, LR, LD, DL, FP, FREE, HP, LG, FW, MS, MD, BITS, UP, lin
         LG[g, G_QB] = FP[e, F_QB]
         LG[g, G_FATE] = fate
         LG[g, G_RETX] = FP[e, F_RETX]
+        LG[g, G_HOPS] = FP[e, F_HOPS]
+        LG[g, G_LOCAL] = FP[e, F_LOCAL]
         SC[SC_LOG] = g + 1
     if fate != 0:
-        _drop(LK, LD, link, fate, flen)
-        _free_frame(SC, FREE, e)
-        return
-    nic = LK[link, L_NICQ]
-    if nic >= 0:
-        # A node with a finite-rate NIC datapath parses frames one at a time: the frame
-        # queues there, and is forwarded when it leaves the datapath.
-        LK[link, L_DLV_F] += 1
-        LK[link, L_DLV_B] += flen
-        if not enqueue(SC, LK, LF, LR, LD, DL, FP, HP, nic, e, t, True):
-            _free_frame(SC, FREE, e)
-        return
-    node = LK[link, L_DST]
-    row = FP[e, F_ROUTE] * SC[SC_NNODES] + node
-    if FW[row, 0] != 1 and FW[row, 1] < 0:
-        # Neither delivered nor forwarded: this node has no route for it.
-        _drop(LK, LD, link, DROP_NOROUTE, flen)
+        _drop_link(LD, link, fate, flen)
         _free_frame(SC, FREE, e)
         return
     LK[link, L_DLV_F] += 1
     LK[link, L_DLV_B] += flen
+    if physical:
+        FP[e, F_HOPS] += 1
+    nic = LK[link, L_NICQ]
+    if nic >= 0:
+        # A node with a finite-rate datapath parses frames one at a time: the frame
+        # queues there, and is forwarded when it leaves the datapath.
+        offer_transit(SC, LK, LD, FP, FREE, HP, nic, e, t)
+        return
+    node = LK[link, L_DST]
     msg = FP[e, F_MSG]
-    frag = FP[e, F_FRAG]
-    if FW[row, 0] == 1:
-        _deliver_local(SC, MS, MD, BITS, UP, msg, node, frag, t)
-    # Forward a copy on each egress link of this (route, node); reuse the entry for the first.
-    k = 1
+    row = FP[e, F_ROUTE] * SC[SC_NNODES] + node
+    member = FW[row, 0] == 1 and _is_member(MS, MD, msg, node)
     ncols = FW.shape[1]
-    first = True
-    while k < ncols and FW[row, k] >= 0:
-        out = FW[row, k]
-        if first:
-            c = e
-            first = False
-        else:
-            c = _alloc_frame(SC, FREE)
-            FP[c, F_MSG] = msg
-            FP[c, F_FRAG] = frag
-            FP[c, F_LEN] = flen
-            FP[c, F_ROUTE] = FP[e, F_ROUTE]
-            FP[c, F_RETX] = FP[e, F_RETX]
-        if not enqueue(SC, LK, LF, LR, LD, DL, FP, HP, out, c, t, True):
-            _free_frame(SC, FREE, c)
-        k += 1
-    if first:
+    n = 0
+    while n + 1 < ncols and FW[row, n + 1] >= 0:
+        n += 1
+    if not member and n == 0:
+        _drop_node(ND, node, DROP_NOROUTE, 1, flen)  # neither delivered nor forwarded
         _free_frame(SC, FREE, e)
+        return
+    NS[node, N_REPL_F] += (1 if member else 0) + n - 1
+    frag = FP[e, F_FRAG]
+    if member:
+        _deliver_local(SC, MS, MD, BITS, UP, ND, NS, msg, node, frag, flen, t)
+    if n == 0:
+        _free_frame(SC, FREE, e)
+        return
+    # A copy on each egress port of this (route, node), ascending link id; the entry itself goes last.
+    for k in range(2, n + 1):
+        c = _alloc_frame(SC, FREE)
+        FP[c, F_MSG] = msg
+        FP[c, F_FRAG] = frag
+        FP[c, F_LEN] = flen
+        FP[c, F_ROUTE] = FP[e, F_ROUTE]
+        FP[c, F_RETX] = FP[e, F_RETX]
+        FP[c, F_HOPS] = FP[e, F_HOPS]
+        offer_transit(SC, LK, LD, FP, FREE, HP, FW[row, k - 1], c, t)
+    offer_transit(SC, LK, LD, FP, FREE, HP, FW[row, n], e, t)
 
 
 @njit(cache=True)
-def _source(SC, LK, LF, LR, LD, DL, FP, FREE, HP, MS, SP, SL, SFREE, UP, link, t):
-    """The packetizer feeding ``link`` pushes frames while its queue has room."""
-    LK[link, L_SRC_PEND] = -1
-    _drain_started(LK, FP, link, t)
-    capf = LK[link, L_CAPF]
-    capb = LK[link, L_CAPB]
-    pushed = 0
-    burst = SC[SC_BURST]
-    while True:
-        s = LK[link, L_SHEAD]
-        if s == -1:
-            return
-        if SP[s, S_READY] > t:
-            schedule_source(LK, HP, SC, link, SP[s, S_READY])
-            return
-        if pushed >= burst:
-            schedule_source(LK, HP, SC, link, t)  # continue at the same time
-            return
-        msg = SP[s, S_MSG]
-        pos = SP[s, S_POS]
-        frag = pos if SP[s, S_LIST] < 0 else SL[SP[s, S_LIST] + pos]
-        flen = MS[msg, M_LLEN] if frag == MS[msg, M_NFRAGS] - 1 else MS[msg, M_FLEN]
-        waiting = LK[link, L_QF]
-        if LK[link, L_UP] == 1 and waiting > 0 and (
-            LK[link, L_BLOCKED] == 1
-            or (capf > 0 and waiting + 1 > capf)
-            or (capb > 0 and LK[link, L_QB] + flen > capb)
-        ):
-            # Backpressure with hysteresis: once full, refill when the queue has
-            # drained, i.e. when its newest frame starts transmitting. That frame
-            # covers the refill, so the link never idles, and a packetizer costs
-            # one event per queue-full of frames instead of one per frame.
-            LK[link, L_BLOCKED] = 1
-            schedule_source(LK, HP, SC, link, FP[LK[link, L_TAIL], F_START])
-            return
-        LK[link, L_BLOCKED] = 0
-        e = _alloc_frame(SC, FREE)
-        FP[e, F_MSG] = msg
-        FP[e, F_FRAG] = frag
-        FP[e, F_LEN] = flen
-        FP[e, F_ROUTE] = SP[s, S_ROUTE]
-        FP[e, F_RETX] = 1 if SP[s, S_LIST] >= 0 else 0
-        if not enqueue(SC, LK, LF, LR, LD, DL, FP, HP, link, e, t, False):
-            _free_frame(SC, FREE, e)
-        pushed += 1
-        pos += 1
-        SP[s, S_POS] = pos
-        if pos == SP[s, S_END]:
-            nxt = SP[s, S_NEXT]
-            LK[link, L_SHEAD] = nxt
-            if nxt == -1:
-                LK[link, L_STAIL] = -1
-            SFREE[SC[SC_SFREE]] = s
-            SC[SC_SFREE] += 1
-            _upcall(SC, UP, t, UP_SENT, msg, link, -1)
-
-
-@njit(cache=True)
-def add_stream(SC, LK, HP, SP, SFREE, link, msg, route, pos, end, lst, ready):
-    """Append a stream to ``link``'s packetizer FIFO; returns its row."""
+def add_stream(SC, LK, HP, MS, SP, SFREE, link, msg, route, pos, end, lst, ready):
+    """Queue a stream on port ``link``'s local queue; returns its row."""
     n = SC[SC_SFREE] - 1
     SC[SC_SFREE] = n
     s = SFREE[n]
@@ -561,25 +670,64 @@ def add_stream(SC, LK, HP, SP, SFREE, link, msg, route, pos, end, lst, ready):
     SP[s, S_LIST] = lst
     SP[s, S_READY] = ready
     SP[s, S_NEXT] = -1
+    # The local queue is in ready-time order, ties in hand-over order: a send is handed
+    # to the packetizer at its ready time.
     tail = LK[link, L_STAIL]
     if tail == -1:
         LK[link, L_SHEAD] = s
-    else:
+        LK[link, L_STAIL] = s
+    elif SP[tail, S_READY] <= ready:
         SP[tail, S_NEXT] = s
-    LK[link, L_STAIL] = s
-    if LK[link, L_SHEAD] == s:
-        schedule_source(LK, HP, SC, link, ready)
+        LK[link, L_STAIL] = s
+    else:
+        prev = -1
+        p = LK[link, L_SHEAD]
+        while SP[p, S_READY] <= ready:
+            prev = p
+            p = SP[p, S_NEXT]
+        SP[s, S_NEXT] = p
+        if prev == -1:
+            LK[link, L_SHEAD] = s
+        else:
+            SP[prev, S_NEXT] = s
+    MS[msg, M_LIVE] += 1
+    if LK[link, L_UP] == 1:
+        schedule_tx(LK, HP, SC, link, max(ready, LK[link, L_TX_END]))
     return s
 
 
 @njit(cache=True)
-def advance(SC, LK, LF, LR, LD, DL, FP, FREE, HP, LG, FW, MS, MD, BITS, UP, SP, SL, SFREE, limit, margin):
-    """Process events up to time ``limit``; return (status, time).
+def remove_stream(SC, LK, MS, SP, SFREE, link, s):
+    """Take stream ``s`` out of ``link``'s local queue (re-routing); it is not 'sent'."""
+    prev = -1
+    p = LK[link, L_SHEAD]
+    while p != s:
+        prev = p
+        p = SP[p, S_NEXT]
+    nxt = SP[s, S_NEXT]
+    if prev == -1:
+        LK[link, L_SHEAD] = nxt
+    else:
+        SP[prev, S_NEXT] = nxt
+    if LK[link, L_STAIL] == s:
+        LK[link, L_STAIL] = prev
+    MS[SP[s, S_MSG], M_LIVE] -= 1
+    SFREE[SC[SC_SFREE]] = s
+    SC[SC_SFREE] += 1
 
-    Stops early, before touching an event, when a buffer might overflow
-    (``margin`` rows of frames, upcalls and log records), so Python can grow or
-    flush it and call again; and after the last event of a time that produced
-    upcalls, so Python handles them at the right simulated time.
+
+@njit(cache=True)
+def advance(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, LG, FW, MS, MD, BITS, UP, SP, SL, SFREE,
+            limit, limit_key, margin):
+    """Process events before the stop point (``limit``, ``limit_key``); return (status, time).
+
+    Events are taken in (time, key) order and processing stops before the first
+    event with time > limit, or time == limit and key >= limit_key (KEY_GRANTS:
+    the arrivals at ``limit`` are done, its grants are not; KEY_ALL: everything
+    at ``limit`` is done). It also stops early, before touching an event, when a
+    buffer might overflow (``margin`` rows of frames, upcalls and log records),
+    so Python can grow or flush it and call again; and after the last event of a
+    time that produced upcalls, so Python handles them at the right simulated time.
     """
     # Upcalls left from a call that stopped to grow a buffer keep their time.
     up_time = UP[0, U_TIME] if SC[SC_UP] > 0 else -1
@@ -589,9 +737,10 @@ def advance(SC, LK, LF, LR, LD, DL, FP, FREE, HP, LG, FW, MS, MD, BITS, UP, SP, 
                 return ST_UPCALLS, up_time
             return ST_IDLE, SC[SC_NOW]
         t = HP[0, 0]
+        key = HP[0, 1]
         if SC[SC_UP] > 0 and t > up_time:
             return ST_UPCALLS, up_time
-        if t > limit:
+        if t > limit or (t == limit and key >= limit_key):
             return ST_LIMIT, t
         if SC[SC_FREE] < margin:
             return ST_NEED_FRAMES, t
@@ -601,28 +750,31 @@ def advance(SC, LK, LF, LR, LD, DL, FP, FREE, HP, LG, FW, MS, MD, BITS, UP, SP, 
             return ST_NEED_LOG, t
         if SC[SC_HEAP] + margin > HP.shape[0]:
             return ST_NEED_HEAP, t
-        key = HP[0, 1]
         _heap_pop(HP, SC)
         SC[SC_NOW] = t
         if key >= _KIND_SHIFT:
             link = key - _KIND_SHIFT
-            if LK[link, L_SRC_PEND] != t:
-                continue  # superseded by an earlier wake-up
-            _source(SC, LK, LF, LR, LD, DL, FP, FREE, HP, MS, SP, SL, SFREE, UP, link, t)
+            if LK[link, L_TX_PEND] != t:
+                SC[SC_STALE] += 1
+                continue  # superseded by an earlier look
+            SC[SC_EVENTS] += 1
+            _transmitter(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, MS, SP, SL, SFREE, UP, link, t)
         else:
             link = key
-            if LK[link, L_ARR_PEND] != t or LK[link, L_HEAD] == -1:
-                continue  # stale: the FIFO was flushed or rescheduled
+            if LK[link, L_ARR_PEND] != t or LK[link, L_WHEAD] == -1:
+                SC[SC_STALE] += 1
+                continue  # stale: the link was flushed
+            SC[SC_EVENTS] += 1
             LK[link, L_ARR_PEND] = -1
-            _arrival(SC, LK, LF, LR, LD, DL, FP, FREE, HP, LG, FW, MS, MD, BITS, UP, link, t)
+            _arrival(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, LG, FW, MS, MD, BITS, UP, link, t)
         if SC[SC_UP] > 0 and up_time < 0:
             up_time = t
 
 
 @njit(cache=True)
-def link_down(SC, LK, LD, FP, FREE, link, t):
-    """Take a link down at ``t``: every frame queued or on the wire is dropped."""
-    e = LK[link, L_HEAD]
+def link_down(SC, LK, LD, FP, FREE, MS, UP, link, t):
+    """Take a link down at ``t``: every frame on its wire or in its transit queue is dropped."""
+    e = LK[link, L_WHEAD]
     while e != -1:
         nxt = FP[e, F_NEXT]
         flen = FP[e, F_LEN]
@@ -633,49 +785,37 @@ def link_down(SC, LK, LD, FP, FREE, link, t):
             LK[link, L_BUSY] += FP[e, F_END] - FP[e, F_START]
         elif FP[e, F_START] < t:
             LK[link, L_BUSY] += t - FP[e, F_START]  # cut off mid-frame
-        _drop(LK, LD, link, DROP_DOWN, flen)
+        _drop_link(LD, link, DROP_DOWN, flen)
         _free_frame(SC, FREE, e)
         e = nxt
-    LK[link, L_HEAD] = -1
-    LK[link, L_TAIL] = -1
-    LK[link, L_TXQ] = -1
+    e = LK[link, L_THEAD]
+    while e != -1:
+        nxt = FP[e, F_NEXT]
+        _drop_link(LD, link, DROP_DOWN, FP[e, F_LEN])
+        _free_frame(SC, FREE, e)
+        e = nxt
+    LK[link, L_WHEAD] = -1
+    LK[link, L_WTAIL] = -1
+    LK[link, L_THEAD] = -1
+    LK[link, L_TTAIL] = -1
     LK[link, L_QF] = 0
     LK[link, L_QB] = 0
     LK[link, L_ARR_PEND] = -1
     LK[link, L_UP] = 0
-    # The partly sent frame is cut off: the line is free from now on.
-    LK[link, L_LAST_END] = t
+    # The frame on the wire is cut off: the transmitter is free from now on.
+    if LK[link, L_TX_END] > t:
+        LK[link, L_TX_END] = t
+    m = LK[link, L_SENT]
+    if m >= 0:
+        LK[link, L_SENT] = -1
+        stream_sent(SC, MS, UP, m, link, t)
 
 
 @njit(cache=True)
-def link_up(LK, link, t):
+def link_up(SC, LK, HP, link, t):
+    """The port is usable at ``t``: its local queue resumes at once."""
     LK[link, L_UP] = 1
-    LK[link, L_LAST_END] = max(LK[link, L_LAST_END], t)
-
-
-@njit(cache=True)
-def set_rate(SC, LK, FP, HP, link, rate, t):
-    """Change a link's rate at ``t``; frames not yet started are re-timed at the new rate."""
-    LK[link, L_RATE] = rate
-    LK[link, L_SER_LEN] = -1
-    _drain_started(LK, FP, link, t)
-    e = LK[link, L_TXQ]
-    if e == -1:
-        return
-    # Walk the FIFO to find the end of the last started frame.
-    prev_end = t
-    p = LK[link, L_HEAD]
-    while p != -1 and p != e:
-        prev_end = max(prev_end, FP[p, F_END])
-        p = FP[p, F_NEXT]
-    while e != -1:
-        start = max(FP[e, F_ENQ], prev_end)
-        end = start + _ser_ps(FP[e, F_LEN], rate)
-        FP[e, F_START] = start
-        FP[e, F_END] = end
-        FP[e, F_ARR] = end + LK[link, L_LAT]
-        prev_end = end
-        e = FP[e, F_NEXT]
-    LK[link, L_LAST_END] = prev_end
-    head = LK[link, L_HEAD]
-    schedule_arrival(LK, HP, SC, link, FP[head, F_ARR])
+    if LK[link, L_TX_END] < t:
+        LK[link, L_TX_END] = t
+    if LK[link, L_SHEAD] != -1 or LK[link, L_THEAD] != -1:
+        schedule_tx(LK, HP, SC, link, t)

@@ -8,11 +8,15 @@ A scenario is written as clauses, one per change, e.g.::
     link 3-4 rate 100Mbps at 1s
     link * loss 0.01 at 0s until 5ms     (Bernoulli loss on every link)
 
-Frames queued or on the wire of a link that goes down are dropped and counted
-(cause ``link_down``); a node going down takes all its links down. Routing
-notices a failure or repair only ``detect`` later: until then frames keep
-following the old tables and are dropped at the dead link, while frames already
-past it are unaffected.
+Frames in the transit queue or on the wire of a link that goes down are dropped
+and counted (cause ``link_down``); its local queue (packetizer streams) waits,
+and resumes the moment the link is up again. A node going down takes all its
+links down. Routing notices a failure or repair only ``detect`` later: until
+then transit frames keep following the old tables and are dropped at the dead
+link; at the re-route the unsent fragments of messages move to their new first
+hops (``Network.rehome``). A change at t applies after the frame arrivals at t
+and before the ports grant at t; a re-route at t before the arrivals at t
+(docs/engine.md).
 """
 
 from __future__ import annotations
@@ -130,7 +134,7 @@ class Timeline:
         self.base_rate = {i: int(net.LK[i, K.L_RATE]) for i in range(len(net.links))}
         for ch in self.changes:
             self._links(ch)  # validate every target before the run starts
-            net.sim.at(ch.time_ps, self._apply, ch)
+            net.schedule_change(ch.time_ps, lambda ch=ch: self._apply(ch))
 
     def _links(self, ch: Change) -> list[int]:
         net = self.net
@@ -163,7 +167,7 @@ class Timeline:
                     self.down_links.discard(l)
             if ch.target == "node":
                 (self.down_nodes.add if ch.kind == "down" else self.down_nodes.discard)(ch.items[0])
-            net.sim.after(self.detect_ps, self._reroute)
+            net.schedule_change(net.sim.now + self.detect_ps, self._reroute, before="arrivals")
         elif ch.kind == "rate":
             for l in links:
                 net.set_rate(l, int(ch.value))
@@ -184,4 +188,5 @@ class Timeline:
         self.current = self.routes.without(links=self.down_links, nodes=self.down_nodes)
         self.net.set_unicast(self.current.next_hop)
         for cb in self.on_reroute:
-            cb(self.current)
+            cb(self.current)  # the NICs replace the trees of multicasts in progress here
+        self.net.rehome()

@@ -87,7 +87,6 @@ class _Part:
     timer: object = None
     sent: bool = False
     streams: int = 0
-    streams_left: int = 0
 
 
 class Cluster:
@@ -113,9 +112,17 @@ class Cluster:
     # ---- routes --------------------------------------------------------------------
 
     def reroute(self, routes) -> None:
-        """New routes after a failure or repair: later multicasts build new trees."""
+        """New routes after a failure or repair: later multicasts build new trees, and the
+        multicasts still in a packetizer get a new tree (Network.rehome moves them to it)."""
         self.routes = routes
-        self._trees.clear()
+        active = self.net.active_routes()
+        kept = {}
+        for (src, dsts), route in self._trees.items():
+            if route in active:
+                reach = [d for d in dsts if d != src and routes.next_hop[src, d] >= 0]
+                tree = multicast_tree(self.net.topology, routes, src, reach) if reach else {src: []}
+                kept[(src, dsts)] = self.net.replace_tree(route, tree, dsts)
+        self._trees = kept
 
     def _route(self, src: int, dsts: tuple[int, ...]) -> int:
         if len(dsts) == 1:
@@ -211,12 +218,12 @@ class Cluster:
     def _on_event(self, kind, msg, node, frag, t) -> None:
         meta, part = msg.meta
         if kind == "sent":
-            # A multicast source feeds several first-hop links: the part has left when all have.
-            if not part.sent:
-                part.streams_left += 1
-                if part.streams_left == part.streams:
-                    part.sent = True
-                    self._part_left(part)
+            # The part has left when the last frame of its last stream (a multicast source
+            # feeds several first-hop ports) has finished transmitting: ``frag`` counts the
+            # streams still unsent (re-routing may move or replace streams).
+            if not part.sent and frag == 0:
+                part.sent = True
+                self._part_left(part)
         elif kind == "done":
             self._delivered_part(part, node)
 

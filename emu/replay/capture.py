@@ -1,11 +1,18 @@
 """Capture a replay's frames to pcap/pcapng with simulated timestamps.
 
-Each frame is captured where the receiving NIC takes it (the time it hands the
-frame to its parser), on the link it crossed, once per hop; lost frames never
+Each frame is captured where the receiving node takes it (the time it hands the
+frame to its parser), once per hop, on the link it crossed; lost frames never
 reach a receiver and are not in the capture. Headers are the frames' real MCF
 headers (the message's Meta, fragment fields, sequence numbers) encoded by the
 codec; in timing mode the payload is not carried (SYNTH flag) and the default
-snap length keeps the headers only. ``ttl`` counts down one per forwarding hop.
+snap length keeps the headers only. ``ttl`` counts down one per link the frame
+actually crossed (after a re-route too).
+
+Where the link is recorded: a pcapng file declares one interface per link
+direction, named ``U->V``, and each record is on its link's interface. A classic
+pcap has no interfaces: there the Ethernet addresses name the hop, source MAC
+the transmitting node and destination MAC the receiving node (the frame's final
+destinations stay in the MCF header's dst_set and route_id).
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from ..codec import FRAME_HEADER_LEN, CaptureWriter, Flags, Op, encode_frames, max_payload, new_headers
+from ..codec.layer import MAC_PREFIX
 from ..errors import ConfigError
 from ..net import kernel as K
 from ..units import parse_time
@@ -76,15 +84,8 @@ class Capture:
         self._templates: dict[int, np.ndarray] = {}
 
     def attach(self, replay) -> None:
-        import networkx as nx
-
         self.net = replay.net
-        # Hops from each board to every node: a frame's ttl drops by one per forwarding hop.
-        G = replay.G
-        self.hops = np.zeros((replay.nodes, self.net.nodes), np.int64)
-        for b in range(replay.nodes):
-            for v, d in nx.single_source_shortest_path_length(G, b).items():
-                self.hops[b, v] = d
+        self.writer.interfaces = [f"{u}->{v}" for u, v in self.net.links]
         self.per = max_payload(int(replay.hw["mtu"]))
         L = len(self.net.links)
         keep = np.ones(L, bool)
@@ -135,12 +136,21 @@ class Capture:
         h["pay_len"] = rows[:, K.G_LEN] - FRAME_HEADER_LEN
         h["seq"] = (h["seq"].astype(np.int64) + frag) & 0xFFFFFFFF
         h["flags"] |= np.where(rows[:, K.G_RETX] == 1, int(Flags.RETX), 0).astype(h["flags"].dtype)
-        # The source MAC is the node that put the frame on this link.
-        eth_src = self.net.LK[rows[:, K.G_LINK], K.L_SRC]
-        h["ttl"] = np.maximum(h["ttl"].astype(np.int64) - self.hops[h["src_node"].astype(np.int64), eth_src], 0)
+        # The source MAC is the node that put the frame on this link; ttl drops by one
+        # per link the frame crossed before this one.
+        link = rows[:, K.G_LINK]
+        eth_src = self.net.LK[link, K.L_SRC]
+        h["ttl"] = np.maximum(h["ttl"].astype(np.int64) - rows[:, K.G_HOPS], 0)
         buf, offsets = encode_frames(h, None, snaplen=self.snaplen, eth_src=eth_src)
+        if self.writer.format == "pcap":
+            # No interfaces: the destination MAC names the receiving node of the hop.
+            at = offsets[:-1]
+            dst = self.net.LK[link, K.L_DST]
+            for k in range(4):
+                buf[at + k] = MAC_PREFIX[k]
+            buf[at + 4], buf[at + 5] = (dst >> 8) & 0xFF, dst & 0xFF
         wire = rows[:, K.G_LEN]
-        self.writer.write(buf, offsets, (rows[:, K.G_ARR] + 500) // 1000, wirelen=wire)
+        self.writer.write(buf, offsets, (rows[:, K.G_ARR] + 500) // 1000, wirelen=wire, iface=link)
         self.frames += len(rows)
 
     def close(self) -> None:

@@ -53,7 +53,8 @@ def summarize(rp) -> dict:
     util = c.busy_ps / run_end
     busiest = int(util.idxmax()) if len(c) else 0
     incomplete = rp.incomplete()
-    drops = {name: int(c[f"dropped_{name}"].sum()) for name in K.CAUSE_NAMES}
+    # Every drop, on links and datapaths and at nodes (no route, duplicates, at the source).
+    drops = rp.net.drops_by_cause()
     return {
         "version": __version__,
         "trace": os.path.basename(tr.path) if tr.path else None,
@@ -73,7 +74,7 @@ def summarize(rp) -> dict:
         "wire_bytes": int(c.wire_bytes.sum()),
         "kv_bytes": int(rp.kv_bytes),
         "frames": int(c.sent_frames.sum()),
-        "dropped_frames": int(c.dropped_frames.sum()),
+        "dropped_frames": sum(drops.values()),
         "dropped_by_cause": drops,
         "retransmitted_frames": int(rp.cluster.retransmitted_frames),
         "control_frames": int(rp.cluster.control_frames),

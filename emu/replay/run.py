@@ -28,9 +28,11 @@ from ..sim import MS, US, Simulator
 from ..topology import LinkDefaults, Routes, build
 from ..units import apply_overrides
 from ..workload.enums import Kind, MsgOp, Residency
+from ..workload.profiles import DEFAULTS
 from ..workload.enums import Stage as TStage
 from .dag import Wiring
 
+HW_DEFAULTS = DEFAULTS["hw"]
 KV_OPS = {int(MsgOp.kv_replica), int(MsgOp.kv_fetch_resp), int(MsgOp.kv_transfer)}
 PRODUCES_KV = {int(Kind.qkv), int(Kind.decode_qkv)}
 
@@ -53,7 +55,8 @@ class Replay:
         self.trace, self.opt = trace, options
         meta = trace.meta
         prof = apply_overrides({"model": dict(meta["model"]), "hw": dict(meta["hw"])}, options.overrides)
-        self.model, self.hw = prof["model"], prof["hw"]
+        # A trace made before a hardware field existed gets that field's default.
+        self.model, self.hw = prof["model"], {**HW_DEFAULTS, **prof["hw"]}
         hw = self.hw
         self.nodes = int(meta["nodes"])
         link = LinkDefaults(rate_bps=int(hw["link_rate"]), latency_ps=int(hw["link_latency_ps"]), mtu=int(hw["mtu"]))
@@ -62,10 +65,15 @@ class Replay:
             raise ConfigError(f"topology {options.topology!r} has {self.G.graph['boards']} boards, the trace {self.nodes}")
         self.routes = Routes(self.G)
         self.sim = Simulator()
-        # Boards have the compute-NIC datapath; switches forward at line rate.
+        # Boards forward through the compute-NIC datapath, switches through their own
+        # (latency and rate from the hardware profile; docs/engine.md).
+        board = [n for n, k in self.G.nodes(data="kind", default="board") if k != "switch"]
+        latency = {n: int(hw["switch_latency_ps"]) for n in self.G.nodes}
+        rate = {n: int(hw["switch_rate"]) for n in self.G.nodes}
+        for n in board:
+            latency[n], rate[n] = int(hw["nic_latency_ps"]), int(hw.get("nic_rate", 0))
         self.net = Network(self.sim, self.G, self.routes.next_hop, boards=self.nodes,
-                           nic_latency_ps=int(hw["nic_latency_ps"]),
-                           nic_rate_bps={b: int(hw.get("nic_rate", 0)) for b in range(self.nodes)},
+                           nic_latency_ps=latency, nic_rate_bps=rate, arbiter=hw["port_arbiter"],
                            seed=options.seed)
         reliable = options.reliable if options.reliable is not None else bool(options.loss or options.scenario)
         self.cluster = Cluster(self.net, self.routes, NicConfig(mtu=int(hw["mtu"]), reliable=reliable,

@@ -41,7 +41,7 @@ COLUMNS: list[tuple[str, pa.DataType]] = [
     ("ttft_s", F), ("prefill_s", F), ("decode_s", F), ("decode_tokens_per_s", F),
     ("wire_bytes", I), ("kv_bytes", I), ("frames", I), ("dropped_frames", I),
     ("dropped_queue_full", I), ("dropped_loss", I), ("dropped_corrupt", I), ("dropped_link_down", I),
-    ("dropped_mtu", I), ("dropped_no_route", I), ("retransmitted_frames", I), ("control_frames", I),
+    ("dropped_mtu", I), ("dropped_no_route", I), ("dropped_duplicate", I), ("retransmitted_frames", I), ("control_frames", I),
     ("final_layout_owner_only", B), ("peak_node_kv_bytes", I), ("final_node_kv_bytes_max", I),
     ("owner_only_node_kv_bytes_max", I), ("busiest_link_src", I), ("busiest_link_dst", I),
     ("busiest_link_utilization", F), ("directory_errors", I), ("incomplete_ops", I), ("sim_end_s", F),

@@ -50,11 +50,19 @@ SCHEMA: dict[str, dict[str, str]] = {
         "mtu": "size",
         "nic_latency_ps": "time",
         "nic_rate": "rate",
+        "switch_latency_ps": "time",
+        "switch_rate": "rate",
+        "port_arbiter": "enum:rr|transit-first|local-first",
         "ports": "int",
         "gamma": "float",
     },
 }
-OPTIONAL = {"description"}
+# Fields a profile may leave out; the replay then uses DEFAULTS (docs/workloads.md gives
+# the reasoning): a store-and-forward Ethernet switch forwards at line rate on every port
+# (non-blocking fabric, 0 = unlimited) after about 1 us of lookup and fabric; a NIC port
+# arbitrates its own and forwarded frames round robin.
+DEFAULTS = {"hw": {"switch_latency_ps": 1_000_000, "switch_rate": 0, "port_arbiter": "rr"}}
+OPTIONAL = {"description", *DEFAULTS["hw"]}
 # Fields that must be >= 1 (counts, rates, sizes that divide something).
 _POSITIVE = {
     "model": ("layers", "hidden", "heads", "kv_heads", "head_dim", "intermediate", "vocab"),
