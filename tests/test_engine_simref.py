@@ -358,3 +358,44 @@ def test_engine_matches_reference(seed):
                 delivered=tot["delivered"], dropped=sum(tot["dropped"].values()),
                 in_flight=0, balance=0)
     assert eng["conservation"] == want, f"{where}: frame balance differs"
+
+
+def issue_scenarios() -> dict[str, Scenario]:
+    """The hand-checked scenarios of test_simref_model (issue 12 items 1, 4, 5, 6)."""
+    import test_simref_model as M
+    ms = 10**9
+    loss = Scenario(["board"] * 2, [M.L] * 2, [0] * 2, M.duplex([(0, 1)], rate=10**7),
+                    [[-1, 1], [0, -1]], sends=[Send(0, (1,), 20, M.FULL, M.FULL, 0)],
+                    changes=[Change(10 * ms, "loss", link=0, value=LossModel(p=1.0)),
+                             Change(20 * ms, "loss", link=0, value=LossModel())])
+    flap = Scenario(["board"] * 2, [M.L] * 2, [0] * 2, M.duplex([(0, 1)]), [[-1, 1], [0, -1]],
+                    sends=[Send(0, (1,), 10, M.FULL, M.FULL, 0)],
+                    changes=[Change(30 * US, "down", link=0), Change(40 * US, "up", link=0)])
+    reroute = M.triangle([Change(50 * US, "down", link=0), Change(50 * US, "down", link=1),
+                          Change(150 * US, "reroute", value=(M.NH_VIA_2, {}))],
+                         [Send(0, (1,), 20, M.FULL, M.FULL, 0)], M.NH_DIRECT)
+    out = {f"line-{a}": M.line_scenario(a) for a in ARBITERS}
+    out.update({"loss-window": loss, "flap": flap, "reroute": reroute,
+                "multicast-reroute": M.multicast_reroute_scenario(True)})
+    return out
+
+
+def in_engine_order(sc: Scenario) -> Scenario:
+    """The same scenario with links numbered as the engine numbers them (sorted (u, v))."""
+    order = sorted(range(len(sc.links)), key=lambda i: (sc.links[i].u, sc.links[i].v))
+    new_id = {old: new for new, old in enumerate(order)}
+    changes = [Change(c.t, c.kind, new_id.get(c.link, c.link), c.node, c.value) for c in sc.changes]
+    return Scenario(sc.kinds, sc.latency, sc.dp_rate, [sc.links[i] for i in order], sc.next_hop,
+                    trees=sc.trees, sends=sc.sends, resends=sc.resends, changes=changes,
+                    lossless=sc.lossless, arbiter=sc.arbiter)
+
+
+@pytest.mark.parametrize("name", sorted(issue_scenarios()))
+def test_engine_matches_reference_on_issue_scenarios(name):
+    sc = in_engine_order(issue_scenarios()[name])
+    ref, eng = run_reference(sc), run_engine(sc)
+    diff = first_difference(eng["records"], ref["records"])
+    assert diff is None, (f"{name}: record #{diff[0]} differs\n  engine    {diff[1]}\n"
+                          f"  reference {diff[2]}")
+    assert eng["deliveries"] == ref["deliveries"] and eng["done"] == ref["done"], name
+    assert eng["nodes"] == ref["nodes"], name
