@@ -1,0 +1,664 @@
+"""An independent per-frame reference of the packet network, on SimPy's clock.
+
+Written from the behaviour spec (PORT-MODEL.md, the port/link model of issue 12 and
+docs/engine.md), not from the engine: every frame is an object, every port has an
+explicit local queue of packetizer streams, an explicit transit FIFO and one
+transmitter, and every transmission start, arrival and change is its own event. The
+engine computes departures from queue order; this model simply plays the frames
+out, so the two agree only if both follow the spec.
+
+Order at one instant
+--------------------
+The spec fixes the order of things that happen at the same picosecond. SimPy sorts
+its queue by (time, priority, insertion order), so each model event is a bare SimPy
+event whose priority encodes its phase at the instant:
+
+    priority = phase * (links + 1) + key
+
+- REROUTE (0): re-routing replaces the tables before anything else at its time, so
+  frames arriving then use the new tables ("at or after t_d").
+- ARRIVE (1), key = link id: frame arrivals in ascending link id (a node's datapath
+  "link" u->u is numbered after every physical link).
+- LINK (2): link down/up, node down/up, rate and loss changes, in scenario order.
+  After the arrivals at their time (a frame due then has arrived), before the grants
+  (a link coming up is usable, a new rate or loss model applies to frames starting
+  then). The spec leaves this point open; this is the one docs/engine.md states.
+- GRANT (3), key = link id: a port whose transmitter is free and that has an eligible
+  frame grants one, in ascending link id. Whatever can make a frame eligible (an
+  arrival into a transit queue, a stream's ready time, the end of a transmission, a
+  link coming up, a re-homing) asks for a grant check at that time; requests for one
+  port and instant collapse into one.
+- APP (4): the application: sends and resends made "live" at that time (as from a
+  delivery callback). A send made there asks for a grant check at the same time,
+  which SimPy runs next: the further round of grants the spec describes (a port that
+  already granted at that time is still busy).
+Sends handed over before the run (send(..., at=t)) are eligible in the GRANT phase at t.
+
+No SimPy processes or resources are used: their internal events carry SimPy's own
+priorities and would interleave with the phases.
+
+Choices where the spec is silent (each is the plain reading; a disagreement with the
+engine on one of them is a spec question, not necessarily an engine bug):
+- The local queue is FIFO in the order streams reach the packetizer: a send made
+  before the run with at=t reaches it at t, so streams are served in ready-time order,
+  ties in hand-over order (a re-homed stream is handed over again at t_d). The spec's
+  "in the order the sends were handed over" read literally would put a send made early
+  for a late time ahead of a resend made in between; the engine and this model do not.
+- Re-homing (as the engine's `Network.rehome` documents it, where the spec is open):
+  streams are visited by port in ascending link id, each local queue in order; a
+  unicast stream (or resend) whose first hop is unchanged stays where it is, a moved
+  one joins the tail of its new port, ready at the later of t_d and its own ready time
+  (a send scheduled for later is not made earlier by a re-route). A multicast message
+  whose tree changed restarts from the smallest position of its waiting streams on
+  every first-hop port of the new tree; one whose tree did not change stays.
+- A local frame dropped for its MTU still counts as the arbiter's grant (rr turns).
+- A transit frame offered to a port is checked for link down, then MTU, then space.
+- A node's datapath FIFO has no capacity limit, no loss and no MTU.
+- Queue capacity in bytes counts frame lengths (`len`), not wire bytes.
+- Explicit drop lists index the link's transmissions from the start of the run.
+- A packetizer frame with no first hop (no route at hand-over or after re-routing) is
+  counted as offered and dropped (`no_route` at the source), so conservation holds.
+- Busy time of a frame cut by a link going down ends at the down time.
+- A resend stream (explicit fragments towards one board) re-homes as a unicast stream to
+  that board; a multicast message's "old streams" are its own tree streams only.
+- Every transmission that starts has a record, also one cut by a link going down (fate
+  `link_down`, time = the down time, whether it was on the wire or propagating); a
+  link's `transmitted` counts them all, as its drop list's transmission indices do.
+
+Where docs/engine.md states a rule that PORT-MODEL.md contradicts, `Rules` holds both;
+the default is PORT-MODEL.md's.
+
+Output: `records` (one Transmission per frame start), `deliveries[(msg, node, frag)]`
+(accepted delivery times), `done[(msg, node)]`, `link_counters()`, `node_counters()`,
+`totals()` and `conserved()`.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+import simpy
+
+ETH_HEADER = 14
+MIN_FRAME = 60
+WIRE_OVERHEAD = 24          # preamble + SFD 8, FCS 4, inter-frame gap 12
+PS = 10**12
+
+REROUTE, ARRIVE, LINK, GRANT, APP = 0, 1, 2, 3, 4
+LINK_CAUSES = ("queue_full", "loss", "corrupt", "link_down", "mtu")
+NODE_CAUSES = ("no_route", "duplicate", "mtu")
+ARBITERS = ("rr", "transit-first", "local-first")
+
+
+def ser_ps(length: int, rate_bps: int) -> int:
+    """Serialization time of a frame of `length` bytes: ceil((max(len, 60) + 24) * 8e12 / rate)."""
+    bits_ps = (max(length, MIN_FRAME) + WIRE_OVERHEAD) * 8 * PS
+    return -(-bits_ps // rate_bps)
+
+
+# ----------------------------------------------------------------------------- scenario
+
+@dataclass(frozen=True)
+class LossModel:
+    """Loss in force on a link: explicit lost transmission indices, or p / corrupt in {0, 1}."""
+    p: float = 0.0
+    drops: tuple[int, ...] = ()
+    corrupt: float = 0.0
+
+    def __post_init__(self):
+        if self.p not in (0.0, 1.0) or self.corrupt not in (0.0, 1.0):
+            raise ValueError("the reference draws no random numbers: p and corrupt must be 0 or 1")
+
+
+@dataclass
+class LinkSpec:
+    u: int
+    v: int
+    rate: int               # bit/s
+    prop: int               # ps
+    mtu: int                # max Ethernet payload (len - 14)
+    queue_frames: int = 0   # 0: no frame limit
+    queue_bytes: int = 0    # 0: no byte limit
+    loss: LossModel = field(default_factory=LossModel)
+
+
+@dataclass
+class Send:
+    src: int
+    dsts: tuple[int, ...]
+    nfrags: int
+    frame_len: int
+    last_len: int
+    at: int
+    tree: int | None = None   # index into Scenario.trees; None: unicast to dsts[0]
+    track: bool = False
+    live: bool = False        # handed over at `at` by the application, not before the run
+
+
+@dataclass
+class Resend:
+    """Fragments `frags` of message `msg` (hand-over index) again, unicast towards `dst`."""
+    msg: int
+    dst: int
+    frags: tuple[int, ...]
+    at: int
+    live: bool = False
+
+
+@dataclass
+class Change:
+    """One change at time t. kind: down/up (link), node_down/node_up (node), rate (link, value),
+    loss (link, LossModel), reroute (next_hop, trees: {tree index: (tree, members)})."""
+    t: int
+    kind: str
+    link: int = -1
+    node: int = -1
+    value: object = None
+
+
+@dataclass
+class Scenario:
+    kinds: list[str]                 # per node: "board" | "switch"; boards first
+    latency: list[int]               # per node forwarding latency, ps
+    dp_rate: list[int]               # per node datapath rate, bit/s (0: none)
+    links: list[LinkSpec]
+    next_hop: list[list[int]]        # [node][board] -> next node, -1 unreachable
+    trees: list[tuple[dict[int, list[int]], tuple[int, ...]]] = field(default_factory=list)
+    sends: list[Send] = field(default_factory=list)        # messages are numbered in hand-over
+    resends: list[Resend] = field(default_factory=list)    # order: sends before the run, then live
+    changes: list[Change] = field(default_factory=list)
+    lossless: bool = True
+    arbiter: str = "rr"
+
+    @property
+    def boards(self) -> int:
+        return sum(k == "board" for k in self.kinds)
+
+
+@dataclass(frozen=True)
+class Rules:
+    """Points where the engine's docs/engine.md departs from PORT-MODEL.md.
+
+    The defaults are PORT-MODEL.md's (what the comparison asserts); the alternatives are
+    the engine's documented choices, so that the two can be told apart (and one adopted)
+    without touching the model:
+    - in_flight_multicast: "new-tables" (frames arriving at or after t_d use the new
+      tables) or "old-tree" (frames past their source keep the tree they left on);
+    - duplicates: "tracked" (discarded at tracked destinations only) or
+      "every-destination";
+    - unrouted_multicast: "fragments" (a multicast with no route left drops its
+      remaining fragments, from the smallest position, once each) or "stream-copies"
+      (each waiting stream drops its own unsent copies).
+    """
+    in_flight_multicast: str = "new-tables"
+    duplicates: str = "tracked"
+    unrouted_multicast: str = "fragments"
+
+    def __post_init__(self):
+        for name, allowed in (("in_flight_multicast", ("new-tables", "old-tree")),
+                              ("duplicates", ("tracked", "every-destination")),
+                              ("unrouted_multicast", ("fragments", "stream-copies"))):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"Rules.{name}={getattr(self, name)!r}: expected one of {allowed}")
+
+
+# ----------------------------------------------------------------------------- model objects
+
+@dataclass
+class Frame:
+    msg: int
+    frag: int
+    len: int
+    to: int = -1            # -1: the message's route; else unicast towards this board (a resend)
+    tree: tuple | None = None   # the multicast tree it left its source on (Rules "old-tree")
+
+
+@dataclass
+class Transmission:
+    """One frame on one link: start, end, arrival (or drop) time and fate."""
+    link: int
+    msg: int
+    frag: int
+    len: int
+    start: int
+    end: int
+    retx: bool = False
+    time: int = -1          # arrival at the far node, or when it was cut
+    fate: str = "flying"    # ok | loss | corrupt | link_down
+
+
+@dataclass(eq=False)          # identity: two streams may carry the same fragments
+class Stream:
+    msg: int
+    frags: list[int]
+    ready: int
+    to: int = -1            # as Frame.to
+    seq: int = 0            # hand-over order (re-homing hands over again)
+    pos: int = 0
+
+    @property
+    def done(self) -> bool:
+        return self.pos >= len(self.frags)
+
+
+class Port:
+    """Egress port u->v: local queue of streams, transit FIFO, one transmitter, arbiter."""
+
+    def __init__(self, lid: int, u: int, v: int, rate: int, prop: int, mtu: int | None,
+                 cap_frames: int, cap_bytes: int, loss: LossModel, datapath: bool = False):
+        self.id, self.u, self.v = lid, u, v
+        self.rate, self.prop, self.mtu = rate, prop, mtu
+        self.cap_frames, self.cap_bytes = cap_frames, cap_bytes
+        self.loss = loss
+        self.datapath = datapath
+        self.up = True
+        self.local: list[Stream] = []
+        self.transit: deque[Frame] = deque()
+        self.transit_bytes = 0
+        self.free_at = 0
+        self.granted_last = "transit"
+        self.tx_index = 0
+        self.flying: dict[int, tuple[Transmission, simpy.Event]] = {}   # record index -> (rec, arrival)
+        self.checks: set[int] = set()     # times with a grant check pending
+        self.c = dict(offered=0, transmitted=0, delivered=0, busy=0, **{k: 0 for k in LINK_CAUSES})
+
+    def eligible_stream(self, t: int) -> Stream | None:
+        best = None
+        for s in self.local:
+            if s.ready <= t and not s.done and (best is None or (s.ready, s.seq) < (best.ready, best.seq)):
+                best = s
+        return best
+
+
+class Message:
+    def __init__(self, mid: int, send: Send):
+        self.id = mid
+        self.src = send.src
+        self.dsts = tuple(send.dsts)
+        self.nfrags = send.nfrags
+        self.frame_len, self.last_len = send.frame_len, send.last_len
+        self.tree = send.tree
+        self.track = send.track
+        self.streams: list[tuple[Port, Stream]] = []
+        self.got = {d: set() for d in self.dsts}
+
+    def frame_len_of(self, frag: int) -> int:
+        return self.last_len if frag == self.nfrags - 1 else self.frame_len
+
+
+class _At(simpy.events.Event):
+    """A SimPy event at an absolute time with an explicit priority (see the module docstring)."""
+
+    def __init__(self, env: simpy.Environment, time: int, priority: int, fn, args):
+        self.env = env
+        self.callbacks = [lambda _ev: fn(*args)]
+        self._value = None
+        self._ok = True
+        env.schedule(self, priority, time - env.now)
+
+
+# ----------------------------------------------------------------------------- the network
+
+class RefNet:
+    def __init__(self, sc: Scenario, rules: Rules = Rules()):
+        self.rules = rules
+        if sc.arbiter not in ARBITERS:
+            raise ValueError(f"arbiter {sc.arbiter!r}: expected one of {ARBITERS}")
+        self.sc = sc
+        self.env = simpy.Environment()
+        self.nodes = len(sc.kinds)
+        self.next_hop = [list(r) for r in sc.next_hop]
+        self.trees = [(self._norm_tree(t), tuple(sorted(m))) for t, m in sc.trees]
+        self.ports: list[Port] = []
+        self.out: dict[tuple[int, int], Port] = {}
+        for i, l in enumerate(sc.links):
+            p = Port(i, l.u, l.v, l.rate, l.prop, l.mtu, l.queue_frames, l.queue_bytes, l.loss)
+            self.ports.append(p)
+            self.out[(l.u, l.v)] = p
+        self.dp: dict[int, Port] = {}
+        for n in range(self.nodes):
+            if sc.dp_rate[n]:
+                p = Port(len(self.ports), n, n, sc.dp_rate[n], sc.latency[n], None, 0, 0,
+                         LossModel(), datapath=True)
+                self.ports.append(p)
+                self.dp[n] = p
+        self.M = len(self.ports) + 1
+        self.records: list[Transmission] = []
+        self.deliveries: dict[tuple[int, int, int], list[int]] = {}
+        self.done: dict[tuple[int, int], int] = {}
+        self.node_drops = [{k: 0 for k in NODE_CAUSES} for _ in range(self.nodes)]
+        self.drops: list[tuple[int, str, str, int, int, int]] = []   # (time, place kind, cause, place, msg, frag)
+        self.offered = 0       # packetizer copies
+        self.replicated = 0
+        self.delivered = 0
+        self.node_c = [dict(offered=0, replicated=0, delivered=0) for _ in range(self.nodes)]
+        self.messages: list[Message] = []
+        self.seq = 0
+        for ch in sc.changes:
+            self._at(ch.t, REROUTE if ch.kind == "reroute" else LINK, 0, self._change, ch)
+        for s in sc.sends:
+            if s.live:
+                self._at(s.at, APP, 0, self._hand_over, s)
+            else:
+                self._hand_over(s)
+        for r in sc.resends:
+            if r.live:
+                self._at(r.at, APP, 0, self._hand_over_resend, r)
+            else:
+                self._hand_over_resend(r)
+
+    # -- scheduling
+    def _at(self, t: int, phase: int, key: int, fn, *args) -> None:
+        _At(self.env, t, phase * self.M + key, fn, args)
+
+    def _want_grant(self, p: Port, t: int) -> None:
+        if t in p.checks:
+            return
+        p.checks.add(t)
+        self._at(t, GRANT, p.id, self._grant, p)
+
+    @staticmethod
+    def _norm_tree(tree: dict) -> dict[int, tuple[int, ...]]:
+        return {int(k): tuple(sorted(int(c) for c in v)) for k, v in tree.items() if len(v)}
+
+    # -- routes
+    def _members(self, m: Message, to: int, tree: tuple | None = None) -> tuple[int, ...]:
+        if to >= 0:
+            return (to,)
+        if m.tree is None:
+            return (m.dsts[0],)
+        return (tree or self.trees[m.tree])[1]
+
+    def _egress(self, m: Message, node: int, to: int = -1, tree: tuple | None = None) -> list[Port]:
+        if m.tree is not None and to < 0:
+            kids = (tree or self.trees[m.tree])[0].get(node, ())
+        else:
+            d = to if to >= 0 else m.dsts[0]
+            nh = self.next_hop[node][d] if node != d else -1
+            kids = (nh,) if nh >= 0 else ()
+        return sorted((self.out[(node, c)] for c in kids), key=lambda p: p.id)
+
+    # -- drops
+    def _drop_node(self, node: int, cause: str, f: Frame, t: int) -> None:
+        self.node_drops[node][cause] += 1
+        self.drops.append((t, "node", cause, node, f.msg, f.frag))
+
+    def _drop_link(self, p: Port, cause: str, f: Frame, t: int) -> None:
+        p.c[cause] += 1
+        self.drops.append((t, "link", cause, p.id, f.msg, f.frag))
+
+    # -- the packetizer
+    def _hand_over(self, s: Send) -> None:
+        m = Message(len(self.messages), s)
+        self.messages.append(m)
+        ports = self._egress(m, m.src)
+        frags = list(range(m.nfrags))
+        if not ports:
+            self._at(s.at, APP, 0, self._drop_at_source, m, frags)
+        for p in ports:
+            self._add_stream(m, p, frags, s.at)
+
+    def _hand_over_resend(self, r: Resend) -> None:
+        m = self.messages[r.msg]
+        ports = self._egress(m, m.src, r.dst)
+        if not ports:
+            self._at(r.at, APP, 0, self._drop_at_source, m, list(r.frags))
+        for p in ports:
+            self._add_stream(m, p, list(r.frags), r.at, r.dst)
+
+    def _add_stream(self, m: Message, p: Port, frags: list[int], ready: int, to: int = -1) -> None:
+        self.seq += 1
+        st = Stream(m.id, list(frags), ready, to, self.seq)
+        p.local.append(st)
+        m.streams.append((p, st))
+        self._want_grant(p, max(ready, self.env.now))
+
+    def _drop_at_source(self, m: Message, frags: list[int]) -> None:
+        t = self.env.now
+        for k in frags:
+            self.offered += 1
+            self.node_c[m.src]["offered"] += 1
+            self._drop_node(m.src, "no_route", Frame(m.id, k, m.frame_len_of(k)), t)
+
+    # -- the port
+    def _grant(self, p: Port) -> None:
+        t = self.env.now
+        p.checks.discard(t)
+        if not p.up or p.free_at > t:
+            return
+        while True:
+            st = p.eligible_stream(t)
+            have_t, have_l = bool(p.transit), st is not None
+            if not have_t and not have_l:
+                return
+            if have_t and have_l:
+                pol = self.sc.arbiter
+                if pol == "rr":
+                    pick = "local" if p.granted_last == "transit" else "transit"
+                else:
+                    pick = "transit" if pol == "transit-first" else "local"
+            else:
+                pick = "transit" if have_t else "local"
+            p.granted_last = pick
+            if pick == "transit":
+                f = p.transit.popleft()
+                p.transit_bytes -= f.len
+            else:
+                m = self.messages[st.msg]
+                k = st.frags[st.pos]
+                st.pos += 1
+                if st.done:
+                    p.local.remove(st)
+                f = Frame(m.id, k, m.frame_len_of(k), st.to,
+                          self.trees[m.tree] if m.tree is not None and st.to < 0 else None)
+                self.offered += 1
+                self.node_c[p.u]["offered"] += 1
+                if p.mtu is not None and f.len - ETH_HEADER > p.mtu:
+                    self._drop_node(p.u, "mtu", f, t)
+                    continue
+                p.c["offered"] += 1
+            self._transmit(p, f, t)
+            return
+
+    def _transmit(self, p: Port, f: Frame, t: int) -> None:
+        idx = p.tx_index
+        p.tx_index += 1
+        fate = "ok"
+        if idx in p.loss.drops or p.loss.p == 1.0:
+            fate = "loss"
+        elif p.loss.corrupt == 1.0:
+            fate = "corrupt"
+        end = t + ser_ps(f.len, p.rate)
+        rec = Transmission(p.id, f.msg, f.frag, f.len, t, end, retx=f.to >= 0)
+        self.records.append(rec)
+        p.c["transmitted"] += 1
+        p.free_at = end
+        if p.datapath:
+            arrive = end + p.prop                     # prop = the node's forwarding latency
+        elif p.v in self.dp:
+            arrive = end + p.prop                     # into v's datapath FIFO
+        else:
+            arrive = end + p.prop + self.sc.latency[p.v]
+        ev_key = len(self.records) - 1
+        ev = _At(self.env, arrive, ARRIVE * self.M + p.id, self._arrive, (p, f, rec, fate, ev_key))
+        p.flying[ev_key] = (rec, ev)
+        self._want_grant(p, end)
+
+    def _arrive(self, p: Port, f: Frame, rec: Transmission, fate: str, key: int) -> None:
+        if rec.fate != "flying":          # cut by a link going down
+            return
+        t = self.env.now
+        del p.flying[key]
+        rec.time = t
+        rec.fate = fate
+        p.c["busy"] += rec.end - rec.start
+        if fate != "ok":
+            self._drop_link(p, fate, f, t)
+            return
+        p.c["delivered"] += 1
+        if not p.datapath and p.v in self.dp:
+            dp = self.dp[p.v]
+            dp.c["offered"] += 1
+            dp.transit.append(f)
+            dp.transit_bytes += f.len
+            self._want_grant(dp, t)
+            return
+        self._forward(p.v, f, t)
+
+    def _forward(self, v: int, f: Frame, t: int) -> None:
+        m = self.messages[f.msg]
+        tree = f.tree if self.rules.in_flight_multicast == "old-tree" else None
+        here = v in self._members(m, f.to, tree)
+        egress = self._egress(m, v, f.to, tree)
+        if not here and not egress:
+            self._drop_node(v, "no_route", f, t)
+            return
+        self.replicated += int(here) + len(egress) - 1
+        self.node_c[v]["replicated"] += int(here) + len(egress) - 1
+        if here:
+            got = m.got.setdefault(v, set())
+            if (m.track or self.rules.duplicates == "every-destination") and f.frag in got:
+                self._drop_node(v, "duplicate", f, t)
+            else:
+                got.add(f.frag)
+                self.delivered += 1
+                self.node_c[v]["delivered"] += 1
+                self.deliveries.setdefault((m.id, v, f.frag), []).append(t)
+                if len(got) == m.nfrags and (m.id, v) not in self.done:
+                    self.done[(m.id, v)] = t
+        for q in egress:
+            self._offer_transit(q, Frame(f.msg, f.frag, f.len, f.to, f.tree), t)
+
+    def _offer_transit(self, q: Port, f: Frame, t: int) -> None:
+        q.c["offered"] += 1
+        if not q.up:
+            self._drop_link(q, "link_down", f, t)
+            return
+        if q.mtu is not None and f.len - ETH_HEADER > q.mtu:
+            self._drop_link(q, "mtu", f, t)
+            return
+        if not self.sc.lossless:
+            cap_f, cap_b = q.cap_frames, q.cap_bytes
+            if (cap_f and len(q.transit) + 1 > cap_f) or (cap_b and q.transit_bytes + f.len > cap_b):
+                self._drop_link(q, "queue_full", f, t)
+                return
+        q.transit.append(f)
+        q.transit_bytes += f.len
+        self._want_grant(q, t)
+
+    # -- changes
+    def _change(self, ch: Change) -> None:
+        t = self.env.now
+        k = ch.kind
+        if k == "down":
+            self._link_down(self.ports[ch.link], t)
+        elif k == "up":
+            self._link_up(self.ports[ch.link], t)
+        elif k in ("node_down", "node_up"):
+            for p in self.ports[:len(self.sc.links)]:
+                if ch.node in (p.u, p.v):
+                    (self._link_down if k == "node_down" else self._link_up)(p, t)
+        elif k == "rate":
+            self.ports[ch.link].rate = int(ch.value)
+        elif k == "loss":
+            self.ports[ch.link].loss = ch.value
+        elif k == "reroute":
+            nh, trees = ch.value
+            self._reroute([list(r) for r in nh], trees, t)
+        else:
+            raise ValueError(f"unknown change {k!r}")
+
+    def _link_down(self, p: Port, t: int) -> None:
+        if not p.up:
+            return
+        p.up = False
+        for key in sorted(p.flying):
+            rec, _ev = p.flying[key]
+            rec.fate, rec.time = "link_down", t
+            p.c["busy"] += min(rec.end, t) - rec.start
+            self._drop_link(p, "link_down", Frame(rec.msg, rec.frag, rec.len), t)
+        p.flying.clear()
+        while p.transit:
+            self._drop_link(p, "link_down", p.transit.popleft(), t)
+        p.transit_bytes = 0
+        p.free_at = t
+
+    def _link_up(self, p: Port, t: int) -> None:
+        if p.up:
+            return
+        p.up = True
+        self._want_grant(p, t)
+
+    def _reroute(self, nh: list[list[int]], trees: dict, t: int) -> None:
+        old_trees = list(self.trees)
+        self.next_hop = nh
+        for i, (tree, members) in trees.items():
+            self.trees[i] = (self._norm_tree(tree), tuple(sorted(members)))
+        waiting = [(p, s) for p in self.ports                      # each queue in service order
+                   for s in sorted(p.local, key=lambda x: (x.ready, x.seq)) if not s.done]
+        restarted = set()
+        for p, s in waiting:
+            m = self.messages[s.msg]
+            if s.to < 0 and m.tree is not None:
+                if self.trees[m.tree] == old_trees[m.tree] or m.id in restarted:
+                    continue
+                # A replaced tree: from the smallest waiting position, on every new first hop.
+                restarted.add(m.id)
+                own = [(q, x) for q, x in m.streams if x.to < 0 and not x.done]
+                start = min(x.frags[x.pos] for _, x in own)
+                ready = max(min(x.ready for _, x in own), t)
+                for q, x in own:
+                    q.local.remove(x)
+                gone = {id(x) for _, x in own}
+                m.streams = [(q, x) for q, x in m.streams if id(x) not in gone]
+                frags = list(range(start, m.nfrags))
+                ports = self._egress(m, m.src)
+                if not ports and self.rules.unrouted_multicast == "stream-copies":
+                    for _, x in own:
+                        self._drop_at_source(m, x.frags[x.pos:])
+                elif not ports:
+                    self._drop_at_source(m, frags)
+                for q in ports:
+                    self._add_stream(m, q, frags, ready)
+                continue
+            ports = self._egress(m, m.src, s.to)
+            if ports and ports[0] is p:
+                continue                        # unicast, first hop unchanged: stays
+            p.local.remove(s)
+            m.streams = [(q, x) for q, x in m.streams if x is not s]
+            if not ports:
+                self._drop_at_source(m, s.frags[s.pos:])
+            else:
+                self._add_stream(m, ports[0], s.frags[s.pos:], max(s.ready, t), s.to)
+
+    # -- run and results
+    def run(self) -> "RefNet":
+        self.env.run()
+        return self
+
+    def link_counters(self) -> list[dict]:
+        return [dict(link=p.id, u=p.u, v=p.v, **p.c) for p in self.ports]
+
+    def node_counters(self) -> list[dict]:
+        return [dict(node=n, **self.node_c[n], **self.node_drops[n]) for n in range(self.nodes)]
+
+    def totals(self) -> dict:
+        dropped = {}
+        for p in self.ports:
+            for k in LINK_CAUSES:
+                dropped[k] = dropped.get(k, 0) + p.c[k]
+        for nd in self.node_drops:
+            for k, v in nd.items():
+                dropped[k] = dropped.get(k, 0) + v
+        return dict(offered=self.offered, replicated=self.replicated,
+                    delivered=self.delivered, dropped=dropped)
+
+    def conserved(self) -> bool:
+        tot = self.totals()
+        return tot["offered"] + tot["replicated"] == tot["delivered"] + sum(tot["dropped"].values())
+
+
+def simulate(sc: Scenario, rules: Rules = Rules()) -> RefNet:
+    """Run a scenario to completion and return the model (records, deliveries, counters)."""
+    return RefNet(sc, rules).run()
