@@ -1,7 +1,7 @@
 """An independent per-frame reference of the packet network, on SimPy's clock.
 
-Written from the behaviour spec (PORT-MODEL.md, the port/link model of issue 12 and
-docs/engine.md), not from the engine: every frame is an object, every port has an
+Written from the behaviour spec (the port and link model that docs/engine.md
+describes), not from the engine's code: every frame is an object, every port has an
 explicit local queue of packetizer streams, an explicit transit FIFO and one
 transmitter, and every transmission start, arrival and change is its own event. The
 engine computes departures from queue order; this model simply plays the frames
@@ -65,8 +65,8 @@ engine on one of them is a spec question, not necessarily an engine bug):
   `link_down`, time = the down time, whether it was on the wire or propagating); a
   link's `transmitted` counts them all, as its drop list's transmission indices do.
 
-Where docs/engine.md states a rule that PORT-MODEL.md contradicts, `Rules` holds both;
-the default is PORT-MODEL.md's.
+Where the port spec allowed two readings, `Rules` holds both; the default is the one
+docs/engine.md states.
 
 Output: `records` (one Transmission per frame start), `deliveries[(msg, node, frag)]`
 (accepted delivery times), `done[(msg, node)]`, `link_counters()`, `node_counters()`,
@@ -178,11 +178,10 @@ class Scenario:
 
 @dataclass(frozen=True)
 class Rules:
-    """Points where the engine's docs/engine.md departs from PORT-MODEL.md.
-
-    The defaults are PORT-MODEL.md's (what the comparison asserts); the alternatives are
-    the engine's documented choices, so that the two can be told apart (and one adopted)
-    without touching the model:
+    """Points where the port spec allowed two readings; docs/engine.md ("Choices where the
+    port spec is silent or loose") decides each, and the defaults are its choices (what the
+    comparison asserts). The alternatives are the spec's literal reading, kept so a change of
+    mind is one line and the model shows what it would change:
     - in_flight_multicast: "new-tables" (frames arriving at or after t_d use the new
       tables) or "old-tree" (frames past their source keep the tree they left on);
     - duplicates: "tracked" (discarded at tracked destinations only) or
@@ -191,9 +190,9 @@ class Rules:
       remaining fragments, from the smallest position, once each) or "stream-copies"
       (each waiting stream drops its own unsent copies).
     """
-    in_flight_multicast: str = "new-tables"
-    duplicates: str = "tracked"
-    unrouted_multicast: str = "fragments"
+    in_flight_multicast: str = "old-tree"
+    duplicates: str = "every-destination"
+    unrouted_multicast: str = "stream-copies"
 
     def __post_init__(self):
         for name, allowed in (("in_flight_multicast", ("new-tables", "old-tree")),

@@ -27,8 +27,8 @@ from simref import ARBITERS, Change, LinkSpec, LossModel, Resend, Rules, Scenari
 
 US = 10**6
 SEEDS = range(200)
-# PORT-MODEL.md's rules. Where docs/engine.md departs from them (simref.Rules lists the
-# points), the comparison holds the engine to PORT-MODEL.md.
+# The rules docs/engine.md states (simref.Rules names the points where the port spec
+# allowed two readings).
 RULES = Rules()
 
 
