@@ -75,6 +75,18 @@ def no_runs(st, title):
         "No runs: start the dashboard with results folders, or make one on the What-if page.")], className="page")
 
 
+def picked_runs(st, keys, title):
+    """The runs a page's URL picks, or the page to show instead (none picked, or unreadable)."""
+    picked = st.pick(keys)
+    if not picked:
+        return None, no_runs(st, title)
+    bad = [r for r in picked if r.error]
+    if bad:
+        return None, html.Div([html.H2(title), run_picker(st, picked), *[error_box(r.error) for r in bad]],
+                              className="page")
+    return picked, None
+
+
 def span(run) -> tuple[float, float]:
     s = run.summary
     end = s.get("sim_end_s") or s.get("ttft_s") or 1.0

@@ -156,7 +156,7 @@ def test_malformed_traces_name_path_and_problem(tmp_path, mars_file):
 def test_not_json_or_not_a_file(tmp_path):
     p = tmp_path / "x.json"
     p.write_text('{"meta": ')
-    with pytest.raises(TraceError, match=r"x.json: invalid JSON at line 1"):
+    with pytest.raises(TraceError, match=r"x.json: not valid JSON: line 1"):
         load_trace(p)
     with pytest.raises(TraceError, match="cannot read"):
         load_trace(tmp_path / "missing.json")

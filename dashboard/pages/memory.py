@@ -11,7 +11,7 @@ from .. import compare as C
 from .. import data as D
 from .. import figures as F
 from ..state import current
-from ..ui import error_box, fig_guard, graph, guarded, no_runs, run_picker, span, url_sync
+from ..ui import picked_runs, error_box, fig_guard, graph, guarded, run_picker, span, url_sync
 
 PATH = "/memory"
 NAME = "Memory and replicas"
@@ -144,12 +144,9 @@ def body(st, runs, node):
 @guarded(NAME)
 def layout(runs=None, node=None, sel=None, **_):
     st = current()
-    picked = st.pick(runs or sel)
-    if not picked:
-        return no_runs(st, NAME)
-    bad = [r for r in picked if r.error]
-    if bad:
-        return html.Div([html.H2(NAME), run_picker(st, picked), *[error_box(r.error) for r in bad]], className="page")
+    picked, instead = picked_runs(st, runs or sel, NAME)
+    if instead is not None:
+        return instead
     n = max(n_nodes(r) for r in picked)
     try:
         node = int(node)

@@ -16,7 +16,7 @@ from dash import Input, Output, State, ctx, dcc, html, no_update
 from .. import data as D
 from .. import figures as F
 from ..state import current
-from ..ui import URL_SYNC, error_box, fig_guard, graph, guarded, no_runs, run_picker
+from ..ui import URL_SYNC, picked_runs, error_box, fig_guard, graph, guarded, run_picker
 
 PATH = "/timeline"
 NAME = "Timeline"
@@ -81,12 +81,9 @@ def detail(run, op: int):
 @guarded(NAME)
 def layout(runs=None, sel=None, **q):
     st = current()
-    picked = st.pick(runs or sel)
-    if not picked:
-        return no_runs(st, NAME)
-    bad = [r for r in picked if r.error]
-    if bad:
-        return html.Div([html.H2(NAME), run_picker(st, picked), *[error_box(r.error) for r in bad]], className="page")
+    picked, instead = picked_runs(st, runs or sel, NAME)
+    if instead is not None:
+        return instead
     lo, hi = _num(q.get("from")), _num(q.get("to"))
     if lo is None or hi is None or not hi > lo:
         lo = hi = None

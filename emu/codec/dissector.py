@@ -80,7 +80,7 @@ def render_lua() -> str:
     out += [
         f"  local op, src, route, dst = {get('op')}, {get('src_node')}, {get('route_id')}, {get('dst_set')}",
         f"  local pay_len, flags = {get('pay_len')}, {get('flags')}",
-        f'  pinfo.cols.info = string.format("%s n%d->%s kv=%d L%d frag %d/%d", vs_op[op] or ("op" .. op), src,',
+        '  pinfo.cols.info = string.format("%s n%d->%s kv=%d L%d frag %d/%d", vs_op[op] or ("op" .. op), src,',
         f"    dst_text(route, dst), {get('kv_id')}, {get('layer')}, {get('frag_idx')} + 1, {get('frag_cnt')})",
     ]
     names = [(int(flag), flag.name) for flag in Flags]

@@ -130,7 +130,6 @@ def _generate(args) -> int:
 
 
 def _show(args) -> int:
-    import numpy as np
 
     from ..workload.analysis import fan_out
     from ..workload.enums import MsgOp

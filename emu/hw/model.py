@@ -22,7 +22,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..codec import Collective, Dtype, Flags, Op, ReduceOp, Stage, fragment, max_payload
+from ..codec import Collective, Dtype, Flags, Op, ReduceOp, fragment, max_payload
 from ..errors import ConfigError
 from ..nic import reduce as R
 from ..nic.control import control_meta  # noqa: F401  (re-exported: serve and check build control frames)

@@ -547,8 +547,7 @@ def _transmitter(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, MS, SP, SL, SFREE
 def _deliver_local(SC, MS, MD, BITS, UP, ND, NS, msg, node, frag, flen, t):
     """A copy for the application at ``node`` (a member); a tracked duplicate is dropped."""
     d = MS[msg, M_DPTR]
-    dend = MS[msg, M_DEND]
-    while MD[d, D_NODE] != node:
+    while MD[d, D_NODE] != node:  # a member is always one of the message's destinations
         d += 1
     off = MD[d, D_BITS]
     if off >= 0:

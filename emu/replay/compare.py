@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import EmuError
+from ..jsontext import parse_json
 
 ROWS = [
     ("scheme", "scheme", "{}"),
@@ -48,16 +49,7 @@ def load_summary(path: str) -> dict:
         raise EmuError(f"{f}: cannot read ({exc.strerror or exc})") from None
     if len(raw) > MAX_SUMMARY_BYTES:
         raise EmuError(f"{f}: more than {MAX_SUMMARY_BYTES >> 20} MiB; not a replay summary")
-    try:
-        doc = json.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise EmuError(f"{f}: not a summary (not UTF-8 text)") from None
-    except json.JSONDecodeError as exc:
-        raise EmuError(f"{f}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
-    except RecursionError:
-        raise EmuError(f"{f}: not valid JSON (nested too deeply)") from None
-    except ValueError as exc:  # an integer of more than 4300 digits
-        raise EmuError(f"{f}: not valid JSON ({exc})") from None
+    doc = parse_json(raw, str(f), EmuError)
     if not isinstance(doc, dict):
         raise EmuError(f"{f}: expected a summary object, got a JSON {type(doc).__name__}")
     for key, _, fmt in ROWS:  # what compare and report print must be what it claims to be

@@ -16,6 +16,7 @@ import networkx as nx
 
 from ..atomic import atomic_file
 from ..errors import ConfigError
+from ..jsontext import parse_json
 from ..units import parse_decimal
 from .graph import LINK_ATTRS, MAX_BOARDS, MIN_MTU, LinkDefaults, check, new_graph
 
@@ -134,14 +135,7 @@ def _defaults_of(link: LinkDefaults, file_defaults: dict) -> dict:
 
 
 def _load_json(path: str, text: str, link: LinkDefaults) -> nx.DiGraph:
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{path}: not valid JSON: line {exc.lineno} column {exc.colno}: {exc.msg}") from None
-    except RecursionError:
-        raise ConfigError(f"{path}: not valid JSON: nested too deeply") from None
-    except ValueError as exc:  # an integer of more than 4300 digits
-        raise ConfigError(f"{path}: not valid JSON: {exc}") from None
+    doc = parse_json(text, path, ConfigError)
     if not isinstance(doc, dict):
         raise ConfigError(f"{path}: the top level must be an object with 'nodes' and 'links'")
     unknown = set(doc) - {"name", "defaults", "nodes", "links", "comment", "graph"}

@@ -22,6 +22,7 @@ import numpy as np
 
 from ..atomic import atomic_file
 from ..errors import TraceError
+from ..jsontext import parse_json
 from . import columns
 from .enums import ENUM_COLUMNS, Kind
 from .fileformat import CSR_COLUMNS, FORMAT, SCALAR_COLUMNS, VERSION  # noqa: F401 - re-exported
@@ -154,16 +155,7 @@ def _read_json(path: str):
             raise TraceError(f"{path}: corrupt gzip data: {exc}") from None
     if len(raw) > MAX_TEXT_BYTES:
         raise TraceError(f"{path}: more than {MAX_TEXT_BYTES >> 20} MiB of JSON text; not a trace this emu loads")
-    try:
-        return json.loads(raw)
-    except UnicodeDecodeError:
-        raise TraceError(f"{path}: not UTF-8 text") from None
-    except json.JSONDecodeError as exc:
-        raise TraceError(f"{path}: invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from None
-    except RecursionError:
-        raise TraceError(f"{path}: JSON nested too deeply") from None
-    except ValueError as exc:  # e.g. an integer of more than 4300 digits
-        raise TraceError(f"{path}: invalid JSON: {exc}") from None
+    return parse_json(raw, path, TraceError)
 
 
 def load_trace(path: str | os.PathLike) -> Trace:

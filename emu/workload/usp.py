@@ -219,7 +219,7 @@ def generate(b: OpBuilder, lay, model, grid: list[list[int]], split: HeadSplit) 
 
 def decode_layout(lay, model, grid, split):
     """What prefill leaves for decode: per group its tokens, per holder its heads."""
-    R, u = len(grid), len(grid[0])
+    R = len(grid)
     groups = {g: [grid[g][k] for k in split.active] for g in range(R)}
     shards = {g: sum(lay.tokens(c, g) for c in range(lay.n_chunks)) for g in range(R)}
     heads = {grid[g][k]: (len(split.heads[k]), len(split.kv_heads[k])) for g in range(R) for k in split.active}

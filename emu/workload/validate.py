@@ -194,7 +194,7 @@ def validate(trace, path: str) -> None:
          lambda i: f"only qkv ops name a block they produce; {Kind(kind[i]).name} op has bytes {ops['bytes'][i]}, "
                    f"residency {ops['residency'][i]}")
     need(produces & ~owner & ((ops["residency"] != 0) | (ops["bytes"] != 0)), "residency",
-         lambda i: f"a qkv op either produces a block (residency owner) or has residency 0 and bytes 0")
+         lambda i: "a qkv op either produces a block (residency owner) or has residency 0 and bytes 0")
     need(produces & owner & ((ops["kv_id"] < 0) | (ops["bytes"] <= 0)), "kv_id",
          lambda i: "a qkv op that produces a block needs its kv_id and bytes")
     need(~compute & (msg == MsgOp.none), "msg_op", lambda i: "communication/control op needs a msg_op")
