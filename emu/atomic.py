@@ -1,10 +1,9 @@
-"""Outputs appear whole or not at all: write to a temporary sibling, then rename."""
+"""A file appears whole or not at all: written to a temporary sibling, then renamed (folders: emu.outputs)."""
 
 from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import tempfile
 from pathlib import Path
 
@@ -29,21 +28,4 @@ def atomic_file(path: str | os.PathLike, mode: str = "wb"):
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        raise
-
-
-@contextlib.contextmanager
-def atomic_dir(path: str | os.PathLike):
-    """Yield a temporary directory; on success it is renamed to ``path`` (which must not exist)."""
-    path = Path(path)
-    if path.exists():
-        raise FileExistsError(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent))
-    os.chmod(tmp, 0o777 & ~_umask())
-    try:
-        yield tmp
-        os.replace(tmp, path)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
         raise
