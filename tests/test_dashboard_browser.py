@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from test_dashboard_common import (PAGES, WAIT_PAGE, FIGURES, app, browser, click_until, emu, goto, page,  # noqa: F401
+from test_dashboard_common import (PAGES, served_page, WAIT_PAGE, FIGURES, app, browser, click_until, emu, goto, page,  # noqa: F401
                                    runs)
 
 FIND = """(type, run) => [...document.querySelectorAll('[id]')].find(e => { try { const o = JSON.parse(e.id);
@@ -351,9 +351,6 @@ def test_perfetto_button_downloads_the_window(page, runs, tmp_path):
 
 def test_pages_show_crafted_values_as_text(browser, runs, tmp_path):
     """Issue 17 item 4, the pages: values from a crafted summary.json are text, never markup."""
-    import threading
-
-    from dashboard.app import Config, create_app, make_server
 
     bad = "<img src=x onerror=\"window.__pwned=1\">"
     crafted = tmp_path / "res" / "crafted"
@@ -362,14 +359,7 @@ def test_pages_show_crafted_values_as_text(browser, runs, tmp_path):
         (crafted / f).write_bytes((runs["mars"] / f).read_bytes())
     s = json.loads((runs["mars"] / "summary.json").read_text())
     (crafted / "summary.json").write_text(json.dumps(dict(s, scheme=bad, topology=bad, trace=bad, model=bad, hw=bad)))
-    dash_app, st = create_app(Config(results=[tmp_path / "res"], whatif_dir=str(tmp_path / "wi"),
-                                     cache_dir=str(tmp_path / "cache")))
-    server = make_server(dash_app, "127.0.0.1", 0)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    ctx = browser.new_context(viewport={"width": 1440, "height": 1000})
-    pg = ctx.new_page()
-    try:
-        pg.base = f"http://127.0.0.1:{server.server_port}"
+    with served_page(browser, [tmp_path / "res"], tmp_path) as pg:
         for path in ("/", "/links?runs=crafted", "/memory?runs=crafted", "/timeline?runs=crafted"):
             goto(pg, path)
             pg.mouse.move(700, 500)
@@ -377,10 +367,6 @@ def test_pages_show_crafted_values_as_text(browser, runs, tmp_path):
             assert pg.evaluate("document.querySelectorAll('img[src=x]').length") == 0, path
         goto(pg, "/")
         assert bad in pg.inner_text("#cards")
-    finally:
-        ctx.close()
-        server.shutdown()
-        st.close()
 
 
 def test_timeline_wheel_zooms(page):
@@ -409,9 +395,6 @@ def test_frames_link_column_from_capture_interfaces(browser, runs, tmp_path):
     multicast frame's copies are rows on distinct links."""
     import shutil
     import subprocess
-    import threading
-
-    from dashboard.app import Config, create_app, make_server
 
     if not shutil.which("tshark"):
         pytest.skip("tshark not installed (apt-get install tshark)")
@@ -422,14 +405,7 @@ def test_frames_link_column_from_capture_interfaces(browser, runs, tmp_path):
     on_link = read.stdout.split()
     names = sorted(set(on_link))
     assert all("->" in n for n in names)
-    dash_app, st = create_app(Config(results=[tmp_path / "res"], whatif_dir=str(tmp_path / "wi"),
-                                     cache_dir=str(tmp_path / "cache")))
-    server = make_server(dash_app, "127.0.0.1", 0)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    ctx = browser.new_context(viewport={"width": 1440, "height": 1000})
-    pg = ctx.new_page()
-    try:
-        pg.base = f"http://127.0.0.1:{server.server_port}"
+    with served_page(browser, [tmp_path / "res"], tmp_path) as pg:
         goto(pg, "/frames?runs=linked")
         pg.wait_for_selector("div.frames table tbody tr")
         cols = pg.eval_on_selector_all("div.frames thead th", "els => els.map(e => e.textContent)")
@@ -448,10 +424,6 @@ def test_frames_link_column_from_capture_interfaces(browser, runs, tmp_path):
         pg.wait_for_function("() => document.querySelector('#fr-status').textContent.includes('match')")
         rows = pg.eval_on_selector_all("div.frames tbody tr", f"trs => trs.map(r => r.children[{li}].textContent)")
         assert rows and set(rows) == {names[1].replace("->", "→")}
-    finally:
-        ctx.close()
-        server.shutdown()
-        st.close()
 
 
 def test_frames_follows_the_run_picker(page):

@@ -3,6 +3,7 @@ two-sweep folder, the app on a free port, Playwright on Debian's chromium)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -86,19 +87,39 @@ def runs(tmp_path_factory):
         os.environ["XDG_CACHE_HOME"] = old_cache
 
 
-@pytest.fixture(scope="session")
-def app(runs, tmp_path_factory):
+@contextlib.contextmanager
+def serve(results, tmp_path, traces=()):
+    """A dashboard over ``results`` on a free loopback port: (its URL, its state)."""
     from dashboard.app import Config, create_app, make_server
 
-    dash_app, state = create_app(Config(results=[runs["mars"].parent, runs["sweeps"]], traces=[runs["trace"]],
-                                        whatif_dir=str(runs["dir"] / "whatif"),
-                                        cache_dir=str(tmp_path_factory.mktemp("cache"))))
+    dash_app, state = create_app(Config(results=list(results), traces=list(traces),
+                                        whatif_dir=str(tmp_path / "whatif"), cache_dir=str(tmp_path / "cache")))
     server = make_server(dash_app, "127.0.0.1", 0)
-    t = threading.Thread(target=server.serve_forever, daemon=True)
-    t.start()
-    yield f"http://127.0.0.1:{server.server_port}", state
-    server.shutdown()
-    state.close()
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}", state
+    finally:
+        server.shutdown()
+        state.close()
+
+
+@contextlib.contextmanager
+def served_page(browser, results, tmp_path):
+    """A browser page on a dashboard of its own over ``results`` (``page.base`` is its URL)."""
+    with serve(results, tmp_path) as (url, _state):
+        ctx = browser.new_context(viewport={"width": 1440, "height": 1000})
+        pg = ctx.new_page()
+        pg.base = url
+        try:
+            yield pg
+        finally:
+            ctx.close()
+
+
+@pytest.fixture(scope="session")
+def app(runs, tmp_path_factory):
+    with serve([runs["mars"].parent, runs["sweeps"]], tmp_path_factory.mktemp("app"), traces=[runs["trace"]]) as served:
+        yield served
 
 
 @pytest.fixture(scope="session")

@@ -210,21 +210,29 @@ def spt(nh, root, members):
     return {u: sorted(c) for u, c in tree.items()}
 
 
-@pytest.mark.parametrize("seed", range(10))
-def test_multicast_trees_match_reference(seed):
-    rng = random.Random(seed)
+def grid_multicast_scenario(rng, unicasts, lat=None, tree_frags=(10, 60), span=10**6):
+    """A 3x3 grid with three multicast trees (shortest-path) and some unicasts between them,
+    all starting within ``span`` ps; ``lat`` None: 0 or 500 ns, drawn."""
     n = 9
-    D = grid()
+    D = grid(lat=rng.choice([0, 500_000]) if lat is None else lat)
     nh = bfs_next_hop(D, n, n)
     trees, msgs = [], []
     for k in range(3):
         root = rng.randrange(n)
         members = rng.sample([x for x in range(n) if x != root], k=rng.randint(2, 6))
         trees.append((spt(nh, root, members), members))
-        msgs.append((root, tuple(members), str(k), rng.randint(1, 30), 1462, 700, rng.randint(0, 10**8)))
-    for i in range(4):
+        msgs.append((root, tuple(members), str(k), rng.randint(*tree_frags), 1462, 700, rng.randint(0, span)))
+    for _ in range(unicasts):
         s, d = rng.sample(range(n), 2)
-        msgs.append((s, (d,), d, rng.randint(1, 30), 1462, 100, rng.randint(0, 10**8)))
+        msgs.append((s, (d,), d, rng.randint(1, 30), 1462, 100, rng.randint(0, span)))
+    return n, D, nh, sorted(D.edges), trees, msgs
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_multicast_trees_match_reference(seed):
+    rng = random.Random(seed)
+    n, D, nh, _links, trees, msgs = grid_multicast_scenario(rng, unicasts=4, lat=500_000, tree_frags=(1, 30),
+                                                            span=10**8)
     net, ref, done = run_both(D, n, nh, msgs, (0, 16 * 1024), trees=trees, arbiter=ARBITERS[seed % 3])
     # Each member of each tree completed exactly once.
     for i, (root, members, *_rest) in enumerate(msgs[:3]):
@@ -303,23 +311,6 @@ def test_failures_rate_changes_and_loss_windows_match_reference(seed):
     reroutes = reroutes_for(D, n, changes, rng.choice([0, 1, 100_000, 1_000_000])) if seed % 3 else []
     run_both(D, n, nh, msgs, cap, lossless=bool(seed % 2), seed=seed, arbiter=ARBITERS[seed % 3],
              changes=changes, reroutes=reroutes, track=bool(seed % 4 == 0), nic=rng.choice([0, 500_000]))
-
-
-def grid_multicast_scenario(rng, unicasts):
-    """A 3x3 grid with three multicast trees (shortest-path) and some unicasts between them."""
-    n = 9
-    D = grid(lat=rng.choice([0, 500_000]))
-    nh = bfs_next_hop(D, n, n)
-    trees, msgs = [], []
-    for k in range(3):
-        root = rng.randrange(n)
-        members = rng.sample([x for x in range(n) if x != root], k=rng.randint(2, 6))
-        trees.append((spt(nh, root, members), members))
-        msgs.append((root, tuple(members), str(k), rng.randint(10, 60), 1462, 700, rng.randint(0, 10**6)))
-    for _ in range(unicasts):
-        s, d = rng.sample(range(n), 2)
-        msgs.append((s, (d,), d, rng.randint(1, 30), 1462, 100, rng.randint(0, 10**6)))
-    return n, D, nh, sorted(D.edges), trees, msgs
 
 
 @pytest.mark.parametrize("seed", range(12))

@@ -102,6 +102,14 @@ def _grow_pool(table: np.ndarray, free: np.ndarray, SC: np.ndarray, slot: int):
     return _grow(table, 2 * n, 0), stack
 
 
+def _drop_columns(drops: np.ndarray) -> dict:
+    """Per row of a drop table (row, cause, frames|bytes): a column per cause and the totals."""
+    cols = {f"dropped_{name}": drops[:, c, 0] for c, name in enumerate(K.CAUSE_NAMES)}
+    cols["dropped_frames"] = drops[:, :, 0].sum(axis=1)
+    cols["dropped_bytes"] = drops[:, :, 1].sum(axis=1)
+    return cols
+
+
 class Network:
     """Links of a topology as egress ports with arbiters, loss, failures and forwarding tables.
 
@@ -760,11 +768,7 @@ class Network:
             "busy_ps": LK[:, K.L_BUSY],
             "peak_queue_bytes": LK[:, K.L_MAXQ],
         }
-        for c, name in enumerate(K.CAUSE_NAMES):
-            data[f"dropped_{name}"] = LD[:, c, 0]
-        data["dropped_frames"] = LD[:, :, 0].sum(axis=1)
-        data["dropped_bytes"] = LD[:, :, 1].sum(axis=1)
-        return pd.DataFrame(data)
+        return pd.DataFrame(data | _drop_columns(LD))
 
     def node_counters(self):
         """One row per node: frame copies its packetizer offered, copies it replicated,
@@ -784,11 +788,7 @@ class Network:
             "delivered_frames": NS[:, K.N_DLV_F],
             "delivered_bytes": NS[:, K.N_DLV_B],
         }
-        for c, name in enumerate(K.CAUSE_NAMES):
-            data[f"dropped_{name}"] = ND[:, c, 0]
-        data["dropped_frames"] = ND[:, :, 0].sum(axis=1)
-        data["dropped_bytes"] = ND[:, :, 1].sum(axis=1)
-        return pd.DataFrame(data)
+        return pd.DataFrame(data | _drop_columns(ND))
 
     def drops_by_cause(self) -> dict[str, int]:
         """Frames dropped anywhere (links, datapaths, nodes), by cause."""
