@@ -55,9 +55,6 @@ def run(args) -> int:
 
     if args.out is not None and args.no_results:
         raise ConfigError("--out names the results folder; --no-results writes none: drop one")
-    for flag, clauses in (("--fail", args.fail), ("--degrade", args.degrade)):
-        if any(not c.strip() for c in clauses):
-            raise ConfigError(f"{flag} '': an empty clause; e.g. {flag} 'link 0-1 down at 1s'")
     stem = Path(args.trace).name.split(".")[0]
     default = None if args.no_results or args.out else Path("results") / f"{stem}-{time.strftime('%Y%m%d-%H%M%S')}"
     res = replay(args.trace, topology=args.topology, set=args.overrides, loss=args.loss, fail=args.fail,

@@ -94,9 +94,8 @@ class _Part:
     timer: object = None
     sent: bool = False
     streams: int = 0
-    streams_left: int = 0
     left_at: int | None = None   # when the last fragment left the wire (the timer's start)
-    resending: int = 0        # resend streams whose last fragment has not left yet
+    resending: bool = False   # resent fragments still to leave the wire
 
 
 class Cluster:
@@ -234,20 +233,16 @@ class Cluster:
         meta, part = msg.meta
         if kind == "sent":
             # "sent": a stream's last frame has left the wire; ``frag`` is how many of the
-            # message's streams are still unsent (0: none; -1 from a network that does not
-            # say, and then the streams are counted here). A multicast source feeds several
-            # first-hop links: the part has left when all have.
+            # message's streams (first hops of a multicast, resends) are still unsent.
+            if frag:
+                return
             if not part.sent:
-                part.streams_left += 1
-                if frag == 0 or (frag < 0 and part.streams_left == part.streams):
-                    part.sent = True
-                    self._part_left(part)
+                part.sent = True
+                self._part_left(part)
             elif part.resending:
-                # A resend has left: the retransmission timer starts again from now.
-                part.resending -= 1
-                if frag == 0 or (frag < 0 and part.resending == 0):
-                    part.resending = 0
-                    self._arm(part)
+                # The resends have left: the retransmission timer starts again from now.
+                part.resending = False
+                self._arm(part)
         elif kind == "done":
             self._delivered_part(part, node)
 
@@ -399,8 +394,9 @@ class Cluster:
         if part.timer is not None:
             part.timer.cancel()
             part.timer = None
-        part.resending += hops
-        if hops == 0 and not part.resending:
+        if hops:
+            part.resending = True
+        elif not part.resending:
             self._arm(part)
 
     # ---- results -------------------------------------------------------------------------

@@ -103,7 +103,7 @@ def replay(trace, *, topology: str = "auto", set=None, loss=0.0, fail=None, degr
     clauses = {"fail": _clauses(fail), "degrade": _clauses(degrade)}
     for what, cs in clauses.items():
         if any(not str(c).strip() for c in cs):
-            raise ConfigError(f"{flag}{what} '': an empty clause; e.g. 'link 0-1 down at 1s'")
+            raise ConfigError(f"{flag}{what} '': an empty clause; e.g. {flag}{what} 'link 0-1 down at 1s'")
     opt = Options(topology=topology, overrides=tuple(overrides_list(set)),
                   scenario=tuple(clauses["fail"] + clauses["degrade"]), loss=loss, seed=parse_int(seed, f"{flag}seed"),
                   reliable=_reliable(reliable), detect_ps=parse_time(detect, f"{flag}detect"), progress=progress,
