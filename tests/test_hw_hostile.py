@@ -127,7 +127,8 @@ def test_the_serve_loop_expires_what_never_completes():
 
 
 def test_a_probe_is_answered_once_per_message_per_rto():
-    d = Device(M.Board(node=1), FakeSock(), rto=0.05)
+    # the protocol answers a probe of one message at most once per rto_min (here 50 ms)
+    d = Device(M.Board(node=1), FakeSock(), protocol=M.protocol_config(rto_min_ps=50 * 10**9))
     send(d, *one_fragment_of(0, 9))  # 65535 fragments announced: the nack bitmap is 8 KiB
     for _ in range(5):
         send(d, probe(0, 9))

@@ -65,7 +65,10 @@ def register(subparsers) -> None:
     s.add_argument("--iface", required=True, help=IFACE_HELP)
     s.add_argument("--node", required=True, help="this board's id K")
     _board_options(s)
-    s.add_argument("--rto", default="2ms", help="time before probing an unacknowledged message (default 2ms)")
+    s.add_argument("--rto-min", default="100us", help="floor of the adaptive retransmission timeout "
+                                                       "(default: the kr260 profile's, 100us)")
+    s.add_argument("--rto-initial", default="1ms", help="retransmission timeout towards a board before its first "
+                                                        "RTT sample (default: the kr260 profile's, 1ms)")
     s.add_argument("--max-retries", default="20", help="probes before giving up on a message (default 20)")
     s.add_argument("--duration", help="stop after this long (default: run until stopped)")
     s.add_argument("--max-partial", default="256", metavar="N",
@@ -259,6 +262,7 @@ def run_serve(args) -> int:
     from ..codec import ReduceOp
     from ..hw.errors import MtuTooSmall
     from ..hw.rawsock import RawSocket
+    from ..hw.model import protocol_config
     from ..hw.serve import Device, ServeLimits
     from ..units import parse_size
 
@@ -273,8 +277,11 @@ def run_serve(args) -> int:
         raise MtuTooSmall(f"{args.iface} has MTU {sock.mtu}, the board sends {board.mtu}-byte frames "
                           f"(--mtu); ip link set {args.iface} mtu {board.mtu}")
     wrong = int(ReduceOp[args.wrong_reduce_op]) if args.wrong_reduce_op else None
-    dev = Device(board, sock, rto=seconds(args.rto, "--rto"), max_retries=parse_int(args.max_retries, "--max-retries"),
-                 wrong_reduce_op=wrong, verbose=args.verbose, limits=limits)
+    proto = protocol_config(rto_min_ps=round(seconds(args.rto_min, "--rto-min") * 1e12),
+                            rto_initial_ps=round(seconds(args.rto_initial, "--rto-initial") * 1e12),
+                            max_retries=parse_int(args.max_retries, "--max-retries"),
+                            answer_memory=limits.done_messages)
+    dev = Device(board, sock, protocol=proto, wrong_reduce_op=wrong, verbose=args.verbose, limits=limits)
     stop = _stop_on_sigterm()
     duration = seconds(args.duration, "--duration") if args.duration else None
     parent = f"parent {board.parent}" if board.parent is not None else "the root"

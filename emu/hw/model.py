@@ -1,14 +1,19 @@
-"""The board NIC's wire semantics as `emu hw serve` implements them and `emu hw check` expects them.
+"""The board NIC's installation and wire fields as `emu hw serve` runs them and `emu hw check` expects them.
 
-One place for what both sides must agree on, built from the emulator's own
-pieces (routes, multicast trees and reduction trees of ``emu.topology``, the
-arithmetic of ``emu.nic.reduce``, fragmentation of ``emu.codec``):
+The protocol itself (what a board does with a frame or a message) is
+``emu.nic.protocol``, the code the emulator runs; this module holds what a live
+board adds around it, built from the emulator's own pieces (routes, multicast
+trees and reduction trees of ``emu.topology``, the arithmetic of
+``emu.nic.reduce``, fragmentation of ``emu.codec``):
 
 - ``Board``: board K of a topology, as installed on the device (node id,
   topology, reduction root, attention heads, MTU, multicast groups by route id);
-- the forwarding rule on one interface (``Board.role``);
+- K's forwarding row for a frame (``Board.role``: ``emu.nic.protocol.tree_rows``
+  of the multicast tree) and the upstream board it takes copies from (one
+  interface on a shared segment hears every copy);
 - the reduction tree (``reduction_parents``, the same rule as
   ``emu.nic.Cluster.board_tree``) and contribution folding (``combine``);
+- ``protocol_config``: the protocol's parameters, those of the kr260 hardware profile;
 - the fields of the header-only ``ack`` / probe / ``nack`` control frames
   (``control_meta``, ``nack_bitmap``), which the NIC model leaves open.
 
@@ -18,12 +23,13 @@ See docs/hardware.md ("What serve answers") for the prose.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 
 from ..codec import Collective, Dtype, Flags, Op, ReduceOp, fragment, max_payload
 from ..errors import ConfigError
+from ..nic import protocol as P
 from ..nic import reduce as R
 from ..nic.control import control_meta  # noqa: F401  (re-exported: serve and check build control frames)
 from .defaults import DEFAULT_HEADS, DEFAULT_TOPOLOGY, DEFAULT_TTL
@@ -33,10 +39,25 @@ REDUCE_OPS = (int(ReduceOp.max), int(ReduceOp.sum), int(ReduceOp.merge))
 
 
 def nack_bitmap(frag_cnt: int, missing) -> bytes:
-    """Payload of a ``nack``: one bit per fragment of the message (LSB first), set = missing."""
-    bits = np.zeros((frag_cnt + 7) // 8 * 8, dtype=np.uint8)
-    bits[np.asarray(list(missing), dtype=np.int64)] = 1
-    return np.packbits(bits, bitorder="little").tobytes()
+    """Payload of a ``nack``: one bit per fragment of the message (LSB first), set = missing
+    (``emu.nic.protocol.nack_payload``)."""
+    return P.nack_payload(frag_cnt, missing)
+
+
+def protocol_config(*, rto_min_ps: int | None = None, rto_initial_ps: int | None = None, max_retries: int = 20,
+                    answer_memory: int = 65536) -> P.ProtocolConfig:
+    """The protocol parameters of a kr260 board, as the emulator's profile gives them (a value
+    given here overrides it). A live board answers a probe about one message at most once per
+    ``rto_min_ps``: no honest sender probes faster, a hostile one cannot make it amplify."""
+    from ..nic.cluster import NicConfig
+    from ..workload.profiles import DEFAULTS, load
+
+    hw = load("hw", "kr260")
+    lo = int(hw.get("rto_min_ps", DEFAULTS["hw"]["rto_min_ps"])) if rto_min_ps is None else int(rto_min_ps)
+    init = int(hw.get("rto_initial_ps", DEFAULTS["hw"]["rto_initial_ps"])) if rto_initial_ps is None \
+        else int(rto_initial_ps)
+    return P.ProtocolConfig(rto_min_ps=lo, rto_initial_ps=init, rto_max_ps=NicConfig.rto_max_ps,
+                            max_retries=max_retries, answer_gap_ps=lo, answer_memory=answer_memory)
 
 
 def missing_of(payload) -> list[int]:
@@ -60,6 +81,7 @@ class Role:
     member: bool           # K is a destination: deliver
     forwards: bool         # K has children in the multicast tree: send one copy on
     upstream: int | None   # the board whose copy K takes (nearest board above K in the tree)
+    row: tuple = ()        # K's forwarding row (emu.nic.protocol.tree_rows): [member, egress links...]
 
 
 @dataclass
@@ -95,6 +117,10 @@ class Board:
                 raise ConfigError(f"--group {rid}: boards {bad or 'none'} not in 0..{self.boards - 1}")
         self.parents = reduction_parents(self.G, self.routes, self.boards, self.root, range(self.boards))
         self._roles: dict = {}
+        # link ids as the emulator's network numbers them (sorted edges)
+        self.link_id = {e: i for i, e in enumerate(sorted(self.G.edges))}
+        self.nodes = max(self.G.nodes) + 1
+        self.max_out = max((self.G.out_degree(n) for n in self.G.nodes), default=1)
 
     # ---- reduction tree ----------------------------------------------------------------
 
@@ -130,7 +156,8 @@ class Board:
         """Member, forwarder, and upstream board of this board for a frame from ``src`` to ``dsts``.
 
         The tree is ``emu.topology.multicast_tree`` (the emulator's multicast engine;
-        for one destination it is the unicast route).
+        for one destination it is the unicast route), its rows ``emu.nic.protocol.tree_rows``,
+        the rows the emulator's network installs for it.
         """
         key = (src, dsts)
         role = self._roles.get(key)
@@ -152,14 +179,16 @@ class Board:
             return Role(member, False, None)
         if K not in tree or K == src:
             return Role(member, False, None)
+        rows = P.tree_rows(tree, others, self.nodes, self.max_out, lambda u, v: self.link_id[(u, v)])
+        row = tuple(int(x) for x in rows[K])
         parent_of = {c: p for p, cs in tree.items() for c in cs}
         up = parent_of[K]
         while up >= self.boards:
             up = parent_of[up]
-        return Role(member, bool(tree[K]), up)
+        return Role(bool(row[0]), any(x >= 0 for x in row[1:]), up, row)
 
 
-@lru_cache(maxsize=None)
+@cache
 def head_dim_of(msg_len: int, heads: int, dtype: int) -> int:
     """head_dim of a packed (m, l, o~) state of ``msg_len`` bytes with ``heads`` heads; -1 if none fits."""
     item = R.WIRE_DTYPES[Dtype(dtype)].itemsize
@@ -201,11 +230,12 @@ def result_meta(board: Board, key: tuple, *, op: int, ack_req: bool) -> dict:
     stage, layer, kv_id, collective, _, dtype = key
     meta = dict(stage=stage, layer=layer, kv_id=kv_id, collective=collective, reduce_op=op, dtype=dtype,
                 src_node=board.node, flags=int(Flags.ACK_REQ) if ack_req else 0, ttl=DEFAULT_TTL)
-    if board.node != board.root:
-        return dict(meta, op=int(Op.partial_state), dst_set=1 << board.parent)
-    if collective == Collective.all_reduce:
-        return dict(meta, op=int(Op.reduce_result), dst_set=board.group_bits)
-    return {}
+    out, dsts = P.reduction_result(board.node, board.root, board.parent, collective, range(board.boards))
+    if out is None:
+        return {}
+    # to the whole group, K's own bit included, as a group address (K drops its own frames)
+    dst_set = 1 << dsts[0] if out == Op.partial_state else board.group_bits
+    return dict(meta, op=int(out), dst_set=dst_set)
 
 
 def message(meta: dict, data: bytes | None, mtu: int, msg_id: int | None = None, seq: int | None = None):

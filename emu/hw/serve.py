@@ -1,8 +1,12 @@
 """`emu hw serve`: the NIC of board K as a live device on one interface.
 
 The device reads MCF frames from its raw socket in batches, validates them
-with the batch codec and decides from each header alone (see ``emu.hw.model``
-and docs/hardware.md, "What serve answers"):
+with the batch codec and hands each to board K's ``emu.nic.protocol.BoardProtocol``,
+the protocol code the emulator runs: every decision below (forwarding row, ack,
+probe answer, resend, RTO, reduction, directory) is the protocol's; this module
+does the socket I/O, decoding, bounded reassembly, counting and logging, and maps
+real time to the protocol's integer picoseconds (docs/hardware.md, "What serve
+answers"):
 
 1. malformed frames are counted by reason and dropped;
 2. frames from itself (``src_node == K``) are dropped, except its own
@@ -24,7 +28,8 @@ and docs/hardware.md, "What serve answers"):
    the fragments its bitmap names (RETX, unicast); a probe (an ``ack`` with
    ACK_REQ) about another board's message is answered with an ``ack`` if the
    message is complete, else a ``nack``; K's own messages with ACK_REQ are probed
-   after the RTO, doubling, up to max_retries.
+   after the adaptive RTO (``emu.nic.rto``, the kr260 profile's parameters), backing
+   off, up to max_retries.
 
 A board never dies of a frame: a frame that cannot be handled (a source outside the
 topology, an answer that cannot be addressed, anything unexpected) is counted by reason in
@@ -41,7 +46,7 @@ import heapq
 import sys
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -50,6 +55,7 @@ from ..codec.batch import REASONS, encode_frames, scan_frames
 from ..codec.errors import FrameError
 from ..codec.fragment import Limits
 from ..nic import Directory
+from ..nic import protocol as P
 from ..nic.directory import State
 from . import model as M
 from .rawsock import RawSocket
@@ -80,36 +86,25 @@ class ServeLimits:
 
 
 @dataclass
-class _Reduction:
-    expected: set
-    got: dict = field(default_factory=dict)   # contributor -> msg_len
-    acc: bytes | None = None
-    synth: bool = False
-    ack_req: bool = False
-    msg_len: int = -1
-
-
-@dataclass
 class _Outgoing:
-    """One of the device's own messages that asked for acknowledgements."""
+    """One of the device's own messages that asked for acknowledgements: its frames (for
+    resends) and its slot in the protocol's sender table."""
 
     headers: np.ndarray
     payload: np.ndarray | None
-    waiting: set
-    retries: int = 0
-    due: float = 0.0
+    slot: int
+    due: int = -1   # ps, the timer of the protocol's latest ARM (-1: none)
 
 
 class Device:
     """The NIC of ``board`` on ``sock``; ``run`` serves until stopped."""
 
-    def __init__(self, board: M.Board, sock: RawSocket | None, *, rto: float = 0.002, max_retries: int = 20,
+    def __init__(self, board: M.Board, sock: RawSocket | None, *, protocol: P.ProtocolConfig | None = None,
                  wrong_reduce_op: int | None = None, verbose: bool = False, out=sys.stdout,
-                 limits: ServeLimits = ServeLimits()):
+                 limits: ServeLimits = ServeLimits(), clock=None):
         self.board, self.sock = board, sock
         self.K = board.node
         self.mtu = board.mtu
-        self.rto, self.max_retries = rto, max_retries
         self.wrong_reduce_op = wrong_reduce_op
         self.verbose, self.out = verbose, out
         self.limits = limits
@@ -117,19 +112,21 @@ class Device:
         # the compute engine's own contributions, handed in over the wire
         self.host = Reassembler(limits.reassembly())
         self.directory = Directory(board.boards)
-        self.reductions: dict[tuple, _Reduction] = {}
+        cfg = protocol or M.protocol_config(answer_memory=limits.done_messages)
+        self.proto = P.BoardProtocol(self.K, board.boards, cfg, self.directory)
         self.outgoing: dict[int, _Outgoing] = {}
-        self.timers: list = []
+        self.timers: list = []  # (due ps, msg_id)
         self.done_msgs: dict[tuple, tuple] = {}  # (src, msg_id) -> (seq, frag_cnt) of completed messages
         self.msg_id = 0
         self.seq = 0
         self.count = Counter()
         self.malformed = Counter()
         self.rejected = Counter()   # well-formed frames the device could not act on, by reason
-        self._answered: dict[tuple, float] = {}  # (src, msg_id) -> when a probe of it was last answered
         self.delivered = Counter()
         self.errors: list[str] = []
         self.t0 = time.monotonic()
+        # the protocol's time: integer ps since the device started (``clock`` replaces it in tests)
+        self._now_ps = clock or self._monotonic_ps
 
     # ---- logging -----------------------------------------------------------------------
 
@@ -153,7 +150,7 @@ class Device:
                 return
             wait = 0.2
             if self.timers:
-                wait = min(wait, max(0.0, self.timers[0][0] - now))
+                wait = min(wait, max(0.0, self.t0 + self.timers[0][0] / 1e12 - now))
             if end is not None:
                 wait = min(wait, max(0.0, end - now))
             buf, offsets, _ = self.sock.recv(timeout=wait)
@@ -205,8 +202,10 @@ class Device:
             self.log(f"route_id {int(hdr['route_id'])} not installed: dropped")
             return
         role = self.board.role(src, dsts)
+        # one interface is all of K's ports: a copy heard from anyone but K's upstream
+        # board in the tree is another board's copy, not one for K to forward
         if role.forwards and (from_board is None or from_board == role.upstream):
-            self._forward(hdr, frame)
+            self._forward(role.row, hdr, frame)
         if not role.member:
             if not role.forwards:
                 self.count["not_for_us"] += 1
@@ -226,14 +225,14 @@ class Device:
 
     # ---- forwarding ------------------------------------------------------------------------
 
-    def _forward(self, hdr, frame) -> None:
-        ttl = int(hdr["ttl"])
-        if ttl <= 1:
+    def _forward(self, row, hdr, frame) -> None:
+        _, egress, ttl = P.forward(row, int(hdr["ttl"]))
+        if not egress:
             self.count["ttl_expired"] += 1
             return
         out = np.array(frame, dtype=np.uint8)  # a copy: Ethernet + header + payload
         out[6:12] = np.frombuffer(MAC_PREFIX + self.K.to_bytes(2, "big"), np.uint8)
-        out[14 + 7] = ttl - 1
+        out[14 + 7] = ttl
         self._send(out, np.array([0, len(out)], np.int64))
         self.count["forwarded"] += 1
 
@@ -254,21 +253,28 @@ class Device:
         buf, offsets = encode_frames(h, pay)
         self._send(buf, offsets)
         if int(meta.get("flags", 0)) & Flags.ACK_REQ and waiting:
-            o = self.outgoing[mid] = _Outgoing(h, pay, set(waiting))
-            self._arm(mid, o)
+            slot = self.proto.track(mid, int(h[0]["seq"]), len(h), sorted(waiting))
+            o = self.outgoing[mid] = _Outgoing(h, pay, slot)
+            # the socket has taken the last fragment: it has left, the timer starts
+            self._act(mid, o, self.proto.left(slot, self._now_ps()))
         return mid
 
-    def _ack(self, to: int, msg_id: int, seq: int, *, frag_cnt: int = 0, missing=None) -> None:
-        """Answer ``to`` about its message ``msg_id``: an ack, or a nack naming the missing fragments."""
-        if missing is not None:
-            meta = M.control_meta(self.K, to, Op.nack, msg_id=msg_id, seq=seq)
-            h, pay = M.message(meta, M.nack_bitmap(frag_cnt, missing) if frag_cnt else b"", self.mtu)
-            self.count["nacks_sent"] += 1
-        else:
-            h, pay = M.message(M.control_meta(self.K, to, Op.ack, msg_id=msg_id, seq=seq), b"", self.mtu)
-            self.count["acks_sent"] += 1
-        buf, offsets = encode_frames(h, pay)
-        self._send(buf, offsets)
+    def _answer(self, actions) -> None:
+        """Send the protocol's acks and nacks (answers about another board's message)."""
+        for a in actions:
+            if a[0] == P.ACK:
+                h, pay = M.message(M.control_meta(self.K, a[1], Op.ack, msg_id=a[2], seq=a[3]), b"", self.mtu)
+                self.count["acks_sent"] += 1
+            elif a[0] == P.NACK:
+                h, pay = M.message(M.control_meta(self.K, a[1], Op.nack, msg_id=a[2], seq=a[3]), a[4], self.mtu)
+                self.count["nacks_sent"] += 1
+            elif a[0] == P.LIMITED:
+                self.count["probes_limited"] += 1
+                continue
+            else:
+                continue
+            buf, offsets = encode_frames(h, pay)
+            self._send(buf, offsets)
 
     # ---- delivery ----------------------------------------------------------------------
 
@@ -281,31 +287,16 @@ class Device:
             del self.done_msgs[next(iter(self.done_msgs))]
         self.delivered[_op_name(op)] += 1
         self.log(f"delivered {_op_name(op)} n{src}#{msg.msg_id} ({msg.msg_len} bytes, kv {int(hdr['kv_id'])})")
-        if int(hdr["flags"]) & Flags.ACK_REQ:
-            self._ack(src, msg.msg_id, int(hdr["seq"]))
-        kv = int(hdr["kv_id"])
-        t = self._now_ps()
-        if op == Op.kv_replica:
-            self.directory.add_replica(self.K, kv, msg.msg_len, t)
-            self._directory_log(kv)
-        elif op == Op.drain:
-            self._directory(self.directory.drain, kv, t)
-        elif op == Op.invalidate:
-            self._directory(self.directory.invalidate, kv, t)
-        elif op == Op.partial_state and int(hdr["collective"]) in M.REDUCING:
+        self._answer(self.proto.message_complete(src, msg.msg_id, int(hdr["seq"]),
+                                                 bool(int(hdr["flags"]) & Flags.ACK_REQ)))
+        for _, kv, state, err in self.proto.delivered(op, int(hdr["kv_id"]), msg.msg_len, self._now_ps()):
+            if err:
+                self.error(f"directory: {err}")
+            self.log(f"directory: kv {kv} {state.name}")
+        if op == Op.partial_state and int(hdr["collective"]) in M.REDUCING:
             self._contribution(src, hdr, msg.data, msg.msg_len)
 
-    def _directory(self, fn, kv: int, t: int) -> None:
-        before = len(self.directory.errors)
-        fn(self.K, kv, t)
-        for e in self.directory.errors[before:]:
-            self.error(f"directory: {e}")
-        self._directory_log(kv)
-
-    def _directory_log(self, kv: int) -> None:
-        self.log(f"directory: kv {kv} {self.directory.state(self.K, kv).name}")
-
-    def _now_ps(self) -> int:
+    def _monotonic_ps(self) -> int:
         return int((time.monotonic() - self.t0) * 1e12)
 
     # ---- own frames (the compute engine's contributions) -----------------------------------
@@ -336,53 +327,43 @@ class Device:
         if why:
             self.error(f"contribution from node {src} to kv {key[2]}: {why}")
             return
-        red = self.reductions.get(key)
-        if red is None:
-            if len(self.reductions) >= self.limits.reductions:
-                oldest = next(iter(self.reductions))
-                del self.reductions[oldest]
-                self.count["reductions_evicted"] += 1
-                self.log(f"reduction kv {oldest[2]} evicted: {self.limits.reductions} waiting")
-            red = self.reductions[key] = _Reduction(expected={self.K, *self.board.children()}, msg_len=msg_len)
-        if src not in red.expected:
-            self.error(f"contribution from node {src} to kv {key[2]}: not a child of node {self.K} "
-                       f"in the reduction tree to {self.board.root}")
-            return
-        if src in red.got:
-            self.error(f"second contribution from node {src} to kv {key[2]} ignored")
-            return
-        if msg_len != red.msg_len:
-            self.error(f"contribution from node {src} to kv {key[2]}: {msg_len} bytes, earlier ones {red.msg_len}")
-            return
-        red.got[src] = msg_len
-        red.ack_req |= bool(int(hdr["flags"]) & Flags.ACK_REQ)
         eff = op if self.wrong_reduce_op is None else self.wrong_reduce_op
-        if data is None:
-            red.synth = True
-        elif not red.synth:
-            red.acc = M.combine(eff, dtype, self.board.heads, red.acc, data)
-        self.log(f"reduction kv {key[2]}: {len(red.got)}/{len(red.expected)} contributions")
-        if len(red.got) == len(red.expected):
-            del self.reductions[key]
-            self._reduced(key, red, eff)
+        heads = self.board.heads
+        acts = self.proto.contribute(key, src, data, msg_len, expected={self.K, *self.board.children()},
+                                     combine=lambda acc, x: M.combine(eff, dtype, heads, acc, x),
+                                     ack_req=bool(int(hdr["flags"]) & Flags.ACK_REQ), limit=self.limits.reductions)
+        for a in acts:
+            if a[0] == P.EVICTED:
+                self.count["reductions_evicted"] += 1
+                self.log(f"reduction kv {a[1][2]} evicted: {self.limits.reductions} waiting")
+            elif a[0] == P.REDUCE_ERROR:
+                self.error(f"kv {key[2]}: {a[1]} (reduction tree to {self.board.root})")
+            elif a[0] == P.WAITING:
+                self.log(f"reduction kv {key[2]}: {a[2]}/{a[3]} contributions")
+            elif a[0] == P.REDUCED:
+                self._reduced(key, a[2], a[3], a[4], eff)
 
-    def _reduced(self, key, red: _Reduction, op: int) -> None:
-        meta = M.result_meta(self.board, key, op=op, ack_req=red.ack_req)
+    def _reduced(self, key, acc: bytes | None, ack_req: bool, msg_len: int, op: int) -> None:
+        meta = M.result_meta(self.board, key, op=op, ack_req=ack_req)
         self.count["reductions"] += 1
         if not meta:
             self.delivered["reduce_result"] += 1
             self.log(f"reduction kv {key[2]} complete at the root")
             return
-        data = None if red.synth else red.acc
-        if data is None:
-            meta["msg_len"] = red.msg_len
+        if acc is None:
+            meta["msg_len"] = msg_len
         if meta["op"] == Op.partial_state:
             waiting = {self.board.parent}
         else:
             waiting = set(range(self.board.boards)) - {self.K}
-        mid = self.originate(meta, data, waiting=waiting)
+        mid = self.originate(meta, acc, waiting=waiting)
         self.log(f"reduction kv {key[2]} complete: {Op(meta['op']).name} n{self.K}#{mid} to "
                  f"{sorted(waiting)}")
+
+    @property
+    def reductions(self) -> dict:
+        """Reductions waiting for contributions (the protocol's table)."""
+        return self.proto.reductions
 
     # ---- reliability -------------------------------------------------------------------------
 
@@ -390,57 +371,63 @@ class Device:
         """An ack, nack or probe addressed to this board (header-only; a nack carries its bitmap)."""
         src, op = int(hdr["src_node"]), int(hdr["op"])
         mid, seq = int(hdr["msg_id"]), int(hdr["seq"])
+        now = self._now_ps()
         if op == Op.ack and int(hdr["flags"]) & Flags.ACK_REQ:
             # a probe: the source asks whether its message arrived whole
-            key = (src, mid)
-            # one answer per message and answer kind per RTO: a message completing in
-            # between (nack, then ack) is still told at once
-            if not self._may_answer((src, mid, key in self.done_msgs)):
-                self.count["probes_limited"] += 1
-                return
-            self.count["probes_answered"] += 1
-            if key in self.done_msgs:
-                self._ack(src, mid, self.done_msgs[key][0])
-                return
-            p = self.reasm.pending_of(src, mid)
-            if p is None:
-                self._ack(src, mid, seq, missing=[])  # nothing of it here: an empty bitmap, resend all
+            done = self.done_msgs.get((src, mid))
+            if done is not None:
+                acts = self.proto.probe_arrived(src, mid, done[0], now, complete=True)
             else:
-                self._ack(src, mid, seq, frag_cnt=p.frag_cnt, missing=p.missing)
+                p = self.reasm.pending_of(src, mid)
+                acts = self.proto.probe_arrived(src, mid, seq, now, complete=False,
+                                                frag_cnt=p.frag_cnt if p else 0, missing=p.missing if p else ())
+            if acts[0][0] != P.LIMITED:
+                self.count["probes_answered"] += 1
+            self._answer(acts)
             return
         o = self.outgoing.get(mid)
         if op == Op.ack:
             self.count["acks_received"] += 1
             if o is not None:
-                o.waiting.discard(src)
-                if not o.waiting:
-                    del self.outgoing[mid]
+                self._act(mid, o, self.proto.ack_arrived(o.slot, src, now))
             return
         self.count["nacks_received"] += 1
         if o is not None:
-            missing = M.missing_of(payload) if len(payload) and not int(hdr["flags"]) & Flags.SYNTH else []
-            self._resend(o, src, missing or range(len(o.headers)))
+            bitmap = b"" if int(hdr["flags"]) & Flags.SYNTH else bytes(payload)
+            self._act(mid, o, self.proto.nack_arrived(o.slot, src, bitmap, now))
 
-    def _may_answer(self, key) -> bool:
-        """At most one answer per ``key`` per RTO (an honest sender's probes are that far apart)."""
-        now = time.monotonic()
-        last = self._answered.pop(key, None)
-        if last is not None and now - last < self.rto:
-            self._answered[key] = last
-            return False
-        self._answered[key] = now
-        # oldest first: forget answers that can no longer limit anything, and bound the rest
-        while self._answered:
-            k0 = next(iter(self._answered))
-            if now - self._answered[k0] < self.rto and len(self._answered) <= self.limits.done_messages:
-                break
-            del self._answered[k0]
-        return True
+    def _act(self, mid: int, o: _Outgoing, actions) -> None:
+        """Carry out the protocol's actions about the device's own message ``mid``."""
+        resent = False
+        for a in actions:
+            kind = a[0]
+            if kind == P.ARM:
+                o.due = a[2]
+                if o.due >= 0:
+                    heapq.heappush(self.timers, (o.due, mid))
+                elif not self.proto.waiting(o.slot):
+                    self.proto.release(o.slot)
+                    del self.outgoing[mid]
+            elif kind == P.RESEND:
+                self._resend(o, a[2], a[3])
+                resent = True
+            elif kind == P.PROBE:
+                seq = int(o.headers[0]["seq"])
+                h, pay = M.message(M.control_meta(self.K, a[2], Op.ack, msg_id=mid, seq=seq, probe=True), b"",
+                                   self.mtu)
+                buf, offsets = encode_frames(h, pay)
+                self._send(buf, offsets)
+                self.count["probes_sent"] += 1
+            elif kind == P.FAILED:
+                self.error(f"message n{self.K}#{mid}: no acknowledgement from {sorted(a[2])} after {a[3]} probes")
+                self.proto.release(o.slot)
+                del self.outgoing[mid]
+        if resent and mid in self.outgoing:
+            # the socket has taken the resent fragments: they have left, the timer restarts
+            self._act(mid, o, self.proto.resend_left(o.slot, self._now_ps()))
 
-    def _resend(self, o: _Outgoing, to: int, missing) -> None:
-        idx = [i for i in missing if 0 <= i < len(o.headers)]
-        if not idx:
-            return
+    def _resend(self, o: _Outgoing, to: int, frags) -> None:
+        idx = [int(i) for i in frags]
         h = o.headers[idx].copy()
         h["flags"] |= np.uint8(Flags.RETX)
         h["dst_set"] = 1 << to
@@ -453,30 +440,14 @@ class Device:
         self._send(buf, offsets)
         self.count["retransmitted"] += len(idx)
 
-    def _arm(self, mid: int, o: _Outgoing) -> None:
-        o.due = time.monotonic() + self.rto * (1 << min(o.retries, 6))
-        heapq.heappush(self.timers, (o.due, mid))
-
     def _run_timers(self) -> None:
-        now = time.monotonic()
+        now = self._now_ps()
         while self.timers and self.timers[0][0] <= now:
             due, mid = heapq.heappop(self.timers)
             o = self.outgoing.get(mid)
             if o is None or o.due != due:
-                continue
-            if o.retries >= self.max_retries:
-                self.error(f"message n{self.K}#{mid}: no acknowledgement from {sorted(o.waiting)} "
-                           f"after {o.retries} probes")
-                del self.outgoing[mid]
-                continue
-            o.retries += 1
-            seq = int(o.headers[0]["seq"])
-            for d in sorted(o.waiting):
-                h, pay = M.message(M.control_meta(self.K, d, Op.ack, msg_id=mid, seq=seq, probe=True), b"", self.mtu)
-                buf, offsets = encode_frames(h, pay)
-                self._send(buf, offsets)
-                self.count["probes_sent"] += 1
-            self._arm(mid, o)
+                continue  # stopped or restarted since
+            self._act(mid, o, self.proto.timer_due(o.slot, now))
 
     # ---- summary -----------------------------------------------------------------------------
 

@@ -20,6 +20,11 @@ to do. Here that is:
   those fragments by unicast. Duplicates are discarded at the receiver and never
   reach the application.
 
+Every decision of reliable delivery, reductions and the replica directory is made by
+each board's ``emu.nic.protocol.BoardProtocol``, the code `emu hw serve` runs too; this
+module turns its actions into network messages and simulator timers, and keeps the
+message-level accounting the replay needs (packetizer FIFOs, transfers, counters).
+
 Functional mode carries real payload bytes, copied when the send is handed
 over (reductions compute real numbers); timing mode only lengths. Both run the
 same paths and give identical timing.
@@ -32,14 +37,13 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
-import numpy as np
-
 from ..codec import Collective, Dtype, Flags, Op, ReduceOp, Stage, max_payload
 from ..codec.fragment import MAX_FRAGS
 from ..errors import ConfigError
 from ..net import Network
 from ..net.ethernet import frame_sizes
 from ..topology import multicast_tree, reduction_parents
+from . import protocol as P
 from . import reduce as R
 from .control import control_meta
 from .directory import Directory
@@ -60,6 +64,14 @@ class NicConfig:
     rto_initial_ps: int = 1_000_000_000  # 1 ms, before the first RTT sample of a pair
     rto_max_ps: int = 64_000_000_000     # 64 ms, the back-off ceiling
     max_retries: int = 20
+    # A probe about one message is answered at most once per this gap (emu.nic.protocol);
+    # 0: every probe is answered (honest senders only; docs/nic.md says why 0 here).
+    probe_answer_gap_ps: int = 0
+
+    def protocol(self) -> P.ProtocolConfig:
+        return P.ProtocolConfig(rto_min_ps=self.rto_min_ps, rto_initial_ps=self.rto_initial_ps,
+                                rto_max_ps=self.rto_max_ps, max_retries=self.max_retries,
+                                answer_gap_ps=self.probe_answer_gap_ps)
 
 
 @dataclass
@@ -87,15 +99,39 @@ class Transfer:
 
 @dataclass
 class _Part:
+    """One message of a transfer; its reliability state is the source board's protocol slot."""
+
     transfer: Transfer
     msg: object = None
-    acked: set = field(default_factory=set)
-    retries: int = 0          # timeouts so far; > 0 means no RTT sample (Karn)
+    proto: P.BoardProtocol | None = None
+    slot: int = -1            # row in proto's sender table while it waits for acks
     timer: object = None
     sent: bool = False
     streams: int = 0
-    left_at: int | None = None   # when the last fragment left the wire (the timer's start)
-    resending: bool = False   # resent fragments still to leave the wire
+    final: tuple = (frozenset(), None, 0)   # (acked, left_at, retries) once the slot is released
+
+    def release(self) -> None:
+        """Every receiver acked: keep what the slot said, and free it."""
+        self.final = (frozenset(self.acked), self.left_at, self.retries)
+        self.proto.release(self.slot)
+        self.slot = -1
+
+    @property
+    def acked(self) -> set:
+        return self.proto.acked(self.slot) if self.slot >= 0 else set(self.final[0])
+
+    @property
+    def left_at(self) -> int | None:
+        """When the last fragment left the wire (the timer's start)."""
+        if self.slot < 0:
+            return self.final[1]
+        t = int(self.proto.OUT[self.slot, P.O_LEFT_AT])
+        return None if t < 0 else t
+
+    @property
+    def retries(self) -> int:
+        """Timeouts so far; > 0 means no RTT sample (Karn)."""
+        return int(self.proto.OUT[self.slot, P.O_RETRIES]) if self.slot >= 0 else self.final[2]
 
 
 class Cluster:
@@ -114,7 +150,8 @@ class Cluster:
         self._seq = [0] * self.boards
         self.retransmitted_frames = 0
         self.control_frames_by_op = dict.fromkeys(CONTROL_OPS, 0)
-        self._rto: dict[tuple[int, int], RtoEstimator] = {}
+        self.proto = [P.BoardProtocol(b, self.boards, config.protocol(), self.directory) for b in range(self.boards)]
+        self._reductions = 0
         self.failures: list[str] = []
         if max_payload(config.mtu) <= 0:
             raise ConfigError(f"mtu {config.mtu} leaves no room for payload")
@@ -215,14 +252,18 @@ class Cluster:
         nfrags, full, last = frame_sizes(size, self.config.mtu)
         mid = self._msg_ids[tr.src]
         self._msg_ids[tr.src] = (mid + 1) & 0xFFFFFFFF
-        meta = dict(tr.meta, msg_id=mid, seq=self._seq[tr.src], msg_len=size,
+        seq = self._seq[tr.src]
+        meta = dict(tr.meta, msg_id=mid, seq=seq, msg_len=size,
                     flags=int(Flags.ACK_REQ) if self.config.reliable else 0)
-        self._seq[tr.src] = (self._seq[tr.src] + nfrags) & 0xFFFFFFFF
+        self._seq[tr.src] = (seq + nfrags) & 0xFFFFFFFF
         part.streams = len(self.net.first_hops(route, tr.src))
         if tr.meta["op"] in (Op.drain, Op.invalidate):
             self.control_frames_by_op[Op(tr.meta["op"]).name] += nfrags * part.streams
         part.msg = self.net.send(tr.src, dsts, nfrags, full, last, route=route, track=self.config.reliable,
                                  on_event=self._on_event, meta=(meta, part))
+        part.proto = self.proto[tr.src]
+        if self.config.reliable and part.streams:
+            part.slot = part.proto.track(mid, seq, nfrags, part.msg.dsts)
         if part.streams == 0:
             tr.failed = f"no route from node {tr.src} to {list(dsts)}"
             self.failures.append(f"send {tr.id}: {tr.failed}")
@@ -239,10 +280,9 @@ class Cluster:
             if not part.sent:
                 part.sent = True
                 self._part_left(part)
-            elif part.resending:
+            elif part.slot >= 0 and part.proto.OUT[part.slot, P.O_RESENDING]:
                 # The resends have left: the retransmission timer starts again from now.
-                part.resending = False
-                self._arm(part)
+                self._act(part, part.proto.resend_left(part.slot, self.sim.now))
         elif kind == "done":
             self._delivered_part(part, node)
 
@@ -250,9 +290,8 @@ class Cluster:
         tr = part.transfer
         if all(p.sent for p in tr.parts):
             self._left(tr)
-        if self.config.reliable and part.streams:
-            part.left_at = self.sim.now
-            self._arm(part)
+        if part.slot >= 0:
+            self._act(part, part.proto.left(part.slot, self.sim.now))
 
     def _left(self, tr: Transfer) -> None:
         """Every frame of the send is out of the packetizer: its FIFO space is free again."""
@@ -262,8 +301,9 @@ class Cluster:
 
     def _delivered_part(self, part: _Part, node: int) -> None:
         tr = part.transfer
-        if self.config.reliable:
-            self._control(node, tr.src, Op.ack, lambda t, _, p=part, n=node: self._acked(p, n, t), part)
+        about = part.msg.meta[0]
+        self._answer_acts(part, node, self.proto[node].message_complete(tr.src, about["msg_id"], about["seq"],
+                                                                        self.config.reliable))
         if len(tr.parts) == 1 or all(self.net.received(p.msg, node) == p.msg.nfrags for p in tr.parts):
             self._delivered(tr, node)
 
@@ -271,14 +311,8 @@ class Cluster:
         if node in tr.delivered:
             return
         tr.delivered[node] = self.sim.now
-        # The directory follows the Meta of what actually arrived.
-        op, kv = tr.meta["op"], tr.meta["kv_id"]
-        if op == Op.kv_replica:
-            self.directory.add_replica(node, kv, tr.nbytes, self.sim.now)
-        elif op == Op.drain:
-            self.directory.drain(node, kv, self.sim.now)
-        elif op == Op.invalidate:
-            self.directory.invalidate(node, kv, self.sim.now)
+        # The directory follows the Meta of what actually arrived (the receiver's protocol).
+        self.proto[node].delivered(tr.meta["op"], tr.meta["kv_id"], tr.nbytes, self.sim.now)
         if tr.on_delivered:
             tr.on_delivered(tr, node, self.sim.now)
         if tr.complete and tr.on_complete:
@@ -300,12 +334,9 @@ class Cluster:
         return sum(self.control_frames_by_op.values())
 
     def rto(self, src: int, dst: int) -> RtoEstimator:
-        """The retransmission-timeout estimator ``src`` keeps for ``dst``."""
-        est = self._rto.get((src, dst))
-        if est is None:
-            cfg = self.config
-            est = self._rto[(src, dst)] = RtoEstimator(cfg.rto_min_ps, cfg.rto_initial_ps, cfg.rto_max_ps)
-        return est
+        """The retransmission-timeout estimator ``src`` keeps for ``dst`` (a view of its protocol's table)."""
+        cfg = self.config
+        return RtoEstimator(cfg.rto_min_ps, cfg.rto_initial_ps, cfg.rto_max_ps, self.proto[src].RT, dst)
 
     def _control(self, src: int, dst: int, op: Op, on_done, part: _Part, payload: bytes = b"",
                  probe: bool = False) -> None:
@@ -323,81 +354,63 @@ class Cluster:
 
         self.net.send(src, [dst], nfrags, full, last, on_event=done, meta=(meta, None))
 
-    def _waiting(self, part: _Part) -> list[int]:
-        return [d for d in part.msg.dsts if d not in part.acked]
+    def _act(self, part: _Part, actions) -> None:
+        """Carry out the source board's protocol actions about ``part``'s message."""
+        for a in actions:
+            kind = a[0]
+            if kind == P.ARM:
+                if part.timer is not None:
+                    part.timer.cancel()
+                    part.timer = None
+                if a[2] >= 0:
+                    part.timer = self.sim.at(a[2], self._timeout, part)
+            elif kind == P.PROBE:
+                # The receiver answers with an ACK if complete, else a NACK of what it misses.
+                self._control(part.msg.src, a[2], Op.ack, lambda t, _, p=part, n=a[2]: self._probed(p, n, t),
+                              part, probe=True)
+            elif kind == P.RESEND:
+                self.retransmitted_frames += int(a[3].size)
+                self.net.resend(part.msg, a[2], a[3])
+            elif kind == P.FAILED:
+                tr = part.transfer
+                tr.failed = f"no acknowledgement from {a[2]} after {a[3]} retries"
+                self.failures.append(f"send {tr.id} from node {tr.src}: {tr.failed}")
 
-    def _arm(self, part: _Part) -> None:
-        """(Re)start the message's retransmission timer: the largest RTO of the receivers still silent."""
-        if part.timer is not None:
-            part.timer.cancel()
-            part.timer = None
-        waiting = self._waiting(part)
-        if waiting and part.retries <= self.config.max_retries:
-            rto = max(self.rto(part.msg.src, d).rto for d in waiting)
-            part.timer = self.sim.after(rto, self._timeout, part)
+    def _answer_acts(self, part: _Part, node: int, actions) -> None:
+        """Carry out receiver ``node``'s protocol answers (ack, nack) about ``part``'s message."""
+        src = part.msg.src
+        for a in actions:
+            if a[0] == P.ACK:
+                self._control(node, src, Op.ack, lambda t, _, p=part, n=node: self._acked(p, n, t), part)
+            elif a[0] == P.NACK:
+                self._control(node, src, Op.nack, lambda t, pl, p=part, n=node: self._nacked(p, n, pl, t),
+                              part, a[4])
 
     def _acked(self, part: _Part, node: int, t: int) -> None:
-        if node in part.acked:
-            return
-        part.acked.add(node)
-        # Karn: only a message never probed nor resent gives a sample; it times what the timer times.
-        if part.retries == 0 and part.left_at is not None:
-            self.rto(part.msg.src, node).sample(t - part.left_at)
-        if not self._waiting(part) and part.timer is not None:
-            part.timer.cancel()
-            part.timer = None
+        if part.slot < 0:
+            return  # every receiver had acked already
+        self._act(part, part.proto.ack_arrived(part.slot, node, t))
+        if not part.proto.waiting(part.slot):
+            part.release()
 
     def _timeout(self, part: _Part) -> None:
         part.timer = None
-        waiting = self._waiting(part)
-        if not waiting:
-            return
-        if part.retries >= self.config.max_retries:
-            tr = part.transfer
-            tr.failed = f"no acknowledgement from {waiting} after {part.retries} retries"
-            self.failures.append(f"send {tr.id} from node {tr.src}: {tr.failed}")
-            part.retries += 1  # past max_retries: the timer is never armed again
-            return
-        part.retries += 1
-        src = part.msg.src
-        for d in waiting:
-            self.rto(src, d).backoff()
-            # Probe: the receiver answers with an ACK if complete, else a NACK of what it misses.
-            self._control(src, d, Op.ack, lambda t, _, p=part, n=d: self._answer(p, n), part, probe=True)
-        self._arm(part)
+        self._act(part, part.proto.timer_due(part.slot, self.sim.now))
 
-    def _answer(self, part: _Part, node: int) -> None:
+    def _probed(self, part: _Part, node: int, t: int) -> None:
         """A probe reached receiver ``node``: it answers from its own bitmap, as it is now."""
         missing = self.net.missing(part.msg, node)
-        src = part.msg.src
-        if missing.size == 0:
-            self._control(node, src, Op.ack, lambda t, _, p=part, n=node: self._acked(p, n, t), part)
-        else:
-            bitmap = np.zeros(part.msg.nfrags, np.uint8)
-            bitmap[missing] = 1
-            payload = np.packbits(bitmap, bitorder="little").tobytes()  # bit i set: fragment i missing
-            self._control(node, src, Op.nack, lambda t, pl, p=part, n=node: self._resend(p, n, pl), part, payload)
+        about = part.msg.meta[0]
+        self._answer_acts(part, node, self.proto[node].probe_arrived(
+            part.msg.src, about["msg_id"], about["seq"], t, complete=missing.size == 0,
+            frag_cnt=part.msg.nfrags, missing=missing))
 
-    def _resend(self, part: _Part, node: int, nack: bytes) -> None:
-        """A NACK from ``node`` arrived: resend exactly the fragments its bitmap names."""
-        if node in part.acked:
-            return  # an ACK overtook this NACK: the receiver has everything
-        bits = np.unpackbits(np.frombuffer(nack, np.uint8), bitorder="little")[: part.msg.nfrags]
-        missing = np.flatnonzero(bits)
-        if not missing.size:
-            return
-        self.retransmitted_frames += int(missing.size)
-        hops = len(self.net.first_hops(node, part.msg.src))
-        self.net.resend(part.msg, node, missing)
-        # The timer restarts when the resent fragments have left the wire ("sent"); without a
-        # route nothing leaves, so it restarts now and the probes go on until max_retries.
-        if part.timer is not None:
-            part.timer.cancel()
-            part.timer = None
-        if hops:
-            part.resending = True
-        elif not part.resending:
-            self._arm(part)
+    def _nacked(self, part: _Part, node: int, nack: bytes, t: int) -> None:
+        """A NACK from ``node`` arrived: the source's protocol resends exactly what it names."""
+        if part.slot < 0:
+            return  # an ACK overtook this NACK: every receiver has everything
+        routed = bool(self.net.first_hops(node, part.msg.src))
+        self._act(part, part.proto.nack_arrived(part.slot, node, nack, self.sim.now, routed=routed))
 
     # ---- results -------------------------------------------------------------------------
 
@@ -438,7 +451,10 @@ class Cluster:
 
 
 class Reduction:
-    """Reduce (optionally all-reduce) contributions of ``group`` to ``root`` along a board tree."""
+    """Reduce (optionally all-reduce) contributions of ``group`` to ``root`` along a board tree.
+
+    Each board's protocol (``BoardProtocol.contribute``) folds what reaches it and says when
+    its own and its children's contributions are in; this object sends the result on."""
 
     def __init__(self, cluster, group, root, op, nbytes, dtype, heads, head_dim, functional, stage, layer, kv_id,
                  on_complete):
@@ -449,43 +465,45 @@ class Reduction:
         self.functional, self.stage, self.layer, self.kv_id = functional, stage, layer, kv_id
         self.on_complete = on_complete
         self.parent = cluster.board_tree(root, group)
-        self.waiting = {n: 1 + sum(1 for c, p in self.parent.items() if p == n) for n in group}
-        self.acc: dict[int, bytes | None] = {}
+        self.expected = {n: frozenset([n, *(c for c, p in self.parent.items() if p == n)]) for n in group}
+        self.key = ("reduction", cluster._reductions)  # this reduction in every board's protocol
+        cluster._reductions += 1
         self.result = None
         self.done_at = None
 
-    def _fold(self, node: int, payload) -> None:
-        if self.functional:
-            prev = self.acc.get(node)
-            self.acc[node] = payload if prev is None else R.combine(
-                self.op, prev, payload, dtype=self.dtype, heads=self.heads, head_dim=self.head_dim)
-        else:
-            self.acc.setdefault(node, None)
-        self.waiting[node] -= 1
-        if self.waiting[node] == 0:
-            self._forward(node)
+    def _combine(self, acc: bytes, payload: bytes) -> bytes:
+        return R.combine(self.op, acc, payload, dtype=self.dtype, heads=self.heads, head_dim=self.head_dim)
+
+    def _fold(self, node: int, src: int, payload) -> None:
+        # a child's contribution came in a message, with ACK_REQ when reliable; one's own did not
+        ack_req = src != node and self.c.config.reliable
+        for a in self.c.proto[node].contribute(self.key, src, payload if self.functional else None, self.nbytes,
+                                                expected=self.expected[node], combine=self._combine, ack_req=ack_req):
+            if a[0] == P.REDUCED:
+                self._forward(node, a[2])
+            elif a[0] == P.REDUCE_ERROR:
+                self.c.failures.append(f"reduction to {self.root} at node {node}: {a[1]}")
 
     def contribute(self, node: int, payload: bytes | None = None) -> None:
         """``node``'s own contribution is ready now (payload bytes in functional mode)."""
-        if node not in self.waiting:
+        if node not in self.expected:
             raise ConfigError(f"node {node} is not in the reduction group {list(self.group)}")
         if self.functional and (payload is None or len(payload) != self.nbytes):
             raise ValueError(f"contribution of node {node} must be {self.nbytes} bytes")
-        self._fold(node, payload)
+        self._fold(node, node, payload)
 
-    def _forward(self, node: int) -> None:
+    def _forward(self, node: int, acc) -> None:
         now = self.c.sim.now
-        if node == self.root:
-            self.result, self.done_at = self.acc.get(node), now
+        op, dsts = P.reduction_result(node, self.root, self.parent.get(node), Collective.reduce, self.group)
+        if op is None:
+            self.result, self.done_at = acc, now
             if self.on_complete:
                 self.on_complete(self, now)
             return
-        parent = self.parent[node]
-        payload = self.acc.get(node)
-        self.c.send(node, [parent], self.nbytes, data=payload if self.functional else None,
-                    op=Op.partial_state, stage=self.stage, collective=Collective.reduce, reduce_op=self.op,
+        self.c.send(node, dsts, self.nbytes, data=acc if self.functional else None,
+                    op=op, stage=self.stage, collective=Collective.reduce, reduce_op=self.op,
                     dtype=self.dtype, layer=self.layer, kv_id=self.kv_id,
-                    on_delivered=lambda tr, n, t: self._fold(n, tr.data))  # what arrived, not our buffer
+                    on_delivered=lambda tr, n, t: self._fold(n, tr.src, tr.data))  # what arrived, not our buffer
 
 
 class AllToAll:

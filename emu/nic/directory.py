@@ -22,6 +22,21 @@ class State(enum.IntEnum):
     DRAINING = 2
 
 
+def replica_transition(state: State | None, op: str) -> tuple[State | None, bool]:
+    """The state a replica moves to when ``op`` ("replica", "drain", "invalidate") arrives in
+    ``state`` (None: no entry), and whether that is legal. A second copy of a live replica
+    changes nothing; draining or invalidating a block a node does not hold is an error and
+    changes nothing. (emu.nic.protocol re-exports it: it is part of the board's protocol.)"""
+    live = state is not None and state != State.INVALID
+    if op == "replica":
+        return (state if live else State.VALID), True
+    if op == "drain":
+        return (State.DRAINING, True) if live else (state, False)
+    if op == "invalidate":
+        return (State.INVALID, True) if live else (state, False)
+    raise ValueError(f"no replica transition {op!r}")
+
+
 @dataclass
 class NodeMemory:
     owner: int = 0
@@ -72,28 +87,35 @@ class Directory:
         entry = self.replicas.get((node, kv_id))
         return State(entry[0]) if entry else State.INVALID
 
-    def add_replica(self, node: int, kv_id: int, nbytes: int, t: int) -> None:
+    def _state_of(self, node: int, kv_id: int):
         entry = self.replicas.get((node, kv_id))
-        if entry and entry[0] != State.INVALID:
+        return (State(entry[0]) if entry else None), entry
+
+    def add_replica(self, node: int, kv_id: int, nbytes: int, t: int) -> None:
+        state, _ = self._state_of(node, kv_id)
+        new, _ = replica_transition(state, "replica")
+        if new == state:
             return  # a duplicate copy changes nothing
-        self.replicas[(node, kv_id)] = [State.VALID, nbytes]
+        self.replicas[(node, kv_id)] = [new, nbytes]
         self.memory[node].replica += nbytes
         self._live_replicas += 1
         self._record(t, node)
 
     def drain(self, node: int, kv_id: int, t: int) -> None:
-        entry = self.replicas.get((node, kv_id))
-        if entry is None or entry[0] == State.INVALID:
+        state, entry = self._state_of(node, kv_id)
+        new, ok = replica_transition(state, "drain")
+        if not ok:
             self.errors.append(f"t={t}ps: drain of block {kv_id} at node {node}, which holds no valid replica")
             return
-        entry[0] = State.DRAINING
+        entry[0] = new
 
     def invalidate(self, node: int, kv_id: int, t: int) -> None:
-        entry = self.replicas.get((node, kv_id))
-        if entry is None or entry[0] == State.INVALID:
+        state, entry = self._state_of(node, kv_id)
+        new, ok = replica_transition(state, "invalidate")
+        if not ok:
             self.errors.append(f"t={t}ps: invalidate of block {kv_id} at node {node}, which holds no replica")
             return
-        entry[0] = State.INVALID
+        entry[0] = new
         self.memory[node].replica -= entry[1]
         self._live_replicas -= 1
         self._record(t, node)

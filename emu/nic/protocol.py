@@ -1,0 +1,478 @@
+"""One board's NIC protocol: the code the emulator and `emu hw serve` both run.
+
+What a board does with a frame or a completed message, as a per-board state machine
+driven by events and answering with actions. It knows nothing of sockets, simulated
+time or the event engine: time is an integer of picoseconds given with each event, and
+timers are actions ("arm the timer of message s for time t") the driver keeps.
+
+Events (methods of ``BoardProtocol``) and the actions they return:
+
+============================  ===============================================================
+event                         actions
+============================  ===============================================================
+``track``                     (the compute engine handed the NIC an ACK_REQ message; nothing)
+``left``                      its last fragment left the wire: ``ARM``
+``ack_arrived``               ``ARM`` (cancel: due -1) once every receiver has acked
+``nack_arrived``              ``RESEND`` of exactly the fragments the bitmap names, ``ARM``
+``resend_left``               the resent fragments left the wire: ``ARM``
+``timer_due``                 ``PROBE`` per silent receiver and ``ARM``, or ``FAILED``
+``probe_arrived``             ``ACK`` or ``NACK`` (bitmap), at most one per message per gap
+``message_complete``          ``ACK`` if it asked for one
+``delivered``                 directory update (``DIRECTORY``)
+``contribute``                ``REDUCED`` once own + children's contributions are in
+============================  ===============================================================
+
+Plus the rules both drivers call as functions: ``tree_rows`` / ``unicast_rows`` build a
+node's forwarding row from ``emu.topology`` trees and routes (the same rows the network
+kernel's FW table holds) and ``forward`` reads one; ``replica_transition`` is the
+directory's state change; ``nack_payload`` / ``nack_frags`` the nack bitmap;
+``reduction_result`` where a complete reduction goes.
+
+State lives in plain int64 tables: the sender's messages (``OUT``, one row per message
+awaiting acks: columns ``O_*``), their receivers (``OD``: node, acked) and the RTO table
+of ``emu.nic.rto`` (one row per peer). The module-level functions that change them
+(``arm``, ``ack``, ``timeout``, ``nack_accepted``) take tables and scalars only and are
+compiled with numba, so a compiled loop calls the very functions the drivers call
+(``.py_func`` is each in Python). The receiver's answer memory and the reduction
+accumulators are Python (a dict and bytes); docs/nic.md says what that leaves for the
+compiled loop.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from numba import njit
+
+from ..codec import Collective, Op
+from .directory import State, replica_transition  # noqa: F401  (the directory's rule, re-exported)
+from .rto import RTO, rto_backoff, rto_sample, rto_table
+
+# ---- parameters -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ProtocolConfig:
+    """What a board's protocol is installed with (the emulator's NicConfig and serve's options)."""
+
+    rto_min_ps: int = 100_000_000        # 100 us (docs/nic.md, "Adaptive timeout")
+    rto_initial_ps: int = 1_000_000_000  # 1 ms
+    rto_max_ps: int = 64_000_000_000     # 64 ms
+    max_retries: int = 20
+    # A probe about one message is answered at most once per this many ps (plus once more
+    # when the message completes in between); 0: every probe is answered.
+    answer_gap_ps: int = 0
+    answer_memory: int = 65536           # answers remembered for that limit
+
+
+# ---- actions ------------------------------------------------------------------------------------
+# Plain tuples, kind first:
+ARM = "arm"              # (ARM, slot, due_ps): (re)start the message's timer; due -1: stop it
+PROBE = "probe"          # (PROBE, slot, node): ask a silent receiver (an ack with ACK_REQ)
+RESEND = "resend"        # (RESEND, slot, node, frags): these fragments again, unicast, RETX
+FAILED = "failed"        # (FAILED, slot, waiting, retries): no ack after max_retries timeouts
+ACK = "ack"              # (ACK, to, msg_id, seq): the message is here whole
+NACK = "nack"            # (NACK, to, msg_id, seq, payload): the bitmap of what is missing
+LIMITED = "limited"      # (LIMITED, to, msg_id): a probe not answered again within the gap
+DIRECTORY = "directory"  # (DIRECTORY, kv, state or None, error or None)
+REDUCED = "reduced"      # (REDUCED, key, acc, ack_req, msg_len): send up / deliver (reduction_result)
+REDUCE_ERROR = "reduce_error"  # (REDUCE_ERROR, text)
+WAITING = "waiting"      # (WAITING, key, got, expected): a contribution folded, more to come
+EVICTED = "evicted"      # (EVICTED, key): the oldest waiting reduction dropped (the bound)
+
+# ---- the sender's tables ----------------------------------------------------------------------
+
+O_MSG_ID, O_SEQ, O_NFRAGS, O_RETRIES, O_LEFT_AT, O_DUE, O_RESENDING, O_DPTR, O_DEND, O_LIVE = range(10)
+O_COLS = 10
+D_NODE, D_ACKED = 0, 1
+D_COLS = 2
+
+
+def waiting(OUT, OD, s):
+    """Receivers of message ``s`` that have not acked, in the order they were given."""
+    d0, d1 = OUT[s, O_DPTR], OUT[s, O_DEND]
+    out = []
+    for d in range(d0, d1):
+        if OD[d, D_ACKED] == 0:
+            out.append(OD[d, D_NODE])
+    return out
+
+
+@njit(cache=True)
+def arm(OUT, OD, RT, s, now, max_retries):
+    """(Re)start message ``s``'s timer: the largest RTO of the receivers still silent.
+    Returns the due time, -1 when nothing is to be timed (all acked, or retries used up)."""
+    due = -1
+    if OUT[s, O_RETRIES] <= max_retries:
+        rto = -1
+        for d in range(OUT[s, O_DPTR], OUT[s, O_DEND]):
+            if OD[d, D_ACKED] == 0:
+                rto = max(rto, RT[OD[d, D_NODE], RTO])
+        if rto >= 0:
+            due = now + rto
+    OUT[s, O_DUE] = due
+    return due
+
+
+@njit(cache=True)
+def ack(OUT, OD, RT, s, node, now, min_ps, max_ps):
+    """An ack of message ``s`` from ``node`` arrived at ``now``. Returns how many receivers
+    are still silent, or -1 if it changes nothing (not a receiver, or acked before).
+    Karn: only a message never probed nor resent gives an RTT sample."""
+    for d in range(OUT[s, O_DPTR], OUT[s, O_DEND]):
+        if OD[d, D_NODE] == node:
+            if OD[d, D_ACKED]:
+                return -1
+            OD[d, D_ACKED] = 1
+            if OUT[s, O_RETRIES] == 0 and OUT[s, O_LEFT_AT] >= 0:
+                rto_sample(RT, node, now - OUT[s, O_LEFT_AT], min_ps, max_ps)
+            left = 0
+            for e in range(OUT[s, O_DPTR], OUT[s, O_DEND]):
+                if OD[e, D_ACKED] == 0:
+                    left += 1
+            if left == 0:
+                OUT[s, O_DUE] = -1
+            return left
+    return -1
+
+
+@njit(cache=True)
+def timeout(OUT, OD, RT, s, max_retries, max_ps):
+    """Message ``s``'s timer expired. Returns 0 if nobody is silent, -1 if the retries are
+    used up (the message fails; its timer is never armed again), 1 if the silent receivers
+    are to be probed (their RTO doubled, the retry counted)."""
+    OUT[s, O_DUE] = -1
+    silent = 0
+    for d in range(OUT[s, O_DPTR], OUT[s, O_DEND]):
+        if OD[d, D_ACKED] == 0:
+            silent += 1
+    if silent == 0:
+        return 0
+    if OUT[s, O_RETRIES] >= max_retries:
+        OUT[s, O_RETRIES] += 1  # past max_retries: arm never starts the timer again
+        return -1
+    OUT[s, O_RETRIES] += 1
+    for d in range(OUT[s, O_DPTR], OUT[s, O_DEND]):
+        if OD[d, D_ACKED] == 0:
+            rto_backoff(RT, OD[d, D_NODE], max_ps)
+    return 1
+
+
+@njit(cache=True)
+def nack_accepted(OUT, OD, s, node):
+    """Whether a nack of message ``s`` from ``node`` is acted on: not once it has acked
+    (an ack overtook the nack: the receiver has everything)."""
+    for d in range(OUT[s, O_DPTR], OUT[s, O_DEND]):
+        if OD[d, D_NODE] == node:
+            return OD[d, D_ACKED] == 0
+    return False
+
+
+# ---- nack bitmaps -----------------------------------------------------------------------------
+
+
+def nack_payload(frag_cnt: int, missing) -> bytes:
+    """A nack's payload: bit i (LSB first) set when fragment i is missing, ceil(frag_cnt / 8)
+    bytes. A receiver that holds nothing of the message (it does not know frag_cnt) sends
+    an empty bitmap, which names every fragment."""
+    if frag_cnt <= 0:
+        return b""
+    bits = np.zeros((frag_cnt + 7) // 8 * 8, np.uint8)
+    bits[np.asarray(list(missing), np.int64)] = 1
+    return np.packbits(bits, bitorder="little").tobytes()
+
+
+def nack_frags(payload, nfrags: int) -> np.ndarray:
+    """The fragments a nack names, of a message of ``nfrags``: its bits below nfrags (an
+    empty payload: all of them)."""
+    if len(payload) == 0:
+        return np.arange(nfrags, dtype=np.int64)
+    bits = np.unpackbits(np.frombuffer(bytes(payload), np.uint8), bitorder="little")[:nfrags]
+    return np.flatnonzero(bits).astype(np.int64)
+
+
+# ---- forwarding -----------------------------------------------------------------------------
+
+
+def tree_rows(tree: dict, members, nodes: int, max_out: int, out_link) -> np.ndarray:
+    """Forwarding rows of a multicast tree (node -> children, ``emu.topology.multicast_tree``):
+    row v = [v is a member, egress link to each child in ascending child order, -1 ...].
+    ``out_link(u, v)`` is the link id of u -> v. These are the rows the network kernel's
+    FW table holds for the tree (``tests/test_nic_protocol.py`` checks it)."""
+    rows = np.full((nodes, max_out + 1), -1, np.int32)
+    rows[:, 0] = 0
+    for m in members:
+        rows[m, 0] = 1
+    for u, children in tree.items():
+        for k, c in enumerate(sorted(children)):
+            rows[u, 1 + k] = out_link(u, c)
+    return rows
+
+
+def unicast_rows(next_hop: np.ndarray, nodes: int, boards: int, max_out: int, out_link) -> np.ndarray:
+    """Forwarding rows of the unicast routes: row d * nodes + v = [v == d, link v -> next hop]."""
+    rows = np.full((boards * nodes, max_out + 1), -1, np.int32)
+    rows[:, 0] = 0
+    for d in range(boards):
+        rows[d * nodes + d, 0] = 1
+        for v in range(nodes):
+            h = next_hop[v, d]
+            if v != d and h >= 0:
+                rows[d * nodes + v, 1] = out_link(v, int(h))
+    return rows
+
+
+def forward(row, ttl: int):
+    """What a node does with a frame its forwarding row ``row`` covers: (deliver here,
+    egress links to copy it to, ttl of the copies). A frame with ttl <= 1 is not forwarded
+    (no egress); the copies carry ttl - 1."""
+    member = bool(row[0])
+    if ttl <= 1:
+        return member, [], 0
+    return member, [int(x) for x in row[1:] if x >= 0], ttl - 1
+
+
+# ---- reductions ----------------------------------------------------------------------------
+
+
+def reduction_result(node: int, root: int, parent: int | None, collective: int, group) -> tuple:
+    """Where a complete reduction goes from ``node``: (op, destinations), or (None, ()) when
+    it is delivered here (the root of a reduce). Below the root ``partial_state`` to the
+    parent; at the root of an all_reduce ``reduce_result`` to the rest of the group."""
+    if node != root:
+        return Op.partial_state, (parent,)
+    if collective == Collective.all_reduce:
+        return Op.reduce_result, tuple(b for b in group if b != node)
+    return None, ()
+
+
+@dataclass
+class _Reduction:
+    expected: frozenset
+    msg_len: int
+    got: dict = field(default_factory=dict)   # contributor -> msg_len
+    acc: bytes | None = None
+    nodata: bool = False                      # a contribution without bytes (timing mode / SYNTH)
+    ack_req: bool = False
+
+
+# ---- one board -------------------------------------------------------------------------------
+
+
+class BoardProtocol:
+    """The protocol of board ``node`` of ``boards``: its sender tables, RTO per peer, probe
+    answers, reductions and (given) replica directory."""
+
+    def __init__(self, node: int, boards: int, config: ProtocolConfig = ProtocolConfig(), directory=None):
+        self.node, self.boards, self.cfg = node, boards, config
+        c = config
+        self.RT = rto_table(boards, c.rto_min_ps, c.rto_initial_ps, c.rto_max_ps)
+        self.OUT = np.zeros((16, O_COLS), np.int64)
+        self.OD = np.zeros((16, D_COLS), np.int64)
+        self._free: list[int] = list(range(15, -1, -1))
+        self._nod = 0
+        self._od_free: dict[int, list[int]] = {}  # receiver-row blocks of released messages, by size
+        self.directory = directory
+        self.answered: dict[tuple, int] = {}      # (src, msg_id, complete) -> when last answered
+        self.reductions: dict = {}
+
+    # ---- sender -------------------------------------------------------------------------
+
+    def track(self, msg_id: int, seq: int, nfrags: int, dsts) -> int:
+        """An ACK_REQ message of this board to ``dsts``: its slot in the sender's table."""
+        if not self._free:
+            n = len(self.OUT)
+            self.OUT = np.concatenate([self.OUT, np.zeros((n, O_COLS), np.int64)])
+            self._free = list(range(2 * n - 1, n - 1, -1))
+        s = self._free.pop()
+        nd = len(dsts)
+        block = self._od_free.get(nd)
+        if block:
+            d0 = block.pop()
+        else:
+            d0 = self._nod
+            if d0 + nd > len(self.OD):
+                self.OD = np.concatenate([self.OD, np.zeros((max(len(self.OD), nd), D_COLS), np.int64)])
+            self._nod += nd
+        self.OD[d0 : d0 + nd, D_NODE] = dsts
+        self.OD[d0 : d0 + nd, D_ACKED] = 0
+        self.OUT[s] = (msg_id, seq, nfrags, 0, -1, -1, 0, d0, d0 + nd, 1)
+        return s
+
+    def release(self, s: int) -> None:
+        """Forget message ``s`` (every receiver acked, or it failed)."""
+        o = self.OUT[s]
+        if not o[O_LIVE]:
+            return
+        o[O_LIVE] = 0
+        d0, d1 = int(o[O_DPTR]), int(o[O_DEND])
+        self._od_free.setdefault(d1 - d0, []).append(d0)
+        self._free.append(s)
+
+    def waiting(self, s: int) -> list[int]:
+        return [int(x) for x in waiting(self.OUT, self.OD, s)]
+
+    def acked(self, s: int) -> set[int]:
+        d0, d1 = self.OUT[s, O_DPTR], self.OUT[s, O_DEND]
+        return {int(n) for n, a in self.OD[d0:d1] if a}
+
+    def _arm(self, s: int, now: int) -> tuple:
+        return (ARM, s, int(arm(self.OUT, self.OD, self.RT, s, now, self.cfg.max_retries)))
+
+    def left(self, s: int, now: int) -> list:
+        """The message's last fragment has left the wire: its timer starts (the RTT clock too)."""
+        self.OUT[s, O_LEFT_AT] = now
+        return [self._arm(s, now)]
+
+    def resend_left(self, s: int, now: int) -> list:
+        """Resent fragments have left the wire: the timer starts again from now."""
+        self.OUT[s, O_RESENDING] = 0
+        return [self._arm(s, now)]
+
+    def ack_arrived(self, s: int, node: int, now: int) -> list:
+        c = self.cfg
+        left = ack(self.OUT, self.OD, self.RT, s, node, now, c.rto_min_ps, c.rto_max_ps)
+        return [(ARM, s, -1)] if left == 0 else []
+
+    def nack_arrived(self, s: int, node: int, payload, now: int, *, routed: bool = True) -> list:
+        """A nack from ``node``: resend exactly what it names. The timer stops while the
+        resend is being transmitted and restarts when it has left (``resend_left``); with
+        no route (``routed`` False) nothing leaves, so it restarts now."""
+        if not nack_accepted(self.OUT, self.OD, s, node):
+            return []
+        frags = nack_frags(payload, int(self.OUT[s, O_NFRAGS]))
+        if not frags.size:
+            return []
+        out = [(RESEND, s, node, frags), (ARM, s, -1)]
+        self.OUT[s, O_DUE] = -1
+        if routed:
+            self.OUT[s, O_RESENDING] = 1
+        elif not self.OUT[s, O_RESENDING]:
+            out[-1] = self._arm(s, now)
+        return out
+
+    def timer_due(self, s: int, now: int) -> list:
+        """The timer of message ``s`` expired at ``now`` (the driver only calls it for the
+        due time of the latest ARM)."""
+        c = self.cfg
+        silent = self.waiting(s)
+        r = timeout(self.OUT, self.OD, self.RT, s, c.max_retries, c.rto_max_ps)
+        if r == 0:
+            return []
+        if r < 0:
+            return [(FAILED, s, silent, int(self.OUT[s, O_RETRIES]) - 1)]
+        return [(PROBE, s, d) for d in silent] + [self._arm(s, now)]
+
+    # ---- receiver -----------------------------------------------------------------------
+
+    def message_complete(self, src: int, msg_id: int, seq: int, ack_req: bool) -> list:
+        """A message of ``src`` is here whole (duplicates were discarded before it)."""
+        return [(ACK, src, msg_id, seq)] if ack_req else []
+
+    def probe_arrived(self, src: int, msg_id: int, seq: int, now: int, *, complete: bool, frag_cnt: int = 0,
+                      missing=()) -> list:
+        """A probe of ``src``'s message: answer from this board's state as it is now, an ack
+        if complete, else a nack of the missing fragments (frag_cnt 0: nothing of it here).
+        At most one answer per message per ``answer_gap_ps`` (once more when it completes
+        in between), so a sender cannot make a board amplify."""
+        gap = self.cfg.answer_gap_ps
+        if gap > 0 and not self._may_answer((src, msg_id, complete), now, gap):
+            return [(LIMITED, src, msg_id)]
+        if complete:
+            return [(ACK, src, msg_id, seq)]
+        return [(NACK, src, msg_id, seq, nack_payload(frag_cnt, missing))]
+
+    def _may_answer(self, key, now: int, gap: int) -> bool:
+        last = self.answered.pop(key, None)
+        if last is not None and now - last < gap:
+            self.answered[key] = last
+            return False
+        self.answered[key] = now
+        # oldest first: forget answers that can no longer limit anything, and bound the rest
+        while self.answered:
+            k0 = next(iter(self.answered))
+            if now - self.answered[k0] < gap and len(self.answered) <= self.cfg.answer_memory:
+                break
+            del self.answered[k0]
+        return True
+
+    # ---- directory ------------------------------------------------------------------------
+
+    def delivered(self, op: int, kv_id: int, nbytes: int, now: int) -> list:
+        """A message with ``op`` about block ``kv_id`` was delivered here: the replica directory
+        follows it (``kv_replica``: VALID, ``drain``: DRAINING, ``invalidate``: INVALID)."""
+        d = self.directory
+        before = len(d.errors)
+        if op == Op.kv_replica:
+            d.add_replica(self.node, kv_id, nbytes, now)
+        elif op == Op.drain:
+            d.drain(self.node, kv_id, now)
+        elif op == Op.invalidate:
+            d.invalidate(self.node, kv_id, now)
+        else:
+            return []
+        err = d.errors[-1] if len(d.errors) > before else None
+        return [(DIRECTORY, kv_id, d.state(self.node, kv_id), err)]
+
+    # ---- reductions -------------------------------------------------------------------------
+
+    def contribute(self, key, src: int, data: bytes | None, msg_len: int, *, expected, combine,
+                   ack_req: bool = False, limit: int = 0) -> list:
+        """A contribution of ``src`` (this board's own or a child's) to reduction ``key``.
+        ``expected``: the contributors this board waits for (itself and its children in the
+        reduction tree). ``combine(acc, data)`` folds (emu.nic.reduce). Contributions fold
+        in arrival order; once all are in, ``REDUCED`` with the result (None without data).
+        ``limit`` > 0 bounds the reductions waiting (the oldest is dropped)."""
+        red = self.reductions.get(key)
+        out = []
+        if red is None:
+            if limit and len(self.reductions) >= limit:
+                oldest = next(iter(self.reductions))
+                del self.reductions[oldest]
+                out.append((EVICTED, oldest))
+            red = self.reductions[key] = _Reduction(frozenset(expected), msg_len)
+        if src not in red.expected:
+            why = (f"contribution from node {src}: not one node {self.node} waits for "
+                   "(its own and its children's in the reduction tree)")
+            return out + [(REDUCE_ERROR, why)]
+        if src in red.got:
+            return out + [(REDUCE_ERROR, f"second contribution from node {src} ignored")]
+        if msg_len != red.msg_len:
+            why = f"contribution from node {src}: {msg_len} bytes, earlier ones {red.msg_len}"
+            return out + [(REDUCE_ERROR, why)]
+        red.got[src] = msg_len
+        red.ack_req |= bool(ack_req)
+        if data is None:
+            red.nodata = True
+        elif not red.nodata:
+            red.acc = data if red.acc is None else combine(red.acc, data)
+        if len(red.got) < len(red.expected):
+            return out + [(WAITING, key, len(red.got), len(red.expected))]
+        del self.reductions[key]
+        return out + [(REDUCED, key, None if red.nodata else red.acc, red.ack_req, red.msg_len)]
+
+
+__all__ = [
+    "ACK",
+    "ARM",
+    "DIRECTORY",
+    "EVICTED",
+    "FAILED",
+    "LIMITED",
+    "NACK",
+    "PROBE",
+    "REDUCED",
+    "REDUCE_ERROR",
+    "RESEND",
+    "WAITING",
+    "BoardProtocol",
+    "ProtocolConfig",
+    "forward",
+    "nack_frags",
+    "nack_payload",
+    "reduction_result",
+    "replica_transition",
+    "tree_rows",
+    "unicast_rows",
+]
