@@ -10,6 +10,7 @@ with numba as they are.
 
 import numpy as np
 import pytest
+from test_hw import FakeSock
 
 from emu.codec import (
     Collective,
@@ -107,8 +108,6 @@ def bring4_cluster(**cfg):
 
 def clock_device(board, times=None):
     now = {"t": 0}
-    from tests.test_hw import FakeSock
-
     d = Device(board, FakeSock(), clock=lambda: now["t"])
     d.proto = Recorder(d.proto, times)
     return d, now
