@@ -65,9 +65,9 @@ def register(subparsers) -> None:
     s.add_argument("--iface", required=True, help=IFACE_HELP)
     s.add_argument("--node", required=True, help="this board's id K")
     _board_options(s)
-    s.add_argument("--rto-min", default="100us", help="floor of the adaptive retransmission timeout "
+    s.add_argument("--rto-min", help="floor of the adaptive retransmission timeout "
                                                        "(default: the kr260 profile's, 100us)")
-    s.add_argument("--rto-initial", default="1ms", help="retransmission timeout towards a board before its first "
+    s.add_argument("--rto-initial", help="retransmission timeout towards a board before its first "
                                                         "RTT sample (default: the kr260 profile's, 1ms)")
     s.add_argument("--max-retries", default="20", help="probes before giving up on a message (default 20)")
     s.add_argument("--duration", help="stop after this long (default: run until stopped)")
@@ -277,8 +277,10 @@ def run_serve(args) -> int:
         raise MtuTooSmall(f"{args.iface} has MTU {sock.mtu}, the board sends {board.mtu}-byte frames "
                           f"(--mtu); ip link set {args.iface} mtu {board.mtu}")
     wrong = int(ReduceOp[args.wrong_reduce_op]) if args.wrong_reduce_op else None
-    proto = protocol_config(rto_min_ps=round(seconds(args.rto_min, "--rto-min") * 1e12),
-                            rto_initial_ps=round(seconds(args.rto_initial, "--rto-initial") * 1e12),
+    def ps(value, what):  # a time option in ps (None: the profile's); a zero timeout would spin
+        return None if value is None else _at_least(round(seconds(value, what) * 1e12), 1, what)
+
+    proto = protocol_config(rto_min_ps=ps(args.rto_min, "--rto-min"), rto_initial_ps=ps(args.rto_initial, "--rto-initial"),
                             max_retries=parse_int(args.max_retries, "--max-retries"),
                             answer_memory=limits.done_messages)
     dev = Device(board, sock, protocol=proto, wrong_reduce_op=wrong, verbose=args.verbose, limits=limits)

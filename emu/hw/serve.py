@@ -36,8 +36,8 @@ topology, an answer that cannot be addressed, anything unexpected) is counted by
 ``rejected``, logged with ``-v``, and the device serves on. What it holds for other boards
 is bounded (``ServeLimits``): incomplete messages by count, bytes and age (the oldest
 evicted, counted), remembered completed messages, waiting reductions; and a probe about one
-message is answered at most once per RTO (once more if the message completes in between),
-so a sender cannot make it amplify.
+message is answered at most once per ``rto_min`` (once more if the message completes in
+between; the protocol's ``answer_gap_ps``), so a sender cannot make it amplify.
 """
 
 from __future__ import annotations
