@@ -270,7 +270,7 @@ def test_forwarding_rows_are_the_network_kernels(spec):
             rows = P.tree_rows(tree, dsts, net.nodes, net.max_out, net._out_link)
             assert np.array_equal(rows, net.FW[route * net.nodes : (route + 1) * net.nodes])
             for k, board in installed.items():
-                if k != src and board.role(src, tuple(dsts)).row:
+                if k != src and len(board.role(src, tuple(dsts)).row) > 1:  # k is in the tree
                     assert list(board.role(src, tuple(dsts)).row) == rows[k].tolist()
         for d in range(boards):
             if d == src:
@@ -285,6 +285,11 @@ def test_forward_copies_with_ttl_minus_one_and_never_at_ttl_one():
     assert P.forward(row, 16) == (True, [4, 7], 15)
     assert P.forward(row, 1) == (True, [], 0)
     assert P.forward(np.array([0, -1, -1, -1], np.int32), 16) == (False, [], 15)
+    p = P.BoardProtocol(1, 4)
+    assert p.frame_arrived(row, 16) == [(P.FORWARD, [4, 7], 15), (P.DELIVER,)]
+    assert p.frame_arrived(row, 1) == [(P.TTL_EXPIRED,), (P.DELIVER,)]
+    assert p.frame_arrived(row, 16, copy=False) == [(P.DELIVER,)]  # another board's copy on a shared segment
+    assert p.frame_arrived((0,), 16) == []  # not in the tree, not a member
 
 
 def test_nack_bitmaps_name_exactly_their_fragments_and_empty_means_all():

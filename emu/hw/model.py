@@ -81,7 +81,7 @@ class Role:
     member: bool           # K is a destination: deliver
     forwards: bool         # K has children in the multicast tree: send one copy on
     upstream: int | None   # the board whose copy K takes (nearest board above K in the tree)
-    row: tuple = ()        # K's forwarding row (emu.nic.protocol.tree_rows): [member, egress links...]
+    row: tuple = (0,)      # K's forwarding row (emu.nic.protocol.tree_rows): [member, egress links...]
 
 
 @dataclass
@@ -170,15 +170,16 @@ class Board:
 
         K = self.node
         member = K in dsts
+        alone = (int(member),)  # not in the tree: a row that only says whether to deliver
         others = [d for d in dsts if d != src and d < self.boards]
         if not 0 <= src < self.boards or not others:
-            return Role(member, False, None)
+            return Role(member, False, None, alone)
         try:
             tree = multicast_tree(self.G, self.routes, src, others)
         except ConfigError:
-            return Role(member, False, None)
+            return Role(member, False, None, alone)
         if K not in tree or K == src:
-            return Role(member, False, None)
+            return Role(member, False, None, alone)
         rows = P.tree_rows(tree, others, self.nodes, self.max_out, lambda u, v: self.link_id[(u, v)])
         row = tuple(int(x) for x in rows[K])
         parent_of = {c: p for p, cs in tree.items() for c in cs}

@@ -204,9 +204,16 @@ class Device:
         role = self.board.role(src, dsts)
         # one interface is all of K's ports: a copy heard from anyone but K's upstream
         # board in the tree is another board's copy, not one for K to forward
-        if role.forwards and (from_board is None or from_board == role.upstream):
-            self._forward(role.row, hdr, frame)
-        if not role.member:
+        copy = from_board is None or from_board == role.upstream
+        deliver = False
+        for a in self.proto.frame_arrived(role.row, int(hdr["ttl"]), copy=copy):
+            if a[0] == P.FORWARD:
+                self._forward(a[2], frame)
+            elif a[0] == P.TTL_EXPIRED:
+                self.count["ttl_expired"] += 1
+            else:
+                deliver = True
+        if not deliver:
             if not role.forwards:
                 self.count["not_for_us"] += 1
             return
@@ -225,11 +232,8 @@ class Device:
 
     # ---- forwarding ------------------------------------------------------------------------
 
-    def _forward(self, row, hdr, frame) -> None:
-        _, egress, ttl = P.forward(row, int(hdr["ttl"]))
-        if not egress:
-            self.count["ttl_expired"] += 1
-            return
+    def _forward(self, ttl: int, frame) -> None:
+        """One copy back out (one interface reaches every child), ``ttl`` and K's source MAC."""
         out = np.array(frame, dtype=np.uint8)  # a copy: Ethernet + header + payload
         out[6:12] = np.frombuffer(MAC_PREFIX + self.K.to_bytes(2, "big"), np.uint8)
         out[14 + 7] = ttl

@@ -10,6 +10,7 @@ Events (methods of ``BoardProtocol``) and the actions they return:
 ============================  ===============================================================
 event                         actions
 ============================  ===============================================================
+``frame_arrived``             ``FORWARD`` copies (ttl - 1) on the row's egress, ``DELIVER`` here
 ``track``                     (the compute engine handed the NIC an ACK_REQ message; nothing)
 ``left``                      its last fragment left the wire: ``ARM``
 ``ack_arrived``               ``ARM`` (cancel: due -1) once every receiver has acked
@@ -68,6 +69,9 @@ class ProtocolConfig:
 
 # ---- actions ------------------------------------------------------------------------------------
 # Plain tuples, kind first:
+FORWARD = "forward"      # (FORWARD, egress links, ttl): copy the frame out with this ttl
+TTL_EXPIRED = "ttl_expired"  # (TTL_EXPIRED,): the row forwards but the frame's ttl is spent
+DELIVER = "deliver"      # (DELIVER,): the frame is for this board (reassembly, control)
 ARM = "arm"              # (ARM, slot, due_ps): (re)start the message's timer; due -1: stop it
 PROBE = "probe"          # (PROBE, slot, node): ask a silent receiver (an ack with ACK_REQ)
 RESEND = "resend"        # (RESEND, slot, node, frags): these fragments again, unicast, RETX
@@ -277,6 +281,20 @@ class BoardProtocol:
         self.answered: dict[tuple, int] = {}      # (src, msg_id, complete) -> when last answered
         self.reductions: dict = {}
 
+    # ---- frames -----------------------------------------------------------------------------
+
+    def frame_arrived(self, row, ttl: int, *, copy: bool = True) -> list:
+        """A frame whose forwarding row here is ``row`` (``tree_rows``/``unicast_rows``) arrived
+        with ``ttl``. ``copy`` False: this copy is not one for this board to forward (a
+        driver on a shared segment hears other boards' copies too)."""
+        member, egress, ttl_out = forward(row, ttl)
+        out = []
+        if copy and any(x >= 0 for x in row[1:]):
+            out.append((FORWARD, egress, ttl_out) if egress else (TTL_EXPIRED,))
+        if member:
+            out.append((DELIVER,))
+        return out
+
     # ---- sender -------------------------------------------------------------------------
 
     def track(self, msg_id: int, seq: int, nfrags: int, dsts) -> int:
@@ -459,6 +477,9 @@ __all__ = [
     "DIRECTORY",
     "EVICTED",
     "FAILED",
+    "FORWARD",
+    "DELIVER",
+    "TTL_EXPIRED",
     "LIMITED",
     "NACK",
     "PROBE",
