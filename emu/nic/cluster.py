@@ -59,11 +59,13 @@ class NicConfig:
     fifo_bytes: int = 4 << 20      # payload FIFO of the packetization buffer
     fifo_entries: int = 256        # metadata FIFO
     reliable: bool = True
-    # Retransmission timeout (emu.nic.rto; the kr260 values and why: docs/nic.md).
-    rto_min_ps: int = 100_000_000        # 100 us
-    rto_initial_ps: int = 1_000_000_000  # 1 ms, before the first RTT sample of a pair
-    rto_max_ps: int = 64_000_000_000     # 64 ms, the back-off ceiling
-    max_retries: int = 20
+    # Retransmission timeout (emu.nic.rto; the kr260 values and why: docs/nic.md), the
+    # protocol's defaults: 100 us floor, 1 ms before the first RTT sample of a pair, 64 ms
+    # back-off ceiling, 20 timeouts.
+    rto_min_ps: int = P.ProtocolConfig.rto_min_ps
+    rto_initial_ps: int = P.ProtocolConfig.rto_initial_ps
+    rto_max_ps: int = P.ProtocolConfig.rto_max_ps
+    max_retries: int = P.ProtocolConfig.max_retries
     # A probe about one message is answered at most once per this gap (emu.nic.protocol);
     # 0: every probe is answered (honest senders only; docs/nic.md says why 0 here).
     probe_answer_gap_ps: int = 0
