@@ -210,15 +210,26 @@ KEY_GRANTS = _KIND_SHIFT   # stop key: before the grants at the limit time
 KEY_ALL = INF              # stop key: after everything at the limit time
 
 
+# ---- compilation -------------------------------------------------------------
+# The kernel never allocates: every table is a borrowed NumPy array owned by the
+# caller. Without numba's reference counting (_nrt=False) passing a table to a
+# function costs nothing; with it, every nested call incremented and decremented
+# the count of each array argument atomically, which was most of a frame-hop's cost.
+# Internal steps are inlined into advance (one function, no call boundaries); the
+# entry points Python and compiled drivers call are compiled on their own.
+_entry = njit(cache=True, _nrt=False)
+_inline = njit(cache=True, inline="always", _nrt=False)
+
+
 # ---- small helpers ----------------------------------------------------------
 
-@njit(cache=True, inline="always")
+@_inline
 def _ser_ps(frame_len, rate):
     wire = max(frame_len, MIN_FRAME) + WIRE_OVERHEAD
     return (wire * 8 * PS_PER_S + rate - 1) // rate
 
 
-@njit(cache=True, inline="always")
+@_inline
 def _rand(LR, link, which):
     # splitmix64: a tiny per-link, per-purpose stream, so one link's draws never
     # shift another's and the same seed gives the same drops.
@@ -231,7 +242,7 @@ def _rand(LR, link, which):
     return (z >> np.uint64(11)) * (1.0 / 9007199254740992.0)
 
 
-@njit(cache=True)
+@_inline
 def heap_push(HP, SC, time, key):
     n = SC[SC_HEAP]
     HP[n, 0] = time
@@ -250,7 +261,7 @@ def heap_push(HP, SC, time, key):
         n = p
 
 
-@njit(cache=True)
+@_inline
 def _heap_pop(HP, SC):
     n = SC[SC_HEAP] - 1
     SC[SC_HEAP] = n
@@ -276,7 +287,7 @@ def _heap_pop(HP, SC):
         i = c
 
 
-@njit(cache=True)
+@_inline
 def schedule_arrival(LK, HP, SC, link, time):
     if LK[link, L_ARR_PEND] == time:
         return
@@ -284,7 +295,7 @@ def schedule_arrival(LK, HP, SC, link, time):
     heap_push(HP, SC, time, link)
 
 
-@njit(cache=True)
+@_inline
 def schedule_tx(LK, HP, SC, link, time):
     """Make sure the port's transmitter looks at its queues at ``time`` (or earlier)."""
     pend = LK[link, L_TX_PEND]
@@ -294,19 +305,19 @@ def schedule_tx(LK, HP, SC, link, time):
     heap_push(HP, SC, time, _KIND_SHIFT + link)
 
 
-@njit(cache=True)
+@_inline
 def _drop_link(LD, link, cause, frame_len):
     LD[link, cause, 0] += 1
     LD[link, cause, 1] += frame_len
 
 
-@njit(cache=True)
+@_inline
 def _drop_node(ND, node, cause, frames, nbytes):
     ND[node, cause, 0] += frames
     ND[node, cause, 1] += nbytes
 
 
-@njit(cache=True)
+@_inline
 def _fate(LK, LF, LR, DL, link):
     """Loss and corruption drawn at transmission start, in transmission order."""
     n = LK[link, L_TXN]
@@ -336,20 +347,20 @@ def _fate(LK, LF, LR, DL, link):
     return 0
 
 
-@njit(cache=True)
+@_inline
 def _alloc_frame(SC, FREE):
     n = SC[SC_FREE] - 1
     SC[SC_FREE] = n
     return FREE[n]
 
 
-@njit(cache=True)
+@_inline
 def _free_frame(SC, FREE, e):
     FREE[SC[SC_FREE]] = e
     SC[SC_FREE] += 1
 
 
-@njit(cache=True)
+@_inline
 def _upcall(SC, UP, t, kind, msg, node, frag):
     u = SC[SC_UP]
     UP[u, U_TIME] = t
@@ -360,14 +371,14 @@ def _upcall(SC, UP, t, kind, msg, node, frag):
     SC[SC_UP] = u + 1
 
 
-@njit(cache=True)
+@_entry
 def stream_sent(SC, MS, UP, msg, link, t):
     """A stream of ``msg`` is over: its last frame left ``link`` (or was dropped at the source)."""
     MS[msg, M_LIVE] -= 1
     _upcall(SC, UP, t, UP_SENT, msg, link, MS[msg, M_LIVE])
 
 
-@njit(cache=True)
+@_inline
 def offer_transit(SC, LK, LD, FP, FREE, HP, link, e, t):
     """Frame ``e`` joins the transit queue of port ``link`` at ``t``, or is dropped there."""
     flen = FP[e, F_LEN]
@@ -413,7 +424,7 @@ def offer_transit(SC, LK, LD, FP, FREE, HP, link, e, t):
     schedule_tx(LK, HP, SC, link, max(t, LK[link, L_TX_END]))
 
 
-@njit(cache=True)
+@_inline
 def _put_on_wire(LK, FP, HP, SC, link, e, t):
     """Frame ``e`` starts transmitting on ``link`` at ``t``; returns its end."""
     flen = FP[e, F_LEN]
@@ -440,7 +451,7 @@ def _put_on_wire(LK, FP, HP, SC, link, e, t):
     return end
 
 
-@njit(cache=True)
+@_inline
 def _start(LK, LF, LR, DL, FP, HP, SC, link, e, t):
     """A granted frame starts on ``link`` at ``t``; its fate is drawn now, from the loss model in force."""
     end = _put_on_wire(LK, FP, HP, SC, link, e, t)
@@ -448,7 +459,7 @@ def _start(LK, LF, LR, DL, FP, HP, SC, link, e, t):
     return end
 
 
-@njit(cache=True)
+@_inline
 def _pop_stream(SC, LK, SFREE, SP, link, s):
     nxt = SP[s, S_NEXT]
     LK[link, L_SHEAD] = nxt
@@ -458,7 +469,7 @@ def _pop_stream(SC, LK, SFREE, SP, link, s):
     SC[SC_SFREE] += 1
 
 
-@njit(cache=True)
+@_inline
 def _transmitter(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, MS, SP, SL, SFREE, UP, link, t):
     """The port's transmitter is free at ``t``: the arbiter grants one frame, if any is eligible."""
     LK[link, L_TX_PEND] = -1
@@ -543,7 +554,7 @@ def _transmitter(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, MS, SP, SL, SFREE
         return
 
 
-@njit(cache=True)
+@_inline
 def _deliver_local(SC, MS, MD, BITS, UP, ND, NS, msg, node, frag, flen, t):
     """A copy for the application at ``node`` (a member); a tracked duplicate is dropped."""
     d = MS[msg, M_DPTR]
@@ -566,7 +577,7 @@ def _deliver_local(SC, MS, MD, BITS, UP, ND, NS, msg, node, frag, flen, t):
         _upcall(SC, UP, t, UP_DONE, msg, node, -1)
 
 
-@njit(cache=True)
+@_inline
 def _is_member(MS, MD, msg, node):
     d = MS[msg, M_DPTR]
     dend = MS[msg, M_DEND]
@@ -577,7 +588,7 @@ def _is_member(MS, MD, msg, node):
     return False
 
 
-@njit(cache=True)
+@_inline
 def _log_tx(SC, LG, FP, e, link, t, fate):
     """One transmission record: frame ``e`` on ``link``, over (arrived or dropped) at ``t``."""
     g = SC[SC_LOG]
@@ -597,7 +608,7 @@ def _log_tx(SC, LG, FP, e, link, t, fate):
     SC[SC_LOG] = g + 1
 
 
-@njit(cache=True)
+@_inline
 def _arrival(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, LG, FW, MS, MD, BITS, UP, link, t):
     e = LK[link, L_WHEAD]
     nxt = FP[e, F_NEXT]
@@ -662,7 +673,7 @@ def _arrival(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, LG, FW, MS, MD, BITS,
     offer_transit(SC, LK, LD, FP, FREE, HP, FW[row, n], e, t)
 
 
-@njit(cache=True)
+@_entry
 def add_stream(SC, LK, HP, MS, SP, SFREE, link, msg, route, pos, end, lst, ready):
     """Queue a stream on port ``link``'s local queue; returns its row."""
     n = SC[SC_SFREE] - 1
@@ -701,7 +712,7 @@ def add_stream(SC, LK, HP, MS, SP, SFREE, link, msg, route, pos, end, lst, ready
     return s
 
 
-@njit(cache=True)
+@_entry
 def remove_stream(SC, LK, MS, SP, SFREE, link, s):
     """Take stream ``s`` out of ``link``'s local queue (re-routing); it is not 'sent'."""
     prev = -1
@@ -721,7 +732,7 @@ def remove_stream(SC, LK, MS, SP, SFREE, link, s):
     SC[SC_SFREE] += 1
 
 
-@njit(cache=True)
+@_entry
 def advance(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, LG, FW, MS, MD, BITS, UP, SP, SL, SFREE,
             limit, limit_key, margin):
     """Process events before the stop point (``limit``, ``limit_key``); return (status, time).
@@ -776,7 +787,7 @@ def advance(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, LG, FW, MS, MD, BITS, 
             up_time = t
 
 
-@njit(cache=True)
+@_entry
 def link_down(SC, LK, LD, LG, FP, FREE, MS, UP, link, t):
     """Take a link down at ``t``: every frame on its wire or in its transit queue is dropped.
 
@@ -819,7 +830,7 @@ def link_down(SC, LK, LD, LG, FP, FREE, MS, UP, link, t):
         stream_sent(SC, MS, UP, m, link, t)
 
 
-@njit(cache=True)
+@_entry
 def link_up(SC, LK, HP, link, t):
     """The port is usable at ``t``: its local queue resumes at once."""
     LK[link, L_UP] = 1
