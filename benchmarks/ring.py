@@ -34,8 +34,7 @@ def run(nodes: int, mib: float, hops: int) -> dict:
     routes = Routes(G)
     sim = Simulator()
     net = Network(sim, G, routes.next_hop)
-    stats = LinkStats(len(net.links), bin_ps=1 * MS)
-    net.log_sinks.append(stats)
+    LinkStats.of(net, bin_ps=1 * MS)  # the per-link time series, binned in the frame loop as in replay
     nbytes = int(mib * 2**20)
     nfrags, full, last = frame_sizes(nbytes, mtu=PAYLOAD + 48)
     done = []

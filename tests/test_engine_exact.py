@@ -12,10 +12,12 @@ import random
 
 import networkx as nx
 import numpy as np
+import pandas as pd
 import pytest
 
 from emu.net import Loss, Network
 from emu.net import kernel as K
+from emu.net.linkstats import LinkStats
 from emu.sim import Simulator
 
 from netref import RefNet
@@ -75,6 +77,10 @@ def run_both(D, n, nh, msgs, cap, *, lossless=True, trees=(), losses=(), nic=0, 
     log = []
     net.log_sinks.append(log.append)
     links = sorted(D.edges)
+    # Link statistics two ways: binned in the frame loop, and folded from the log.
+    bin_ps = 7_000 + 1_000 * (len(msgs) % 5) ** 3
+    binned, folded = LinkStats.of(net, bin_ps), LinkStats(len(links), bin_ps)
+    net.log_sinks.append(folded)
     ref = RefNet([(u, v, D.edges[u, v]["rate_bps"], D.edges[u, v]["latency_ps"]) for u, v in links],
                  n, n, nh, nic, cap, lossless=lossless, seed=seed, nic_rate=nic_rate, arbiter=arbiter)
 
@@ -144,6 +150,8 @@ def run_both(D, n, nh, msgs, cap, *, lossless=True, trees=(), losses=(), nic=0, 
     c = net.conservation()
     assert c["in_flight"] == 0 and c["balance"] == 0
     assert (c["offered"], c["replicated"], c["delivered"]) == (ref.offered, ref.replicated, ref.delivered_frames)
+    end = max(net.sim.now, 1)
+    pd.testing.assert_frame_equal(binned.frame(links, None, end), folded.frame(links, None, end))
     lk = net.counters()
     # Per link: every frame offered to a port reached the far node or was dropped on the link.
     assert (lk.offered_frames == lk.delivered_frames + lk.dropped_frames).all()

@@ -46,7 +46,8 @@ SC_NNODES = 9
 SC_ARB = 10       # port arbiter: ARB_RR, ARB_TRANSIT, ARB_LOCAL
 SC_EVENTS = 11    # events processed (arrivals and transmitter looks)
 SC_STALE = 12     # heap entries popped and skipped (superseded or flushed)
-SC_SIZE = 13
+SC_BIN_PS = 13    # width of the per-link statistics bins in LB, ps (0: no bins)
+SC_SIZE = 14
 
 ARB_RR = 0        # round robin per frame between the local and the transit queue
 ARB_TRANSIT = 1   # transit first
@@ -195,6 +196,15 @@ G_HOPS = 11       # physical links it crossed before this one
 G_LOCAL = 12      # 1: from the transmitting node's own packetizer
 G_NCOLS = 13
 
+# ---- per-link statistics (LB, int64): row bin * links + link, what LinkStats reports ----
+# Bin-major rows, so the table grows by appending rows as the clock advances.
+B_BUSY = 0        # ps the transmitter was busy within the bin
+B_BYTES = 1       # wire bytes of the frames that started in the bin
+B_FRAMES = 2      # frames that started in the bin
+B_QUEUE = 3       # largest transit backlog (bytes) a frame found when queued in the bin
+B_LOST = 4        # frames lost on the wire (loss, corruption, cut by a failure), by end bin
+B_NFIELDS = 5
+
 # ---- return statuses of advance() ---------------------------------------------
 ST_IDLE = 0       # no events left
 ST_LIMIT = 1      # next event is at or after the stop point
@@ -203,6 +213,7 @@ ST_NEED_FRAMES = 3
 ST_NEED_UPCALLS = 4
 ST_NEED_LOG = 5
 ST_NEED_HEAP = 6
+ST_NEED_BINS = 7  # the statistics table needs more bins (the clock passed its last bin)
 
 INF = np.int64(2**62)
 _KIND_SHIFT = 1 << 40  # heap key = kind * _KIND_SHIFT + link: arrivals (0) before grants (1)
@@ -609,7 +620,32 @@ def _log_tx(SC, LG, FP, e, link, t, fate):
 
 
 @_inline
-def _arrival(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, LG, FW, MS, MD, BITS, UP, link, t):
+def _bin_tx(SC, LB, link, start, end, enq, qb, flen, fate):
+    """Fold one transmission into link ``link``'s bins (the arithmetic of LinkStats.__call__).
+
+    ``end`` is when the transmitter stopped (a failure's time for a frame it cut)."""
+    w = SC[SC_BIN_PS]
+    nl = SC[SC_NLINKS]
+    b0 = start // w
+    b1 = (end - 1) // w
+    r0 = b0 * nl + link
+    LB[r0, B_BYTES] += max(flen, MIN_FRAME) + WIRE_OVERHEAD
+    LB[r0, B_FRAMES] += 1
+    # Busy time: the part in the first bin, whole bins between, the part in the last.
+    LB[r0, B_BUSY] += (end if b0 == b1 else (b0 + 1) * w) - start
+    if b1 > b0:
+        for b in range(b0 + 1, b1):
+            LB[b * nl + link, B_BUSY] += w
+        LB[b1 * nl + link, B_BUSY] += end - b1 * w
+    if fate != 0:
+        LB[b1 * nl + link, B_LOST] += 1
+    rq = (enq // w) * nl + link
+    if qb > LB[rq, B_QUEUE]:
+        LB[rq, B_QUEUE] = qb
+
+
+@_inline
+def _arrival(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, LG, FW, MS, MD, BITS, UP, LB, link, t):
     e = LK[link, L_WHEAD]
     nxt = FP[e, F_NEXT]
     LK[link, L_WHEAD] = nxt
@@ -627,6 +663,8 @@ def _arrival(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, LG, FW, MS, MD, BITS,
     physical = link < SC[SC_NLINKS]
     if SC[SC_LOGGING] == 1 and physical:
         _log_tx(SC, LG, FP, e, link, t, fate)
+    if SC[SC_BIN_PS] > 0 and physical:
+        _bin_tx(SC, LB, link, FP[e, F_START], FP[e, F_END], FP[e, F_ENQ], FP[e, F_QB], flen, fate)
     if fate != 0:
         _drop_link(LD, link, fate, flen)
         _free_frame(SC, FREE, e)
@@ -735,6 +773,14 @@ def remove_stream(SC, LK, MS, SP, SFREE, link, s):
 @_entry
 def advance(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, LG, FW, MS, MD, BITS, UP, SP, SL, SFREE,
             limit, limit_key, margin):
+    """``advance_binned`` without a statistics table (SC[SC_BIN_PS] must be 0)."""
+    return advance_binned(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, LG, FW, MS, MD, BITS, UP, SP, SL,
+                          SFREE, LG, limit, limit_key, margin)  # LG stands in for the unused table
+
+
+@_entry
+def advance_binned(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, LG, FW, MS, MD, BITS, UP, SP, SL, SFREE, LB,
+                   limit, limit_key, margin):
     """Process events before the stop point (``limit``, ``limit_key``); return (status, time).
 
     Events are taken in (time, key) order and processing stops before the first
@@ -766,6 +812,8 @@ def advance(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, LG, FW, MS, MD, BITS, 
             return ST_NEED_LOG, t
         if SC[SC_HEAP] + margin > HP.shape[0]:
             return ST_NEED_HEAP, t
+        if SC[SC_BIN_PS] > 0 and (t // SC[SC_BIN_PS] + 1) * SC[SC_NLINKS] > LB.shape[0]:
+            return ST_NEED_BINS, t
         _heap_pop(HP, SC)
         SC[SC_NOW] = t
         if key >= _KIND_SHIFT:
@@ -782,13 +830,19 @@ def advance(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, LG, FW, MS, MD, BITS, 
                 continue  # stale: the link was flushed
             SC[SC_EVENTS] += 1
             LK[link, L_ARR_PEND] = -1
-            _arrival(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, LG, FW, MS, MD, BITS, UP, link, t)
+            _arrival(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, LG, FW, MS, MD, BITS, UP, LB, link, t)
         if SC[SC_UP] > 0 and up_time < 0:
             up_time = t
 
 
 @_entry
 def link_down(SC, LK, LD, LG, FP, FREE, MS, UP, link, t):
+    """``link_down_binned`` without a statistics table (SC[SC_BIN_PS] must be 0)."""
+    link_down_binned(SC, LK, LD, LG, FP, FREE, MS, UP, LG, link, t)  # LG stands in for the unused table
+
+
+@_entry
+def link_down_binned(SC, LK, LD, LG, FP, FREE, MS, UP, LB, link, t):
     """Take a link down at ``t``: every frame on its wire or in its transit queue is dropped.
 
     A frame that had started transmitting (on the wire or propagating) was a transmission:
@@ -804,6 +858,8 @@ def link_down(SC, LK, LD, LG, FP, FREE, MS, UP, link, t):
         LK[link, L_BUSY] += min(FP[e, F_END], t) - FP[e, F_START]
         if SC[SC_LOGGING] == 1 and link < SC[SC_NLINKS]:
             _log_tx(SC, LG, FP, e, link, t, DROP_DOWN)
+        if SC[SC_BIN_PS] > 0 and link < SC[SC_NLINKS]:
+            _bin_tx(SC, LB, link, FP[e, F_START], min(FP[e, F_END], t), FP[e, F_ENQ], FP[e, F_QB], flen, DROP_DOWN)
         _drop_link(LD, link, DROP_DOWN, flen)
         _free_frame(SC, FREE, e)
         e = nxt

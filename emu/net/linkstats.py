@@ -1,8 +1,12 @@
-"""Per-link time series from the transmission log: busy time, bytes and queue depth per time bin.
+"""Per-link time series: busy time, bytes, frames, queue depth and losses per time bin.
 
-The engine hands its transmission records over in blocks; this sink folds each
-block into fixed-width bins with numpy, so memory follows the run's duration
-and the number of links, never the number of frames.
+Two ways to fill the same bins. ``LinkStats.of(net, bin_ps)`` has the engine
+accumulate them inside its frame loop (kernel table LB), so a run needs no
+per-frame transmission log at all. A ``LinkStats(n_links, bin_ps)`` used as a log
+sink folds blocks of transmission records into bins with numpy. Either way memory
+follows the run's duration and the number of links, never the number of frames,
+and both give the same table (the kernel's ``_bin_tx`` is this module's arithmetic,
+record by record).
 """
 
 from __future__ import annotations
@@ -14,10 +18,14 @@ from . import kernel as K
 from .ethernet import MIN_FRAME, WIRE_OVERHEAD
 
 
+FIELDS = ("busy", "bytes", "frames", "queue", "lost")  # kernel B_* order
+
+
 class LinkStats:
     def __init__(self, n_links: int, bin_ps: int):
         if bin_ps <= 0:
             raise ValueError("bin width must be positive")
+        self.net = None
         self.n_links = n_links
         self.bin_ps = int(bin_ps)
         self.busy = np.zeros((n_links, 64), np.int64)
@@ -26,6 +34,23 @@ class LinkStats:
         self.queue = np.zeros((n_links, 64), np.int64)
         self.lost = np.zeros((n_links, 64), np.int64)
         self.records = 0
+
+    @classmethod
+    def of(cls, net, bin_ps: int) -> "LinkStats":
+        """Bins accumulated by ``net``'s frame loop (no transmission log needed)."""
+        stats = cls(len(net.links), bin_ps)
+        net.bin_links(stats.bin_ps)
+        stats.net = net
+        return stats
+
+    def _pull(self) -> None:
+        """Copy the engine's bins (rows bin * links + link) into the per-field arrays."""
+        LB = self.net.link_bins()
+        nb = LB.shape[0] // self.n_links
+        self._ensure(nb)
+        cube = LB[: nb * self.n_links].reshape(nb, self.n_links, len(FIELDS))
+        for k, name in enumerate(FIELDS):
+            getattr(self, name)[:, :nb] = cube[:, :, k].T
 
     def _ensure(self, nbins: int) -> None:
         have = self.busy.shape[1]
@@ -40,6 +65,8 @@ class LinkStats:
 
     def __call__(self, rows: np.ndarray) -> None:
         """Fold a block of kernel transmission records (kernel.G_* columns) into the bins."""
+        if self.net is not None:
+            raise RuntimeError("these bins are filled by the engine; not a log sink")
         if rows.shape[0] == 0:
             return
         self.records += rows.shape[0]
@@ -85,6 +112,8 @@ class LinkStats:
     def frame(self, links: list[tuple[int, int]], rates: np.ndarray, end_ps: int) -> pd.DataFrame:
         """Long table: one row per link direction and bin, with utilization in [0, 1]."""
         n = self.nbins(end_ps)
+        if self.net is not None:
+            self._pull()
         self._ensure(n)
         L = self.n_links
         link = np.repeat(np.arange(L), n)
