@@ -9,6 +9,7 @@ every completion, every "sent" and every drop (cause and place) must be identica
 """
 
 import random
+import sys
 
 import networkx as nx
 import numpy as np
@@ -23,6 +24,14 @@ from emu.sim import Simulator
 from netref import RefNet
 
 FATE = {0: 0, K.DROP_LOSS: 1, K.DROP_CORRUPT: 2, K.DROP_DOWN: 3}
+TRAINS = True  # set per test by the fixture below
+
+
+@pytest.fixture(autouse=True, params=[True, False], ids=["trains", "per-frame"])
+def trains(request, monkeypatch):
+    """Every scenario runs with trains on and off: both must equal the reference."""
+    monkeypatch.setattr(sys.modules[__name__], "TRAINS", request.param)
+    return request.param
 ARBITERS = ("rr", "transit-first", "local-first")
 
 
@@ -66,14 +75,14 @@ def random_scenario(seed, *, max_at=400_000_000):
 
 
 def run_both(D, n, nh, msgs, cap, *, lossless=True, trees=(), losses=(), nic=0, seed=0, nic_rate=0,
-             arbiter="rr", changes=(), reroutes=(), track=False):
+             arbiter="rr", changes=(), reroutes=(), track=False, trains=None):
     """``changes``: (t, kind, args) as RefNet.change; ``reroutes``: (t, next_hop, {tree index: (tree, members)})."""
     for e in D.edges:
         D.edges[e]["queue_frames"] = cap[0] or None
         D.edges[e]["queue_bytes"] = cap[1] or None
     sim = Simulator()
     net = Network(sim, D, nh, boards=n, nic_latency_ps=nic, nic_rate_bps=nic_rate, lossless=lossless,
-                  seed=seed, arbiter=arbiter)
+                  seed=seed, arbiter=arbiter, trains=TRAINS if trains is None else trains)
     log = []
     net.log_sinks.append(log.append)
     links = sorted(D.edges)
@@ -149,6 +158,8 @@ def run_both(D, n, nh, msgs, cap, *, lossless=True, trees=(), losses=(), nic=0, 
     assert engine_drops(net) == {k: v for k, v in ref.drops.items() if v}
     c = net.conservation()
     assert c["in_flight"] == 0 and c["balance"] == 0
+    if not net.SC[K.SC_TRAINS]:
+        assert net.run_counters()["trains"] == 0
     assert (c["offered"], c["replicated"], c["delivered"]) == (ref.offered, ref.replicated, ref.delivered_frames)
     end = max(net.sim.now, 1)
     pd.testing.assert_frame_equal(binned.frame(links, None, end), folded.frame(links, None, end))

@@ -146,6 +146,7 @@ class Network:
         seed: int = 0,
         log: bool = True,
         frames: int = 4096,
+        trains: bool = True,
     ):
         self.sim = sim
         self.topology = topology
@@ -194,7 +195,7 @@ class Network:
         self.datapath = datapath
         self.forwarding_latency_ps = {n: int(nic.get(n, 0)) for n in topology.nodes}
         for col in (K.L_WHEAD, K.L_WTAIL, K.L_THEAD, K.L_TTAIL, K.L_ARR_PEND, K.L_TX_PEND,
-                    K.L_SHEAD, K.L_STAIL, K.L_SENT, K.L_SER_LEN):
+                    K.L_SHEAD, K.L_STAIL, K.L_SENT, K.L_SER_LEN, K.L_TRAIN):
             LK[:, col] = -1
         self.LK = LK
         self.LF = np.zeros((total, K.LF_NCOLS), np.float64)
@@ -227,6 +228,7 @@ class Network:
         self.SC[K.SC_NLINKS] = nl
         self.SC[K.SC_NNODES] = self.nodes
         self.SC[K.SC_ARB] = K.ARBITERS[arbiter]
+        self.SC[K.SC_TRAINS] = int(trains)
         self._nmd = 0
         self._nbits = 0
         self._nsl = 0
@@ -603,7 +605,7 @@ class Network:
         # Frames cut by the failure get a record each: room for every frame on this wire.
         on_wire, e = 0, int(self.LK[link, K.L_WHEAD])
         while e != -1:
-            on_wire, e = on_wire + 1, int(self.FP[e, K.F_NEXT])
+            on_wire, e = on_wire + int(self.FP[e, K.F_NTRAIN]), int(self.FP[e, K.F_NEXT])
         if self.SC[K.SC_LOGGING] and self.SC[K.SC_LOG] + on_wire > self.LG.shape[0]:
             self.flush_log()
             if on_wire > self.LG.shape[0]:
@@ -769,7 +771,14 @@ class Network:
 
     @property
     def frames_in_flight(self) -> int:
-        return int(self.FP.shape[0] - self.SC[K.SC_FREE])
+        # A train entry is one pool row standing for several frames.
+        return int(self.FP.shape[0] - self.SC[K.SC_FREE] + self.SC[K.SC_TRAIN_HELD])
+
+    def run_counters(self) -> dict[str, int]:
+        """The frame loop's own work: events processed and skipped, trains, frames sent in trains."""
+        return {"events": int(self.SC[K.SC_EVENTS]), "stale": int(self.SC[K.SC_STALE]),
+                "trains": int(self.SC[K.SC_NTRAINS]), "train_frames": int(self.SC[K.SC_TRAIN_FRAMES]),
+                "train_cuts": int(self.SC[K.SC_TRAIN_CUTS])}
 
     @property
     def duplicates(self) -> int:
