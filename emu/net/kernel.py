@@ -31,6 +31,7 @@ import numpy as np
 from numba import njit
 
 from .ethernet import PS_PER_S, WIRE_OVERHEAD, MIN_FRAME
+from .tables import Table
 
 # ---- scalar slots (SC) -------------------------------------------------------
 SC_NOW = 0        # time of the last processed event
@@ -60,55 +61,59 @@ ARB_LOCAL = 2     # local first
 ARBITERS = {"rr": ARB_RR, "transit-first": ARB_TRANSIT, "local-first": ARB_LOCAL}
 
 # ---- link table (LK, int64): one row per link direction (its egress port) ------
-L_SRC = 0
-L_DST = 1
-L_RATE = 2        # bits per second
-L_LAT = 3         # propagation (+ the receiving node's latency when it has no datapath link), ps
-L_MTU = 4         # max Ethernet payload bytes
-L_CAPF = 5        # transit queue capacity in frames (0: none)
-L_CAPB = 6        # transit queue capacity in bytes (0: none)
-L_UP = 7
-L_WHEAD = 8       # oldest frame granted and not yet arrived (-1: none)
-L_WTAIL = 9
-L_THEAD = 10      # transit queue (-1: empty)
-L_TTAIL = 11
-L_QF = 12         # transit frames waiting
-L_QB = 13         # transit bytes waiting
-L_TX_END = 14     # the transmitter is busy until then
-L_ARR_PEND = 15   # time of the pending arrival event (-1: none)
-L_TX_PEND = 16    # time of the pending transmitter event (-1: none)
-L_SHEAD = 17      # local queue: packetizer streams, FIFO
-L_STAIL = 18
-L_LAST = 19       # queue granted last: 0 transit, 1 local
-L_SENT = 20       # message whose stream ends with the frame on the wire (-1: none)
-L_OFF_F = 21      # frames offered to the port (transit offered + local granted)
-L_OFF_B = 22
-L_TX_F = 23       # frames transmitted
-L_TX_B = 24       # wire bytes transmitted (with preamble, FCS, gap)
-L_DLV_F = 25      # frames that reached the far node intact
-L_DLV_B = 26
-L_BUSY = 27       # ps spent transmitting
-L_MAXQ = 28       # peak transit bytes waiting
-L_LOCAL_F = 29    # grants to the local queue
-L_TRANSIT_F = 30  # grants to the transit queue
-L_LOSS = 31       # loss model: 0 none, 1 Bernoulli, 2 Gilbert-Elliott
-L_GE_BAD = 32     # Gilbert-Elliott state
-L_TXN = 33        # transmissions so far (index for explicit drop lists)
-L_DL_POS = 34     # next position in this link's explicit drop list
-L_DL_END = 35
-L_SER_LEN = 36    # memo of the last serialization: frame bytes ...
-L_SER_PS = 37     # ... and its time at the current rate
-L_NICQ = 38       # the receiving node's datapath, as a link of its own (-1: none)
-L_TRAIN = 39      # the train this port is transmitting (its frame entry, the wire tail; -1: none)
-L_NCOLS = 40
+LINKS = Table("link directions (LK)", "L", (
+    ("src", ''),
+    ("dst", ''),
+    ("rate", 'bits per second'),
+    ("lat", "propagation (+ the receiving node's latency when it has no datapath link), ps"),
+    ("mtu", 'max Ethernet payload bytes'),
+    ("capf", 'transit queue capacity in frames (0: none)'),
+    ("capb", 'transit queue capacity in bytes (0: none)'),
+    ("up", ''),
+    ("whead", 'oldest frame granted and not yet arrived (-1: none)'),
+    ("wtail", ''),
+    ("thead", 'transit queue (-1: empty)'),
+    ("ttail", ''),
+    ("qf", 'transit frames waiting'),
+    ("qb", 'transit bytes waiting'),
+    ("tx_end", 'the transmitter is busy until then'),
+    ("arr_pend", 'time of the pending arrival event (-1: none)'),
+    ("tx_pend", 'time of the pending transmitter event (-1: none)'),
+    ("shead", 'local queue: packetizer streams, FIFO'),
+    ("stail", ''),
+    ("last", 'queue granted last: 0 transit, 1 local'),
+    ("sent", 'message whose stream ends with the frame on the wire (-1: none)'),
+    ("off_f", 'frames offered to the port (transit offered + local granted)'),
+    ("off_b", ''),
+    ("tx_f", 'frames transmitted'),
+    ("tx_b", 'wire bytes transmitted (with preamble, FCS, gap)'),
+    ("dlv_f", 'frames that reached the far node intact'),
+    ("dlv_b", ''),
+    ("busy", 'ps spent transmitting'),
+    ("maxq", 'peak transit bytes waiting'),
+    ("local_f", 'grants to the local queue'),
+    ("transit_f", 'grants to the transit queue'),
+    ("loss", 'loss model: 0 none, 1 Bernoulli, 2 Gilbert-Elliott'),
+    ("ge_bad", 'Gilbert-Elliott state'),
+    ("txn", 'transmissions so far (index for explicit drop lists)'),
+    ("dl_pos", "next position in this link's explicit drop list"),
+    ("dl_end", ''),
+    ("ser_len", 'memo of the last serialization: frame bytes ...'),
+    ("ser_ps", '... and its time at the current rate'),
+    ("nicq", "the receiving node's datapath, as a link of its own (-1: none)"),
+    ("train", 'the train this port is transmitting (its frame entry, the wire tail; -1: none)'),
+))
+globals().update(LINKS.constants())  # L_SRC = 0, ..., L_NCOLS
 
 # ---- link parameters (LF, float64) ------------------------------------------
-LF_P = 0          # Bernoulli loss p, or Gilbert-Elliott good->bad
-LF_R = 1          # Gilbert-Elliott bad->good
-LF_LG = 2         # loss probability in the good state
-LF_LB = 3         # loss probability in the bad state
-LF_CORRUPT = 4    # corruption probability (caught by the receiver's FCS)
-LF_NCOLS = 5
+LINK_PARAMS = Table("link parameters (LF)", "LF", (
+    ("p", 'Bernoulli loss p, or Gilbert-Elliott good->bad'),
+    ("r", 'Gilbert-Elliott bad->good'),
+    ("lg", 'loss probability in the good state'),
+    ("lb", 'loss probability in the bad state'),
+    ("corrupt", "corruption probability (caught by the receiver's FCS)"),
+), dtype=np.float64)
+globals().update(LINK_PARAMS.constants())  # LF_P = 0, ..., LF_NCOLS
 
 # ---- drop causes: LD[link, cause, 0=frames 1=bytes], ND[node, cause, ...] --------
 DROP_QUEUE = 0
@@ -122,96 +127,113 @@ N_CAUSES = 7
 CAUSE_NAMES = ("queue_full", "loss", "corrupt", "link_down", "mtu", "no_route", "duplicate")
 
 # ---- node counters (NS, int64) ----------------------------------------------
-N_OFF_F = 0       # frame copies offered by this node's packetizer (one per frame per first-hop port)
-N_OFF_B = 1
-N_REPL_F = 2      # copies created here: delivered + forwarded - 1 per arriving copy
-N_DLV_F = 3       # frames delivered to the application here (duplicates excluded)
-N_DLV_B = 4
-N_NCOLS = 5
+NODES = Table("node counters (NS)", "N", (
+    ("off_f", "frame copies offered by this node's packetizer (one per frame per first-hop port)"),
+    ("off_b", ''),
+    ("repl_f", 'copies created here: delivered + forwarded - 1 per arriving copy'),
+    ("dlv_f", 'frames delivered to the application here (duplicates excluded)'),
+    ("dlv_b", ''),
+))
+globals().update(NODES.constants())  # N_OFF_F = 0, ..., N_NCOLS
 
 # ---- frame pool (FP, int64) ---------------------------------------------------
-F_MSG = 0
-F_FRAG = 1
-F_LEN = 2         # frame bytes: Ethernet header + MCF header + payload
-F_ROUTE = 3
-F_NEXT = 4        # next in the transit queue or on the wire
-F_ENQ = 5         # when it was offered to this port (local frames: when granted)
-F_START = 6
-F_END = 7
-F_ARR = 8
-F_FATE = 9        # 0 ok, else the drop cause drawn at transmission start
-F_QB = 10         # transit bytes waiting ahead of it when offered
-F_RETX = 11       # 1: sent again by a resend stream (the header's RETX flag)
-F_HOPS = 12       # physical links it crossed before this one
-F_LOCAL = 13      # 1: generated by this port's packetizer
-F_NTRAIN = 14     # frames this entry stands for: 1, or a train of consecutive fragments
-F_SER = 15        # a train's per-frame serialization (frame k starts at F_START + k * F_SER)
-F_NCOLS = 16
+FRAMES = Table("frame pool (FP)", "F", (
+    ("msg", ''),
+    ("frag", ''),
+    ("len", 'frame bytes: Ethernet header + MCF header + payload'),
+    ("route", ''),
+    ("next", 'next in the transit queue or on the wire'),
+    ("enq", 'when it was offered to this port (local frames: when granted)'),
+    ("start", ''),
+    ("end", ''),
+    ("arr", ''),
+    ("fate", '0 ok, else the drop cause drawn at transmission start'),
+    ("qb", 'transit bytes waiting ahead of it when offered'),
+    ("retx", "1: sent again by a resend stream (the header's RETX flag)"),
+    ("hops", 'physical links it crossed before this one'),
+    ("local", "1: generated by this port's packetizer"),
+    ("ntrain", 'frames this entry stands for: 1, or a train of consecutive fragments'),
+    ("ser", "a train's per-frame serialization (frame k starts at F_START + k * F_SER)"),
+))
+globals().update(FRAMES.constants())  # F_MSG = 0, ..., F_NCOLS
 
 # ---- messages (MS, int64) ---------------------------------------------------
-M_SRC = 0
-M_NFRAGS = 1
-M_FLEN = 2        # frame bytes of a full fragment
-M_LLEN = 3        # frame bytes of the last fragment
-M_FLAGS = 4
-M_DPTR = 5        # first row of its destinations in MD
-M_DEND = 6
-M_LIVE = 7        # its streams not yet sent
-M_NCOLS = 8
+MESSAGES = Table("messages (MS)", "M", (
+    ("src", ''),
+    ("nfrags", ''),
+    ("flen", 'frame bytes of a full fragment'),
+    ("llen", 'frame bytes of the last fragment'),
+    ("flags", ''),
+    ("dptr", 'first row of its destinations in MD'),
+    ("dend", ''),
+    ("live", 'its streams not yet sent'),
+))
+globals().update(MESSAGES.constants())  # M_SRC = 0, ..., M_NCOLS
 MF_FRAME_UPCALL = 1   # tell Python about every delivered frame (reductions)
 MF_TRACK = 2          # keep a bitmap per destination: discard duplicates
 
 # ---- message destinations (MD, int64) --------------------------------------
-D_NODE = 0
-D_GOT = 1         # distinct fragments received
-D_BITS = 2        # offset of the received-bitmap in BITS (-1: untracked)
-D_NCOLS = 3
+DESTS = Table("message destinations (MD)", "D", (
+    ("node", ''),
+    ("got", 'distinct fragments received'),
+    ("bits", 'offset of the received-bitmap in BITS (-1: untracked)'),
+))
+globals().update(DESTS.constants())  # D_NODE = 0, ..., D_NCOLS
 
 # ---- streams (SP, int64): a packetizer cursor feeding one port's local queue -----
-S_MSG = 0
-S_ROUTE = 1
-S_POS = 2         # next fragment (or next index into SL when S_LIST >= 0)
-S_END = 3
-S_LIST = 4        # -1: fragments S_POS..S_END-1; else offsets into SL
-S_READY = 5       # earliest time of its first frame
-S_NEXT = 6        # next stream on the same port
-S_NCOLS = 7
+STREAMS = Table("streams (SP)", "S", (
+    ("msg", ''),
+    ("route", ''),
+    ("pos", 'next fragment (or next index into SL when S_LIST >= 0)'),
+    ("end", ''),
+    ("list", '-1: fragments S_POS..S_END-1; else offsets into SL'),
+    ("ready", 'earliest time of its first frame'),
+    ("next", 'next stream on the same port'),
+))
+globals().update(STREAMS.constants())  # S_MSG = 0, ..., S_NCOLS
 
 # ---- upcalls (UP, int64) ----------------------------------------------------
-U_TIME = 0
-U_KIND = 1
-U_MSG = 2
-U_NODE = 3        # node, or link for UP_SENT
-U_FRAG = 4        # fragment; for UP_SENT the message's streams still unsent
-U_NCOLS = 5
+UPCALLS = Table("upcalls (UP)", "U", (
+    ("time", ''),
+    ("kind", ''),
+    ("msg", ''),
+    ("node", 'node, or link for UP_SENT'),
+    ("frag", "fragment; for UP_SENT the message's streams still unsent"),
+))
+globals().update(UPCALLS.constants())  # U_TIME = 0, ..., U_NCOLS
 UP_DONE = 0       # message complete at a destination
 UP_FRAME = 1      # one frame delivered at a destination (MF_FRAME_UPCALL)
 UP_SENT = 2       # a stream's last frame finished transmitting (or was dropped at the source)
 
 # ---- transmission log (LG, int64) ------------------------------------------
-G_LINK = 0
-G_MSG = 1
-G_FRAG = 2
-G_ENQ = 3
-G_START = 4
-G_END = 5
-G_ARR = 6         # when the receiving node has it (the time of the arrival event)
-G_LEN = 7
-G_QB = 8          # transit bytes waiting ahead of it when it was offered
-G_FATE = 9
-G_RETX = 10
-G_HOPS = 11       # physical links it crossed before this one
-G_LOCAL = 12      # 1: from the transmitting node's own packetizer
-G_NCOLS = 13
+LOG = Table("transmission log (LG)", "G", (
+    ("link", ''),
+    ("msg", ''),
+    ("frag", ''),
+    ("enq", ''),
+    ("start", ''),
+    ("end", ''),
+    ("arr", 'when the receiving node has it (the time of the arrival event)'),
+    ("len", ''),
+    ("qb", 'transit bytes waiting ahead of it when it was offered'),
+    ("fate", ''),
+    ("retx", ''),
+    ("hops", 'physical links it crossed before this one'),
+    ("local", "1: from the transmitting node's own packetizer"),
+))
+globals().update(LOG.constants())  # G_LINK = 0, ..., G_NCOLS
 
 # ---- per-link statistics (LB, int64): row bin * links + link, what LinkStats reports ----
 # Bin-major rows, so the table grows by appending rows as the clock advances.
-B_BUSY = 0        # ps the transmitter was busy within the bin
-B_BYTES = 1       # wire bytes of the frames that started in the bin
-B_FRAMES = 2      # frames that started in the bin
-B_QUEUE = 3       # largest transit backlog (bytes) a frame found when queued in the bin
-B_LOST = 4        # frames lost on the wire (loss, corruption, cut by a failure), by end bin
-B_NFIELDS = 5
+BINS = Table("per-link statistics (LB)", "B", (
+    ("busy", 'ps the transmitter was busy within the bin'),
+    ("bytes", 'wire bytes of the frames that started in the bin'),
+    ("frames", 'frames that started in the bin'),
+    ("queue", 'largest transit backlog (bytes) a frame found when queued in the bin'),
+    ("lost", 'frames lost on the wire (loss, corruption, cut by a failure), by end bin'),
+))
+globals().update(BINS.constants())  # B_BUSY = 0, ..., B_NCOLS
+B_NFIELDS = BINS.width
 
 # ---- return statuses of advance() ---------------------------------------------
 ST_IDLE = 0       # no events left

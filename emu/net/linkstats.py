@@ -14,11 +14,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from . import kernel as K
 from .ethernet import MIN_FRAME, WIRE_OVERHEAD
+from .kernel import BINS, DROP_DOWN, LOG
 
 
-FIELDS = ("busy", "bytes", "frames", "queue", "lost")  # kernel B_* order
+FIELDS = ("busy", "bytes", "frames", "queue", "lost")  # the kernel's BINS fields
 
 
 class LinkStats:
@@ -48,9 +48,9 @@ class LinkStats:
         LB = self.net.link_bins()
         nb = LB.shape[0] // self.n_links
         self._ensure(nb)
-        cube = LB[: nb * self.n_links].reshape(nb, self.n_links, len(FIELDS))
-        for k, name in enumerate(FIELDS):
-            getattr(self, name)[:, :nb] = cube[:, :, k].T
+        cube = LB[: nb * self.n_links].reshape(nb, self.n_links, BINS.width)
+        for name in FIELDS:
+            getattr(self, name)[:, :nb] = cube[:, :, BINS.col(name)].T
 
     def _ensure(self, nbins: int) -> None:
         have = self.busy.shape[1]
@@ -64,22 +64,23 @@ class LinkStats:
             setattr(self, name, b)
 
     def __call__(self, rows: np.ndarray) -> None:
-        """Fold a block of kernel transmission records (kernel.G_* columns) into the bins."""
+        """Fold a block of kernel transmission records (the kernel's LOG table) into the bins."""
         if self.net is not None:
             raise RuntimeError("these bins are filled by the engine; not a log sink")
         if rows.shape[0] == 0:
             return
         self.records += rows.shape[0]
+        rec = LOG.records(rows)
         w = self.bin_ps
-        link = rows[:, K.G_LINK]
-        start = rows[:, K.G_START]
-        # A frame cut by a link failure was busy until the failure (its record's G_ARR).
-        end = np.where(rows[:, K.G_FATE] == K.DROP_DOWN, np.minimum(rows[:, K.G_END], rows[:, K.G_ARR]), rows[:, K.G_END])
+        link = rec["link"]
+        start = rec["start"]
+        # A frame cut by a link failure was busy until the failure (its record's arrival time).
+        end = np.where(rec["fate"] == DROP_DOWN, np.minimum(rec["end"], rec["arr"]), rec["end"])
         b0 = start // w
         b1 = (end - 1) // w
-        self._ensure(int(max(b1.max(), (rows[:, K.G_ENQ] // w).max())) + 1)
+        self._ensure(int(max(b1.max(), (rec["enq"] // w).max())) + 1)
         nb = self.busy.shape[1]
-        wire = np.maximum(rows[:, K.G_LEN], MIN_FRAME) + WIRE_OVERHEAD
+        wire = np.maximum(rec["len"], MIN_FRAME) + WIRE_OVERHEAD
         # Bytes and frames count in the bin where transmission started.
         flat0 = link * nb + b0
         self.bytes.ravel()[:] += np.bincount(flat0, weights=wire, minlength=self.n_links * nb).astype(np.int64)
@@ -97,13 +98,13 @@ class LinkStats:
                 self.busy[l, lo:hi] += w
         self.busy.ravel()[:] += busy.astype(np.int64)
         # Frames lost on the wire (loss, corruption) count where their transmission ended.
-        bad = rows[:, K.G_FATE] != 0
+        bad = rec["fate"] != 0
         if bad.any():
             flat1 = link[bad] * nb + (end[bad] - 1) // w
             self.lost.ravel()[:] += np.bincount(flat1, minlength=self.n_links * nb)
         # Queue depth: the largest backlog a frame found when it was queued, per bin.
-        qb = rows[:, K.G_QB]
-        flatq = link * nb + rows[:, K.G_ENQ] // w
+        qb = rec["qb"]
+        flatq = link * nb + rec["enq"] // w
         np.maximum.at(self.queue.ravel(), flatq, qb)
 
     def nbins(self, end_ps: int) -> int:
