@@ -12,6 +12,11 @@ Why it is shaped this way (htsim's lessons):
   propagating reaches the far node). The heap holds O(links) live entries.
 - State lives in a handful of 2-D integer tables (one row per link, frame,
   message, stream, node), so crossing from Python costs a few array unboxings.
+  Their columns are declared once as data (``LINKS``, ``FRAMES``, ``LOG``, ...,
+  emu.net.tables); the column constants below are derived from the declarations.
+- Trains: a port grants a stream's consecutive full frames as one event while
+  nothing else can be granted in between, and cuts the train back to per-frame
+  state where that stops being true (docs/engine.md, "Trains").
 - Routes are precomputed forwarding tables: a row per (route, node) listing
   egress links and whether the node delivers the frame locally. Unicast and
   multicast are the same mechanism.
@@ -101,7 +106,7 @@ LINKS = Table("link directions (LK)", "L", (
     ("ser_len", 'memo of the last serialization: frame bytes ...'),
     ("ser_ps", '... and its time at the current rate'),
     ("nicq", "the receiving node's datapath, as a link of its own (-1: none)"),
-    ("train", 'the train this port is transmitting (its frame entry, the wire tail; -1: none)'),
+    ("train", 'the train this port is transmitting: its frame entry (the wire tail) + 1; 0: none'),
 ))
 globals().update(LINKS.constants())  # L_SRC = 0, ..., L_NCOLS
 
@@ -433,7 +438,7 @@ def offer_transit(SC, LK, LD, FP, FREE, HP, NS, SP, link, e, t):
         LK[link, L_TRANSIT_F] += 1
         _put_on_wire(LK, FP, HP, SC, link, e, max(t, LK[link, L_TX_END]))
         return
-    if LK[link, L_TRAIN] >= 0:
+    if LK[link, L_TRAIN] > 0:
         # A transit frame joins a port sending a train: the arbiter decides again at the
         # first grant from now on, so the frames of the train not yet started go back.
         _cut_train(SC, LK, FP, FREE, NS, SP, HP, link, t, 0)
@@ -525,8 +530,8 @@ def _train_ok(SC, LK, LF, link):
 def _cut_train(SC, LK, FP, FREE, NS, SP, HP, link, t, key):
     """Split the train on ``link``: keep the frames whose grant, at (start, grant key), comes before
     (t, key) in the event order; the rest go back to the stream, as if never granted."""
-    e = LK[link, L_TRAIN]
-    LK[link, L_TRAIN] = -1
+    e = LK[link, L_TRAIN] - 1
+    LK[link, L_TRAIN] = 0
     n = FP[e, F_NTRAIN]
     ser = FP[e, F_SER]
     start = FP[e, F_START]
@@ -577,7 +582,7 @@ def _cut_train(SC, LK, FP, FREE, NS, SP, HP, link, t, key):
 @_inline
 def _cut_all_trains(SC, LK, FP, FREE, NS, SP, HP, t, key):
     for link in range(SC[SC_NLINKS]):
-        if LK[link, L_TRAIN] >= 0:
+        if LK[link, L_TRAIN] > 0:
             _cut_train(SC, LK, FP, FREE, NS, SP, HP, link, t, key)
 
 
@@ -588,7 +593,7 @@ def _transmitter(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, MS, SP, SL, SFREE
     if LK[link, L_TX_END] > t:
         schedule_tx(LK, HP, SC, link, LK[link, L_TX_END])
         return
-    LK[link, L_TRAIN] = -1  # a train this port was sending is over: all its frames have started
+    LK[link, L_TRAIN] = 0  # a train this port was sending is over: all its frames have started
     m = LK[link, L_SENT]
     if m >= 0:
         # The frame that just ended closed a stream: the packetizer has sent it.
@@ -684,7 +689,7 @@ def _transmitter(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, MS, SP, SL, SFREE
             FP[e, F_SER] = end - t
             end = t + FP[e, F_NTRAIN] * (end - t)
             LK[link, L_TX_END] = end
-            LK[link, L_TRAIN] = e
+            LK[link, L_TRAIN] = e + 1
         if LK[link, L_THEAD] != -1 or LK[link, L_SHEAD] != -1 or LK[link, L_SENT] >= 0:
             schedule_tx(LK, HP, SC, link, end)
         return
@@ -797,8 +802,8 @@ def _arrival(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, LG, FW, MS, MD, BITS,
             LK[link, L_WTAIL] = -1
         else:
             schedule_arrival(LK, HP, SC, link, FP[nxt, F_ARR])
-        if LK[link, L_TRAIN] == e:
-            LK[link, L_TRAIN] = -1  # the train's last frame arrived: no frame of it is left to cut
+        if LK[link, L_TRAIN] == e + 1:
+            LK[link, L_TRAIN] = 0  # the train's last frame arrived: no frame of it is left to cut
     fate = FP[e, F_FATE]
     flen = FP[e, F_LEN]
     # Transmission is accounted when it is over, so link failures never leave counters
@@ -937,6 +942,9 @@ def advance_binned(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, LG, FW, MS, MD,
     buffer might overflow (``margin`` rows of frames, upcalls and log records),
     so Python can grow or flush it and call again; and after the last event of a
     time that produced upcalls, so Python handles them at the right simulated time.
+    Before returning at a stop point or for upcalls, trains are cut there, so the
+    caller sees exactly the per-frame loop's tables. With SC[SC_BIN_PS] > 0 every
+    transmission is also folded into the link statistics ``LB``.
     """
     # Upcalls left from a call that stopped to grow a buffer keep their time.
     up_time = UP[0, U_TIME] if SC[SC_UP] > 0 else -1
@@ -1006,7 +1014,7 @@ def link_down_binned(SC, LK, LD, LG, FP, FREE, MS, UP, LB, link, t):
         nxt = FP[e, F_NEXT]
         flen = FP[e, F_LEN]
         # A train is its frames, one after another (all of them have started by now).
-        for k in range(FP[e, F_NTRAIN]):
+        for k in range(max(FP[e, F_NTRAIN], 1)):
             if k > 0:
                 FP[e, F_FRAG] += 1
                 FP[e, F_START] += FP[e, F_SER]
@@ -1024,7 +1032,7 @@ def link_down_binned(SC, LK, LD, LG, FP, FREE, MS, UP, LB, link, t):
             _drop_link(LD, link, DROP_DOWN, flen)
         _free_frame(SC, FREE, e)
         e = nxt
-    LK[link, L_TRAIN] = -1
+    LK[link, L_TRAIN] = 0
     e = LK[link, L_THEAD]
     while e != -1:
         nxt = FP[e, F_NEXT]

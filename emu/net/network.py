@@ -195,7 +195,7 @@ class Network:
         self.datapath = datapath
         self.forwarding_latency_ps = {n: int(nic.get(n, 0)) for n in topology.nodes}
         for col in (K.L_WHEAD, K.L_WTAIL, K.L_THEAD, K.L_TTAIL, K.L_ARR_PEND, K.L_TX_PEND,
-                    K.L_SHEAD, K.L_STAIL, K.L_SENT, K.L_SER_LEN, K.L_TRAIN):
+                    K.L_SHEAD, K.L_STAIL, K.L_SENT, K.L_SER_LEN):
             LK[:, col] = -1
         self.LK = LK
         self.LF = np.zeros((total, K.LF_NCOLS), np.float64)
@@ -605,7 +605,7 @@ class Network:
         # Frames cut by the failure get a record each: room for every frame on this wire.
         on_wire, e = 0, int(self.LK[link, K.L_WHEAD])
         while e != -1:
-            on_wire, e = on_wire + int(self.FP[e, K.F_NTRAIN]), int(self.FP[e, K.F_NEXT])
+            on_wire, e = on_wire + max(int(self.FP[e, K.F_NTRAIN]), 1), int(self.FP[e, K.F_NEXT])
         if self.SC[K.SC_LOGGING] and self.SC[K.SC_LOG] + on_wire > self.LG.shape[0]:
             self.flush_log()
             if on_wire > self.LG.shape[0]:
