@@ -67,33 +67,33 @@ ARBITERS = {"rr": ARB_RR, "transit-first": ARB_TRANSIT, "local-first": ARB_LOCAL
 
 # ---- link table (LK, int64): one row per link direction (its egress port) ------
 LINKS = Table("link directions (LK)", "L", (
-    ("src", ''),
-    ("dst", ''),
+    ("src", 'transmitting node'),
+    ("dst", 'receiving node'),
     ("rate", 'bits per second'),
     ("lat", "propagation (+ the receiving node's latency when it has no datapath link), ps"),
     ("mtu", 'max Ethernet payload bytes'),
     ("capf", 'transit queue capacity in frames (0: none)'),
     ("capb", 'transit queue capacity in bytes (0: none)'),
-    ("up", ''),
+    ("up", '1: carrier up'),
     ("whead", 'oldest frame granted and not yet arrived (-1: none)'),
-    ("wtail", ''),
+    ("wtail", 'newest frame on the wire'),
     ("thead", 'transit queue (-1: empty)'),
-    ("ttail", ''),
+    ("ttail", 'newest transit frame'),
     ("qf", 'transit frames waiting'),
     ("qb", 'transit bytes waiting'),
     ("tx_end", 'the transmitter is busy until then'),
     ("arr_pend", 'time of the pending arrival event (-1: none)'),
     ("tx_pend", 'time of the pending transmitter event (-1: none)'),
     ("shead", 'local queue: packetizer streams, FIFO'),
-    ("stail", ''),
+    ("stail", 'last stream of the local queue'),
     ("last", 'queue granted last: 0 transit, 1 local'),
     ("sent", 'message whose stream ends with the frame on the wire (-1: none)'),
     ("off_f", 'frames offered to the port (transit offered + local granted)'),
-    ("off_b", ''),
+    ("off_b", 'bytes offered'),
     ("tx_f", 'frames transmitted'),
     ("tx_b", 'wire bytes transmitted (with preamble, FCS, gap)'),
     ("dlv_f", 'frames that reached the far node intact'),
-    ("dlv_b", ''),
+    ("dlv_b", 'bytes delivered'),
     ("busy", 'ps spent transmitting'),
     ("maxq", 'peak transit bytes waiting'),
     ("local_f", 'grants to the local queue'),
@@ -102,7 +102,7 @@ LINKS = Table("link directions (LK)", "L", (
     ("ge_bad", 'Gilbert-Elliott state'),
     ("txn", 'transmissions so far (index for explicit drop lists)'),
     ("dl_pos", "next position in this link's explicit drop list"),
-    ("dl_end", ''),
+    ("dl_end","end of this link's explicit drop list"),
     ("ser_len", 'memo of the last serialization: frame bytes ...'),
     ("ser_ps", '... and its time at the current rate'),
     ("nicq", "the receiving node's datapath, as a link of its own (-1: none)"),
@@ -134,24 +134,24 @@ CAUSE_NAMES = ("queue_full", "loss", "corrupt", "link_down", "mtu", "no_route", 
 # ---- node counters (NS, int64) ----------------------------------------------
 NODES = Table("node counters (NS)", "N", (
     ("off_f", "frame copies offered by this node's packetizer (one per frame per first-hop port)"),
-    ("off_b", ''),
+    ("off_b", 'bytes offered'),
     ("repl_f", 'copies created here: delivered + forwarded - 1 per arriving copy'),
     ("dlv_f", 'frames delivered to the application here (duplicates excluded)'),
-    ("dlv_b", ''),
+    ("dlv_b", 'bytes delivered'),
 ))
 globals().update(NODES.constants())  # N_OFF_F = 0, ..., N_NCOLS
 
 # ---- frame pool (FP, int64) ---------------------------------------------------
 FRAMES = Table("frame pool (FP)", "F", (
-    ("msg", ''),
-    ("frag", ''),
+    ("msg", 'message row'),
+    ("frag", 'fragment index'),
     ("len", 'frame bytes: Ethernet header + MCF header + payload'),
-    ("route", ''),
+    ("route", 'route (forwarding table block)'),
     ("next", 'next in the transit queue or on the wire'),
     ("enq", 'when it was offered to this port (local frames: when granted)'),
-    ("start", ''),
-    ("end", ''),
-    ("arr", ''),
+    ("start", 'transmission start on the current link'),
+    ("end", 'transmission end'),
+    ("arr", 'arrival at the far node'),
     ("fate", '0 ok, else the drop cause drawn at transmission start'),
     ("qb", 'transit bytes waiting ahead of it when offered'),
     ("retx", "1: sent again by a resend stream (the header's RETX flag)"),
@@ -164,13 +164,13 @@ globals().update(FRAMES.constants())  # F_MSG = 0, ..., F_NCOLS
 
 # ---- messages (MS, int64) ---------------------------------------------------
 MESSAGES = Table("messages (MS)", "M", (
-    ("src", ''),
-    ("nfrags", ''),
+    ("src", 'source node'),
+    ("nfrags", 'fragments'),
     ("flen", 'frame bytes of a full fragment'),
     ("llen", 'frame bytes of the last fragment'),
-    ("flags", ''),
+    ("flags", 'MF_* flags'),
     ("dptr", 'first row of its destinations in MD'),
-    ("dend", ''),
+    ("dend", 'end of its destinations in MD'),
     ("live", 'its streams not yet sent'),
 ))
 globals().update(MESSAGES.constants())  # M_SRC = 0, ..., M_NCOLS
@@ -179,7 +179,7 @@ MF_TRACK = 2          # keep a bitmap per destination: discard duplicates
 
 # ---- message destinations (MD, int64) --------------------------------------
 DESTS = Table("message destinations (MD)", "D", (
-    ("node", ''),
+    ("node", 'destination node'),
     ("got", 'distinct fragments received'),
     ("bits", 'offset of the received-bitmap in BITS (-1: untracked)'),
 ))
@@ -187,10 +187,10 @@ globals().update(DESTS.constants())  # D_NODE = 0, ..., D_NCOLS
 
 # ---- streams (SP, int64): a packetizer cursor feeding one port's local queue -----
 STREAMS = Table("streams (SP)", "S", (
-    ("msg", ''),
-    ("route", ''),
+    ("msg", 'message row'),
+    ("route", 'route'),
     ("pos", 'next fragment (or next index into SL when S_LIST >= 0)'),
-    ("end", ''),
+    ("end", 'one past its last position'),
     ("list", '-1: fragments S_POS..S_END-1; else offsets into SL'),
     ("ready", 'earliest time of its first frame'),
     ("next", 'next stream on the same port'),
@@ -199,9 +199,9 @@ globals().update(STREAMS.constants())  # S_MSG = 0, ..., S_NCOLS
 
 # ---- upcalls (UP, int64) ----------------------------------------------------
 UPCALLS = Table("upcalls (UP)", "U", (
-    ("time", ''),
-    ("kind", ''),
-    ("msg", ''),
+    ("time", 'simulated time'),
+    ("kind", 'UP_* kind'),
+    ("msg", 'message row'),
     ("node", 'node, or link for UP_SENT'),
     ("frag", "fragment; for UP_SENT the message's streams still unsent"),
 ))
@@ -212,17 +212,17 @@ UP_SENT = 2       # a stream's last frame finished transmitting (or was dropped 
 
 # ---- transmission log (LG, int64) ------------------------------------------
 LOG = Table("transmission log (LG)", "G", (
-    ("link", ''),
-    ("msg", ''),
-    ("frag", ''),
-    ("enq", ''),
-    ("start", ''),
-    ("end", ''),
+    ("link", 'link direction'),
+    ("msg", 'message row'),
+    ("frag", 'fragment index'),
+    ("enq", 'when it was offered to the port (local: granted)'),
+    ("start", 'transmission start'),
+    ("end", 'transmission end'),
     ("arr", 'when the receiving node has it (the time of the arrival event)'),
-    ("len", ''),
+    ("len", 'frame bytes'),
     ("qb", 'transit bytes waiting ahead of it when it was offered'),
-    ("fate", ''),
-    ("retx", ''),
+    ("fate", '0 ok, else the DROP_* cause'),
+    ("retx", '1: a resend'),
     ("hops", 'physical links it crossed before this one'),
     ("local", "1: from the transmitting node's own packetizer"),
 ))
