@@ -261,8 +261,9 @@ KEY_ALL = INF              # stop key: after everything at the limit time
 # caller. Without numba's reference counting (_nrt=False) passing a table to a
 # function costs nothing; with it, every nested call incremented and decremented
 # the count of each array argument atomically, which was most of a frame-hop's cost.
-# Internal steps are inlined into advance (one function, no call boundaries); the
-# entry points Python and compiled drivers call are compiled on their own.
+# Internal steps are inlined into advance (one function, no call boundaries), each at
+# one call site where it matters for compile time; the entry points Python and
+# compiled drivers call, and rare steps (cutting a train), are compiled on their own.
 _entry = njit(cache=True, _nrt=False)
 _inline = njit(cache=True, inline="always", _nrt=False)
 
@@ -526,7 +527,7 @@ def _train_ok(SC, LK, LF, link):
             and LF[link, LF_CORRUPT] == 0.0)
 
 
-@_inline
+@_entry
 def _cut_train(SC, LK, FP, FREE, NS, SP, HP, link, t, key):
     """Split the train on ``link``: keep the frames whose grant, at (start, grant key), comes before
     (t, key) in the event order; the rest go back to the stream, as if never granted."""
@@ -828,7 +829,7 @@ def _arrival(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, LG, FW, MS, MD, BITS,
     if nic >= 0:
         # A node with a finite-rate datapath parses frames one at a time: the frame
         # queues there, and is forwarded when it leaves the datapath.
-        offer_transit(SC, LK, LD, FP, FREE, HP, NS, SP, nic, e, t)
+        _forward(SC, LK, LD, FP, FREE, HP, NS, SP, FW, -1, 1, nic, e, t)
         return
     node = LK[link, L_DST]
     msg = FP[e, F_MSG]
@@ -849,18 +850,26 @@ def _arrival(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, LG, FW, MS, MD, BITS,
     if n == 0:
         _free_frame(SC, FREE, e)
         return
-    # A copy on each egress port of this (route, node), ascending link id; the entry itself goes last.
-    for k in range(2, n + 1):
-        c = _alloc_frame(SC, FREE)
-        FP[c, F_MSG] = msg
-        FP[c, F_FRAG] = frag
-        FP[c, F_LEN] = flen
-        FP[c, F_ROUTE] = FP[e, F_ROUTE]
-        FP[c, F_RETX] = FP[e, F_RETX]
-        FP[c, F_HOPS] = FP[e, F_HOPS]
-        FP[c, F_NTRAIN] = 1
-        offer_transit(SC, LK, LD, FP, FREE, HP, NS, SP, FW[row, k - 1], c, t)
-    offer_transit(SC, LK, LD, FP, FREE, HP, NS, SP, FW[row, n], e, t)
+    _forward(SC, LK, LD, FP, FREE, HP, NS, SP, FW, row, n, -1, e, t)
+
+
+@_inline
+def _forward(SC, LK, LD, FP, FREE, HP, NS, SP, FW, row, n, only, e, t):
+    """Offer frame ``e`` to the transit queue of port ``only``, or of each of the ``n`` egress
+    ports of forwarding row ``row``: a copy on each, ascending link id, the entry itself last."""
+    for k in range(1, n + 1):
+        out = only if only >= 0 else FW[row, k]
+        f = e
+        if k < n:
+            f = _alloc_frame(SC, FREE)
+            FP[f, F_MSG] = FP[e, F_MSG]
+            FP[f, F_FRAG] = FP[e, F_FRAG]
+            FP[f, F_LEN] = FP[e, F_LEN]
+            FP[f, F_ROUTE] = FP[e, F_ROUTE]
+            FP[f, F_RETX] = FP[e, F_RETX]
+            FP[f, F_HOPS] = FP[e, F_HOPS]
+            FP[f, F_NTRAIN] = 1
+        offer_transit(SC, LK, LD, FP, FREE, HP, NS, SP, out, f, t)
 
 
 @_entry
