@@ -6,7 +6,7 @@ per-link time series on. Prints wall seconds, simulated end, packet-hops and
 packet-hops per wall second; with --peers it runs the SimPy and ns-3 versions
 of the scenario (benchmarks/peers/) in the same run and prints the ratios.
 
-    python benchmarks/ring.py --nodes 16 --mib 8 --hops 1 [--json] [--peers] [--repeat 3]
+    python benchmarks/ring.py --nodes 16 --mib 8 --hops 1 [--no-trains] [--json] [--peers] [--repeat 3]
 """
 
 from __future__ import annotations
@@ -29,13 +29,12 @@ from emu.topology import LinkDefaults, Routes, ring
 PAYLOAD = 1400
 
 
-def run(nodes: int, mib: float, hops: int) -> dict:
+def run(nodes: int, mib: float, hops: int, trains: bool = True) -> dict:
     G = ring(nodes, bidirectional=False, link=LinkDefaults(rate_bps=10**9, latency_ps=1 * US, mtu=1500))
     routes = Routes(G)
     sim = Simulator()
-    net = Network(sim, G, routes.next_hop)
-    stats = LinkStats(len(net.links), bin_ps=1 * MS)
-    net.log_sinks.append(stats)
+    net = Network(sim, G, routes.next_hop, trains=trains)
+    LinkStats.of(net, bin_ps=1 * MS)  # the per-link time series, binned in the frame loop as in replay
     nbytes = int(mib * 2**20)
     nfrags, full, last = frame_sizes(nbytes, mtu=PAYLOAD + 48)
     done = []
@@ -55,6 +54,8 @@ def run(nodes: int, mib: float, hops: int) -> dict:
         "packet_hops_per_s": hops_total / wall,
         "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "sim_clock_end_s": end / 1e12,
+        "trains": trains,
+        **net.run_counters(),
     }
 
 
@@ -75,10 +76,11 @@ def main(argv=None) -> int:
     ap.add_argument("--hops", type=int, default=1)
     ap.add_argument("--repeat", type=int, default=3, help="runs; the median is reported")
     ap.add_argument("--peers", action="store_true", help="also run the SimPy and ns-3 peers")
+    ap.add_argument("--no-trains", action="store_true", help="per-frame: every frame its own grant event")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     run(4, 0.01, 1)  # compile (or load the compiled cache) before timing
-    runs = [run(args.nodes, args.mib, args.hops) for _ in range(args.repeat)]
+    runs = [run(args.nodes, args.mib, args.hops, not args.no_trains) for _ in range(args.repeat)]
     result = dict(runs[0])
     result["wall_s"] = statistics.median(r["wall_s"] for r in runs)
     result["packet_hops_per_s"] = result["packet_hops"] / result["wall_s"]
@@ -92,7 +94,9 @@ def main(argv=None) -> int:
     if args.json:
         print(json.dumps(result, indent=2))
     else:
-        print(f"ring nodes={args.nodes} mib={args.mib} hops={args.hops}: {result['packet_hops']} packet-hops "
+        print(f"ring nodes={args.nodes} mib={args.mib} hops={args.hops} trains={'off' if args.no_trains else 'on'}: "
+              f"{result['packet_hops']} packet-hops, {result['events']} events, {result['trains']} trains "
+              f"({result['train_frames']} frames), "
               f"in {result['wall_s']:.3f} s wall (median of {args.repeat}), simulated end {result['sim_end_s']:.6f} s, "
               f"{result['packet_hops_per_s']:,.0f} packet-hops/s, peak RSS {result['peak_rss_mib']:.0f} MiB")
         for name in ("simpy", "ns3"):

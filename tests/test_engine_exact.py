@@ -9,18 +9,29 @@ every completion, every "sent" and every drop (cause and place) must be identica
 """
 
 import random
+import sys
 
 import networkx as nx
 import numpy as np
+import pandas as pd
 import pytest
 
 from emu.net import Loss, Network
 from emu.net import kernel as K
+from emu.net.linkstats import LinkStats
 from emu.sim import Simulator
 
 from netref import RefNet
 
 FATE = {0: 0, K.DROP_LOSS: 1, K.DROP_CORRUPT: 2, K.DROP_DOWN: 3}
+TRAINS = True  # set per test by the fixture below
+
+
+@pytest.fixture(autouse=True, params=[True, False], ids=["trains", "per-frame"])
+def trains(request, monkeypatch):
+    """Every scenario runs with trains on and off: both must equal the reference."""
+    monkeypatch.setattr(sys.modules[__name__], "TRAINS", request.param)
+    return request.param
 ARBITERS = ("rr", "transit-first", "local-first")
 
 
@@ -64,17 +75,21 @@ def random_scenario(seed, *, max_at=400_000_000):
 
 
 def run_both(D, n, nh, msgs, cap, *, lossless=True, trees=(), losses=(), nic=0, seed=0, nic_rate=0,
-             arbiter="rr", changes=(), reroutes=(), track=False):
+             arbiter="rr", changes=(), reroutes=(), track=False, trains=None):
     """``changes``: (t, kind, args) as RefNet.change; ``reroutes``: (t, next_hop, {tree index: (tree, members)})."""
     for e in D.edges:
         D.edges[e]["queue_frames"] = cap[0] or None
         D.edges[e]["queue_bytes"] = cap[1] or None
     sim = Simulator()
     net = Network(sim, D, nh, boards=n, nic_latency_ps=nic, nic_rate_bps=nic_rate, lossless=lossless,
-                  seed=seed, arbiter=arbiter)
+                  seed=seed, arbiter=arbiter, trains=TRAINS if trains is None else trains)
     log = []
     net.log_sinks.append(log.append)
     links = sorted(D.edges)
+    # Link statistics two ways: binned in the frame loop, and folded from the log.
+    bin_ps = 7_000 + 1_000 * (len(msgs) % 5) ** 3
+    binned, folded = LinkStats.of(net, bin_ps), LinkStats(len(links), bin_ps)
+    net.log_sinks.append(folded)
     ref = RefNet([(u, v, D.edges[u, v]["rate_bps"], D.edges[u, v]["latency_ps"]) for u, v in links],
                  n, n, nh, nic, cap, lossless=lossless, seed=seed, nic_rate=nic_rate, arbiter=arbiter)
 
@@ -143,7 +158,11 @@ def run_both(D, n, nh, msgs, cap, *, lossless=True, trees=(), losses=(), nic=0, 
     assert engine_drops(net) == {k: v for k, v in ref.drops.items() if v}
     c = net.conservation()
     assert c["in_flight"] == 0 and c["balance"] == 0
+    if not net.SC[K.SC_TRAINS]:
+        assert net.run_counters()["trains"] == 0
     assert (c["offered"], c["replicated"], c["delivered"]) == (ref.offered, ref.replicated, ref.delivered_frames)
+    end = max(net.sim.now, 1)
+    pd.testing.assert_frame_equal(binned.frame(links, None, end), folded.frame(links, None, end))
     lk = net.counters()
     # Per link: every frame offered to a port reached the far node or was dropped on the link.
     assert (lk.offered_frames == lk.delivered_frames + lk.dropped_frames).all()

@@ -17,6 +17,7 @@ API changes); the reference is driven by `simref.simulate`.
 from __future__ import annotations
 
 import random
+import sys
 from collections import deque
 
 import networkx as nx
@@ -27,6 +28,14 @@ from simref import ARBITERS, Change, LinkSpec, LossModel, Resend, Rules, Scenari
 
 US = 10**6
 SEEDS = range(200)
+TRAINS = True  # set per test by the fixture below
+
+
+@pytest.fixture(autouse=True, params=[True, False], ids=["trains", "per-frame"])
+def trains(request, monkeypatch):
+    """Every scenario runs with trains on and off: both must equal the reference."""
+    monkeypatch.setattr(sys.modules[__name__], "TRAINS", request.param)
+    return request.param
 # The rules docs/engine.md states (simref.Rules names the points where the port spec
 # allowed two readings).
 RULES = Rules()
@@ -224,7 +233,7 @@ def run_engine(sc: Scenario) -> dict:
     net = Network(sim, G, np.array(sc.next_hop, np.int64), boards=boards,
                   nic_latency_ps={v: sc.latency[v] for v in range(n)},
                   nic_rate_bps={v: sc.dp_rate[v] for v in range(n)},
-                  arbiter=sc.arbiter, lossless=sc.lossless, seed=0, log=True)
+                  arbiter=sc.arbiter, lossless=sc.lossless, seed=0, log=True, trains=TRAINS)
     links = [tuple(map(int, x)) for x in net.links]
     assert links[:len(sc.links)] == [(l.u, l.v) for l in sc.links], "engine numbers links differently"
     rows: list[np.ndarray] = []

@@ -12,6 +12,11 @@ Why it is shaped this way (htsim's lessons):
   propagating reaches the far node). The heap holds O(links) live entries.
 - State lives in a handful of 2-D integer tables (one row per link, frame,
   message, stream, node), so crossing from Python costs a few array unboxings.
+  Their columns are declared once as data (``LINKS``, ``FRAMES``, ``LOG``, ...,
+  emu.net.tables); the column constants below are derived from the declarations.
+- Trains: a port grants a stream's consecutive full frames as one event while
+  nothing else can be granted in between, and cuts the train back to per-frame
+  state where that stops being true (docs/engine.md, "Trains").
 - Routes are precomputed forwarding tables: a row per (route, node) listing
   egress links and whether the node delivers the frame locally. Unicast and
   multicast are the same mechanism.
@@ -31,6 +36,7 @@ import numpy as np
 from numba import njit
 
 from .ethernet import PS_PER_S, WIRE_OVERHEAD, MIN_FRAME
+from .tables import Table
 
 # ---- scalar slots (SC) -------------------------------------------------------
 SC_NOW = 0        # time of the last processed event
@@ -46,7 +52,13 @@ SC_NNODES = 9
 SC_ARB = 10       # port arbiter: ARB_RR, ARB_TRANSIT, ARB_LOCAL
 SC_EVENTS = 11    # events processed (arrivals and transmitter looks)
 SC_STALE = 12     # heap entries popped and skipped (superseded or flushed)
-SC_SIZE = 13
+SC_BIN_PS = 13    # width of the per-link statistics bins in LB, ps (0: no bins)
+SC_TRAINS = 14    # 1: a port grants a stream's consecutive frames as one train (docs/engine.md)
+SC_NTRAINS = 15   # trains granted (of two frames or more)
+SC_TRAIN_FRAMES = 16  # frames granted in trains (net of cuts)
+SC_TRAIN_HELD = 17    # frames that train entries stand for beyond their one pool row
+SC_TRAIN_CUTS = 18    # trains split before their end (a transit frame, or the caller looks)
+SC_SIZE = 19
 
 ARB_RR = 0        # round robin per frame between the local and the transit queue
 ARB_TRANSIT = 1   # transit first
@@ -54,54 +66,59 @@ ARB_LOCAL = 2     # local first
 ARBITERS = {"rr": ARB_RR, "transit-first": ARB_TRANSIT, "local-first": ARB_LOCAL}
 
 # ---- link table (LK, int64): one row per link direction (its egress port) ------
-L_SRC = 0
-L_DST = 1
-L_RATE = 2        # bits per second
-L_LAT = 3         # propagation (+ the receiving node's latency when it has no datapath link), ps
-L_MTU = 4         # max Ethernet payload bytes
-L_CAPF = 5        # transit queue capacity in frames (0: none)
-L_CAPB = 6        # transit queue capacity in bytes (0: none)
-L_UP = 7
-L_WHEAD = 8       # oldest frame granted and not yet arrived (-1: none)
-L_WTAIL = 9
-L_THEAD = 10      # transit queue (-1: empty)
-L_TTAIL = 11
-L_QF = 12         # transit frames waiting
-L_QB = 13         # transit bytes waiting
-L_TX_END = 14     # the transmitter is busy until then
-L_ARR_PEND = 15   # time of the pending arrival event (-1: none)
-L_TX_PEND = 16    # time of the pending transmitter event (-1: none)
-L_SHEAD = 17      # local queue: packetizer streams, FIFO
-L_STAIL = 18
-L_LAST = 19       # queue granted last: 0 transit, 1 local
-L_SENT = 20       # message whose stream ends with the frame on the wire (-1: none)
-L_OFF_F = 21      # frames offered to the port (transit offered + local granted)
-L_OFF_B = 22
-L_TX_F = 23       # frames transmitted
-L_TX_B = 24       # wire bytes transmitted (with preamble, FCS, gap)
-L_DLV_F = 25      # frames that reached the far node intact
-L_DLV_B = 26
-L_BUSY = 27       # ps spent transmitting
-L_MAXQ = 28       # peak transit bytes waiting
-L_LOCAL_F = 29    # grants to the local queue
-L_TRANSIT_F = 30  # grants to the transit queue
-L_LOSS = 31       # loss model: 0 none, 1 Bernoulli, 2 Gilbert-Elliott
-L_GE_BAD = 32     # Gilbert-Elliott state
-L_TXN = 33        # transmissions so far (index for explicit drop lists)
-L_DL_POS = 34     # next position in this link's explicit drop list
-L_DL_END = 35
-L_SER_LEN = 36    # memo of the last serialization: frame bytes ...
-L_SER_PS = 37     # ... and its time at the current rate
-L_NICQ = 38       # the receiving node's datapath, as a link of its own (-1: none)
-L_NCOLS = 39
+LINKS = Table("link directions (LK)", "L", (
+    ("src", 'transmitting node'),
+    ("dst", 'receiving node'),
+    ("rate", 'bits per second'),
+    ("lat", "propagation (+ the receiving node's latency when it has no datapath link), ps"),
+    ("mtu", 'max Ethernet payload bytes'),
+    ("capf", 'transit queue capacity in frames (0: none)'),
+    ("capb", 'transit queue capacity in bytes (0: none)'),
+    ("up", '1: carrier up'),
+    ("whead", 'oldest frame granted and not yet arrived (-1: none)'),
+    ("wtail", 'newest frame on the wire'),
+    ("thead", 'transit queue (-1: empty)'),
+    ("ttail", 'newest transit frame'),
+    ("qf", 'transit frames waiting'),
+    ("qb", 'transit bytes waiting'),
+    ("tx_end", 'the transmitter is busy until then'),
+    ("arr_pend", 'time of the pending arrival event (-1: none)'),
+    ("tx_pend", 'time of the pending transmitter event (-1: none)'),
+    ("shead", 'local queue: packetizer streams, FIFO'),
+    ("stail", 'last stream of the local queue'),
+    ("last", 'queue granted last: 0 transit, 1 local'),
+    ("sent", 'message whose stream ends with the frame on the wire (-1: none)'),
+    ("off_f", 'frames offered to the port (transit offered + local granted)'),
+    ("off_b", 'bytes offered'),
+    ("tx_f", 'frames transmitted'),
+    ("tx_b", 'wire bytes transmitted (with preamble, FCS, gap)'),
+    ("dlv_f", 'frames that reached the far node intact'),
+    ("dlv_b", 'bytes delivered'),
+    ("busy", 'ps spent transmitting'),
+    ("maxq", 'peak transit bytes waiting'),
+    ("local_f", 'grants to the local queue'),
+    ("transit_f", 'grants to the transit queue'),
+    ("loss", 'loss model: 0 none, 1 Bernoulli, 2 Gilbert-Elliott'),
+    ("ge_bad", 'Gilbert-Elliott state'),
+    ("txn", 'transmissions so far (index for explicit drop lists)'),
+    ("dl_pos", "next position in this link's explicit drop list"),
+    ("dl_end","end of this link's explicit drop list"),
+    ("ser_len", 'memo of the last serialization: frame bytes ...'),
+    ("ser_ps", '... and its time at the current rate'),
+    ("nicq", "the receiving node's datapath, as a link of its own (-1: none)"),
+    ("train", 'the train this port is transmitting: its frame entry (the wire tail) + 1; 0: none'),
+))
+globals().update(LINKS.constants())  # L_SRC = 0, ..., L_NCOLS
 
 # ---- link parameters (LF, float64) ------------------------------------------
-LF_P = 0          # Bernoulli loss p, or Gilbert-Elliott good->bad
-LF_R = 1          # Gilbert-Elliott bad->good
-LF_LG = 2         # loss probability in the good state
-LF_LB = 3         # loss probability in the bad state
-LF_CORRUPT = 4    # corruption probability (caught by the receiver's FCS)
-LF_NCOLS = 5
+LINK_PARAMS = Table("link parameters (LF)", "LF", (
+    ("p", 'Bernoulli loss p, or Gilbert-Elliott good->bad'),
+    ("r", 'Gilbert-Elliott bad->good'),
+    ("lg", 'loss probability in the good state'),
+    ("lb", 'loss probability in the bad state'),
+    ("corrupt", "corruption probability (caught by the receiver's FCS)"),
+), dtype=np.float64)
+globals().update(LINK_PARAMS.constants())  # LF_P = 0, ..., LF_NCOLS
 
 # ---- drop causes: LD[link, cause, 0=frames 1=bytes], ND[node, cause, ...] --------
 DROP_QUEUE = 0
@@ -115,85 +132,113 @@ N_CAUSES = 7
 CAUSE_NAMES = ("queue_full", "loss", "corrupt", "link_down", "mtu", "no_route", "duplicate")
 
 # ---- node counters (NS, int64) ----------------------------------------------
-N_OFF_F = 0       # frame copies offered by this node's packetizer (one per frame per first-hop port)
-N_OFF_B = 1
-N_REPL_F = 2      # copies created here: delivered + forwarded - 1 per arriving copy
-N_DLV_F = 3       # frames delivered to the application here (duplicates excluded)
-N_DLV_B = 4
-N_NCOLS = 5
+NODES = Table("node counters (NS)", "N", (
+    ("off_f", "frame copies offered by this node's packetizer (one per frame per first-hop port)"),
+    ("off_b", 'bytes offered'),
+    ("repl_f", 'copies created here: delivered + forwarded - 1 per arriving copy'),
+    ("dlv_f", 'frames delivered to the application here (duplicates excluded)'),
+    ("dlv_b", 'bytes delivered'),
+))
+globals().update(NODES.constants())  # N_OFF_F = 0, ..., N_NCOLS
 
 # ---- frame pool (FP, int64) ---------------------------------------------------
-F_MSG = 0
-F_FRAG = 1
-F_LEN = 2         # frame bytes: Ethernet header + MCF header + payload
-F_ROUTE = 3
-F_NEXT = 4        # next in the transit queue or on the wire
-F_ENQ = 5         # when it was offered to this port (local frames: when granted)
-F_START = 6
-F_END = 7
-F_ARR = 8
-F_FATE = 9        # 0 ok, else the drop cause drawn at transmission start
-F_QB = 10         # transit bytes waiting ahead of it when offered
-F_RETX = 11       # 1: sent again by a resend stream (the header's RETX flag)
-F_HOPS = 12       # physical links it crossed before this one
-F_LOCAL = 13      # 1: generated by this port's packetizer
-F_NCOLS = 14
+FRAMES = Table("frame pool (FP)", "F", (
+    ("msg", 'message row'),
+    ("frag", 'fragment index'),
+    ("len", 'frame bytes: Ethernet header + MCF header + payload'),
+    ("route", 'route (forwarding table block)'),
+    ("next", 'next in the transit queue or on the wire'),
+    ("enq", 'when it was offered to this port (local frames: when granted)'),
+    ("start", 'transmission start on the current link'),
+    ("end", 'transmission end'),
+    ("arr", 'arrival at the far node'),
+    ("fate", '0 ok, else the drop cause drawn at transmission start'),
+    ("qb", 'transit bytes waiting ahead of it when offered'),
+    ("retx", "1: sent again by a resend stream (the header's RETX flag)"),
+    ("hops", 'physical links it crossed before this one'),
+    ("local", "1: generated by this port's packetizer"),
+    ("ntrain", 'frames this entry stands for: 1, or a train of consecutive fragments'),
+    ("ser", "a train's per-frame serialization (frame k starts at F_START + k * F_SER)"),
+))
+globals().update(FRAMES.constants())  # F_MSG = 0, ..., F_NCOLS
 
 # ---- messages (MS, int64) ---------------------------------------------------
-M_SRC = 0
-M_NFRAGS = 1
-M_FLEN = 2        # frame bytes of a full fragment
-M_LLEN = 3        # frame bytes of the last fragment
-M_FLAGS = 4
-M_DPTR = 5        # first row of its destinations in MD
-M_DEND = 6
-M_LIVE = 7        # its streams not yet sent
-M_NCOLS = 8
+MESSAGES = Table("messages (MS)", "M", (
+    ("src", 'source node'),
+    ("nfrags", 'fragments'),
+    ("flen", 'frame bytes of a full fragment'),
+    ("llen", 'frame bytes of the last fragment'),
+    ("flags", 'MF_* flags'),
+    ("dptr", 'first row of its destinations in MD'),
+    ("dend", 'end of its destinations in MD'),
+    ("live", 'its streams not yet sent'),
+))
+globals().update(MESSAGES.constants())  # M_SRC = 0, ..., M_NCOLS
 MF_FRAME_UPCALL = 1   # tell Python about every delivered frame (reductions)
 MF_TRACK = 2          # keep a bitmap per destination: discard duplicates
 
 # ---- message destinations (MD, int64) --------------------------------------
-D_NODE = 0
-D_GOT = 1         # distinct fragments received
-D_BITS = 2        # offset of the received-bitmap in BITS (-1: untracked)
-D_NCOLS = 3
+DESTS = Table("message destinations (MD)", "D", (
+    ("node", 'destination node'),
+    ("got", 'distinct fragments received'),
+    ("bits", 'offset of the received-bitmap in BITS (-1: untracked)'),
+))
+globals().update(DESTS.constants())  # D_NODE = 0, ..., D_NCOLS
 
 # ---- streams (SP, int64): a packetizer cursor feeding one port's local queue -----
-S_MSG = 0
-S_ROUTE = 1
-S_POS = 2         # next fragment (or next index into SL when S_LIST >= 0)
-S_END = 3
-S_LIST = 4        # -1: fragments S_POS..S_END-1; else offsets into SL
-S_READY = 5       # earliest time of its first frame
-S_NEXT = 6        # next stream on the same port
-S_NCOLS = 7
+STREAMS = Table("streams (SP)", "S", (
+    ("msg", 'message row'),
+    ("route", 'route'),
+    ("pos", 'next fragment (or next index into SL when S_LIST >= 0)'),
+    ("end", 'one past its last position'),
+    ("list", '-1: fragments S_POS..S_END-1; else offsets into SL'),
+    ("ready", 'earliest time of its first frame'),
+    ("next", 'next stream on the same port'),
+))
+globals().update(STREAMS.constants())  # S_MSG = 0, ..., S_NCOLS
 
 # ---- upcalls (UP, int64) ----------------------------------------------------
-U_TIME = 0
-U_KIND = 1
-U_MSG = 2
-U_NODE = 3        # node, or link for UP_SENT
-U_FRAG = 4        # fragment; for UP_SENT the message's streams still unsent
-U_NCOLS = 5
+UPCALLS = Table("upcalls (UP)", "U", (
+    ("time", 'simulated time'),
+    ("kind", 'UP_* kind'),
+    ("msg", 'message row'),
+    ("node", 'node, or link for UP_SENT'),
+    ("frag", "fragment; for UP_SENT the message's streams still unsent"),
+))
+globals().update(UPCALLS.constants())  # U_TIME = 0, ..., U_NCOLS
 UP_DONE = 0       # message complete at a destination
 UP_FRAME = 1      # one frame delivered at a destination (MF_FRAME_UPCALL)
 UP_SENT = 2       # a stream's last frame finished transmitting (or was dropped at the source)
 
 # ---- transmission log (LG, int64) ------------------------------------------
-G_LINK = 0
-G_MSG = 1
-G_FRAG = 2
-G_ENQ = 3
-G_START = 4
-G_END = 5
-G_ARR = 6         # when the receiving node has it (the time of the arrival event)
-G_LEN = 7
-G_QB = 8          # transit bytes waiting ahead of it when it was offered
-G_FATE = 9
-G_RETX = 10
-G_HOPS = 11       # physical links it crossed before this one
-G_LOCAL = 12      # 1: from the transmitting node's own packetizer
-G_NCOLS = 13
+LOG = Table("transmission log (LG)", "G", (
+    ("link", 'link direction'),
+    ("msg", 'message row'),
+    ("frag", 'fragment index'),
+    ("enq", 'when it was offered to the port (local: granted)'),
+    ("start", 'transmission start'),
+    ("end", 'transmission end'),
+    ("arr", 'when the receiving node has it (the time of the arrival event)'),
+    ("len", 'frame bytes'),
+    ("qb", 'transit bytes waiting ahead of it when it was offered'),
+    ("fate", '0 ok, else the DROP_* cause'),
+    ("retx", '1: a resend'),
+    ("hops", 'physical links it crossed before this one'),
+    ("local", "1: from the transmitting node's own packetizer"),
+))
+globals().update(LOG.constants())  # G_LINK = 0, ..., G_NCOLS
+
+# ---- per-link statistics (LB, int64): row bin * links + link, what LinkStats reports ----
+# Bin-major rows, so the table grows by appending rows as the clock advances.
+BINS = Table("per-link statistics (LB)", "B", (
+    ("busy", 'ps the transmitter was busy within the bin'),
+    ("bytes", 'wire bytes of the frames that started in the bin'),
+    ("frames", 'frames that started in the bin'),
+    ("queue", 'largest transit backlog (bytes) a frame found when queued in the bin'),
+    ("lost", 'frames lost on the wire (loss, corruption, cut by a failure), by end bin'),
+))
+globals().update(BINS.constants())  # B_BUSY = 0, ..., B_NCOLS
+B_NFIELDS = BINS.width
 
 # ---- return statuses of advance() ---------------------------------------------
 ST_IDLE = 0       # no events left
@@ -203,6 +248,7 @@ ST_NEED_FRAMES = 3
 ST_NEED_UPCALLS = 4
 ST_NEED_LOG = 5
 ST_NEED_HEAP = 6
+ST_NEED_BINS = 7  # the statistics table needs more bins (the clock passed its last bin)
 
 INF = np.int64(2**62)
 _KIND_SHIFT = 1 << 40  # heap key = kind * _KIND_SHIFT + link: arrivals (0) before grants (1)
@@ -210,15 +256,27 @@ KEY_GRANTS = _KIND_SHIFT   # stop key: before the grants at the limit time
 KEY_ALL = INF              # stop key: after everything at the limit time
 
 
+# ---- compilation -------------------------------------------------------------
+# The kernel never allocates: every table is a borrowed NumPy array owned by the
+# caller. Without numba's reference counting (_nrt=False) passing a table to a
+# function costs nothing; with it, every nested call incremented and decremented
+# the count of each array argument atomically, which was most of a frame-hop's cost.
+# Internal steps are inlined into advance (one function, no call boundaries), each at
+# one call site where it matters for compile time; the entry points Python and
+# compiled drivers call, and rare steps (cutting a train), are compiled on their own.
+_entry = njit(cache=True, _nrt=False)
+_inline = njit(cache=True, inline="always", _nrt=False)
+
+
 # ---- small helpers ----------------------------------------------------------
 
-@njit(cache=True, inline="always")
+@_inline
 def _ser_ps(frame_len, rate):
     wire = max(frame_len, MIN_FRAME) + WIRE_OVERHEAD
     return (wire * 8 * PS_PER_S + rate - 1) // rate
 
 
-@njit(cache=True, inline="always")
+@_inline
 def _rand(LR, link, which):
     # splitmix64: a tiny per-link, per-purpose stream, so one link's draws never
     # shift another's and the same seed gives the same drops.
@@ -231,7 +289,7 @@ def _rand(LR, link, which):
     return (z >> np.uint64(11)) * (1.0 / 9007199254740992.0)
 
 
-@njit(cache=True)
+@_inline
 def heap_push(HP, SC, time, key):
     n = SC[SC_HEAP]
     HP[n, 0] = time
@@ -250,7 +308,7 @@ def heap_push(HP, SC, time, key):
         n = p
 
 
-@njit(cache=True)
+@_inline
 def _heap_pop(HP, SC):
     n = SC[SC_HEAP] - 1
     SC[SC_HEAP] = n
@@ -276,7 +334,7 @@ def _heap_pop(HP, SC):
         i = c
 
 
-@njit(cache=True)
+@_inline
 def schedule_arrival(LK, HP, SC, link, time):
     if LK[link, L_ARR_PEND] == time:
         return
@@ -284,7 +342,7 @@ def schedule_arrival(LK, HP, SC, link, time):
     heap_push(HP, SC, time, link)
 
 
-@njit(cache=True)
+@_inline
 def schedule_tx(LK, HP, SC, link, time):
     """Make sure the port's transmitter looks at its queues at ``time`` (or earlier)."""
     pend = LK[link, L_TX_PEND]
@@ -294,19 +352,19 @@ def schedule_tx(LK, HP, SC, link, time):
     heap_push(HP, SC, time, _KIND_SHIFT + link)
 
 
-@njit(cache=True)
+@_inline
 def _drop_link(LD, link, cause, frame_len):
     LD[link, cause, 0] += 1
     LD[link, cause, 1] += frame_len
 
 
-@njit(cache=True)
+@_inline
 def _drop_node(ND, node, cause, frames, nbytes):
     ND[node, cause, 0] += frames
     ND[node, cause, 1] += nbytes
 
 
-@njit(cache=True)
+@_inline
 def _fate(LK, LF, LR, DL, link):
     """Loss and corruption drawn at transmission start, in transmission order."""
     n = LK[link, L_TXN]
@@ -336,20 +394,20 @@ def _fate(LK, LF, LR, DL, link):
     return 0
 
 
-@njit(cache=True)
+@_inline
 def _alloc_frame(SC, FREE):
     n = SC[SC_FREE] - 1
     SC[SC_FREE] = n
     return FREE[n]
 
 
-@njit(cache=True)
+@_inline
 def _free_frame(SC, FREE, e):
     FREE[SC[SC_FREE]] = e
     SC[SC_FREE] += 1
 
 
-@njit(cache=True)
+@_inline
 def _upcall(SC, UP, t, kind, msg, node, frag):
     u = SC[SC_UP]
     UP[u, U_TIME] = t
@@ -360,15 +418,15 @@ def _upcall(SC, UP, t, kind, msg, node, frag):
     SC[SC_UP] = u + 1
 
 
-@njit(cache=True)
+@_entry
 def stream_sent(SC, MS, UP, msg, link, t):
     """A stream of ``msg`` is over: its last frame left ``link`` (or was dropped at the source)."""
     MS[msg, M_LIVE] -= 1
     _upcall(SC, UP, t, UP_SENT, msg, link, MS[msg, M_LIVE])
 
 
-@njit(cache=True)
-def offer_transit(SC, LK, LD, FP, FREE, HP, link, e, t):
+@_inline
+def offer_transit(SC, LK, LD, FP, FREE, HP, NS, SP, link, e, t):
     """Frame ``e`` joins the transit queue of port ``link`` at ``t``, or is dropped there."""
     flen = FP[e, F_LEN]
     LK[link, L_OFF_F] += 1
@@ -381,6 +439,10 @@ def offer_transit(SC, LK, LD, FP, FREE, HP, link, e, t):
         LK[link, L_TRANSIT_F] += 1
         _put_on_wire(LK, FP, HP, SC, link, e, max(t, LK[link, L_TX_END]))
         return
+    if LK[link, L_TRAIN] > 0:
+        # A transit frame joins a port sending a train: the arbiter decides again at the
+        # first grant from now on, so the frames of the train not yet started go back.
+        _cut_train(SC, LK, FP, FREE, NS, SP, HP, link, t, 0)
     if LK[link, L_UP] == 0:
         _drop_link(LD, link, DROP_DOWN, flen)
         _free_frame(SC, FREE, e)
@@ -413,7 +475,7 @@ def offer_transit(SC, LK, LD, FP, FREE, HP, link, e, t):
     schedule_tx(LK, HP, SC, link, max(t, LK[link, L_TX_END]))
 
 
-@njit(cache=True)
+@_inline
 def _put_on_wire(LK, FP, HP, SC, link, e, t):
     """Frame ``e`` starts transmitting on ``link`` at ``t``; returns its end."""
     flen = FP[e, F_LEN]
@@ -440,7 +502,7 @@ def _put_on_wire(LK, FP, HP, SC, link, e, t):
     return end
 
 
-@njit(cache=True)
+@_inline
 def _start(LK, LF, LR, DL, FP, HP, SC, link, e, t):
     """A granted frame starts on ``link`` at ``t``; its fate is drawn now, from the loss model in force."""
     end = _put_on_wire(LK, FP, HP, SC, link, e, t)
@@ -448,7 +510,7 @@ def _start(LK, LF, LR, DL, FP, HP, SC, link, e, t):
     return end
 
 
-@njit(cache=True)
+@_inline
 def _pop_stream(SC, LK, SFREE, SP, link, s):
     nxt = SP[s, S_NEXT]
     LK[link, L_SHEAD] = nxt
@@ -458,13 +520,81 @@ def _pop_stream(SC, LK, SFREE, SP, link, s):
     SC[SC_SFREE] += 1
 
 
-@njit(cache=True)
+@_inline
+def _train_ok(SC, LK, LF, link):
+    """Trains only where every frame's fate is known without a draw: a physical, loss-free link."""
+    return (link < SC[SC_NLINKS] and LK[link, L_LOSS] == 0 and LK[link, L_DL_POS] == LK[link, L_DL_END]
+            and LF[link, LF_CORRUPT] == 0.0)
+
+
+@_entry
+def _cut_train(SC, LK, FP, FREE, NS, SP, HP, link, t, key):
+    """Split the train on ``link``: keep the frames whose grant, at (start, grant key), comes before
+    (t, key) in the event order; the rest go back to the stream, as if never granted."""
+    e = LK[link, L_TRAIN] - 1
+    LK[link, L_TRAIN] = 0
+    n = FP[e, F_NTRAIN]
+    ser = FP[e, F_SER]
+    start = FP[e, F_START]
+    gkey = _KIND_SHIFT + link
+    keep = n
+    while keep > 0:
+        g = start + (keep - 1) * ser
+        if g < t or (g == t and gkey < key):
+            break
+        keep -= 1
+    back = n - keep
+    if back == 0:
+        return
+    SC[SC_TRAIN_CUTS] += 1
+    flen = FP[e, F_LEN]
+    s = LK[link, L_SHEAD]  # a train never ends its stream: the stream is still at the head
+    SP[s, S_POS] -= back
+    src = LK[link, L_SRC]
+    NS[src, N_OFF_F] -= back
+    NS[src, N_OFF_B] -= back * flen
+    LK[link, L_OFF_F] -= back
+    LK[link, L_OFF_B] -= back * flen
+    LK[link, L_LOCAL_F] -= back
+    LK[link, L_TXN] -= back
+    SC[SC_TRAIN_FRAMES] -= back
+    SC[SC_TRAIN_HELD] -= back
+    LK[link, L_TX_END] = start + keep * ser
+    if keep == 0:
+        # Not one frame of it has started (the earlier ones have all arrived): off the wire.
+        SC[SC_TRAIN_HELD] += 1
+        prev = -1
+        p = LK[link, L_WHEAD]
+        while p != e:
+            prev = p
+            p = FP[p, F_NEXT]
+        LK[link, L_WTAIL] = prev
+        if prev == -1:
+            LK[link, L_WHEAD] = -1
+            LK[link, L_ARR_PEND] = -1
+        else:
+            FP[prev, F_NEXT] = -1
+        _free_frame(SC, FREE, e)
+    else:
+        FP[e, F_NTRAIN] = keep
+    schedule_tx(LK, HP, SC, link, LK[link, L_TX_END])
+
+
+@_inline
+def _cut_all_trains(SC, LK, FP, FREE, NS, SP, HP, t, key):
+    for link in range(SC[SC_NLINKS]):
+        if LK[link, L_TRAIN] > 0:
+            _cut_train(SC, LK, FP, FREE, NS, SP, HP, link, t, key)
+
+
+@_inline
 def _transmitter(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, MS, SP, SL, SFREE, UP, link, t):
     """The port's transmitter is free at ``t``: the arbiter grants one frame, if any is eligible."""
     LK[link, L_TX_PEND] = -1
     if LK[link, L_TX_END] > t:
         schedule_tx(LK, HP, SC, link, LK[link, L_TX_END])
         return
+    LK[link, L_TRAIN] = 0  # a train this port was sending is over: all its frames have started
     m = LK[link, L_SENT]
     if m >= 0:
         # The frame that just ended closed a stream: the packetizer has sent it.
@@ -523,11 +653,27 @@ def _transmitter(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, MS, SP, SL, SFREE
             FP[e, F_LOCAL] = 1
             FP[e, F_ENQ] = t
             FP[e, F_QB] = LK[link, L_QB]
+            FP[e, F_NTRAIN] = 1
             LK[link, L_OFF_F] += 1
             LK[link, L_OFF_B] += flen
             LK[link, L_LOCAL_F] += 1
             if finished:
                 LK[link, L_SENT] = msg
+            elif not has_t and SC[SC_TRAINS] == 1 and retx == 0 and _train_ok(SC, LK, LF, link):
+                # The frames up to the stream's second-to-last follow back to back unless
+                # something joins this port: grant them now as one train (cut if it does).
+                n = SP[s, S_END] - 1 - frag
+                if n >= 2:
+                    SP[s, S_POS] = frag + n
+                    NS[src, N_OFF_F] += n - 1
+                    NS[src, N_OFF_B] += (n - 1) * flen
+                    LK[link, L_OFF_F] += n - 1
+                    LK[link, L_OFF_B] += (n - 1) * flen
+                    LK[link, L_LOCAL_F] += n - 1
+                    FP[e, F_NTRAIN] = n
+                    SC[SC_NTRAINS] += 1
+                    SC[SC_TRAIN_FRAMES] += n
+                    SC[SC_TRAIN_HELD] += n - 1
         else:
             e = LK[link, L_THEAD]
             nxt = FP[e, F_NEXT]
@@ -538,12 +684,19 @@ def _transmitter(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, MS, SP, SL, SFREE
             LK[link, L_QB] -= FP[e, F_LEN]
             LK[link, L_TRANSIT_F] += 1
         end = _start(LK, LF, LR, DL, FP, HP, SC, link, e, t)
+        if FP[e, F_NTRAIN] > 1:
+            # Loss-free link: every frame's fate is 0; only the transmission index moves.
+            LK[link, L_TXN] += FP[e, F_NTRAIN] - 1
+            FP[e, F_SER] = end - t
+            end = t + FP[e, F_NTRAIN] * (end - t)
+            LK[link, L_TX_END] = end
+            LK[link, L_TRAIN] = e + 1
         if LK[link, L_THEAD] != -1 or LK[link, L_SHEAD] != -1 or LK[link, L_SENT] >= 0:
             schedule_tx(LK, HP, SC, link, end)
         return
 
 
-@njit(cache=True)
+@_inline
 def _deliver_local(SC, MS, MD, BITS, UP, ND, NS, msg, node, frag, flen, t):
     """A copy for the application at ``node`` (a member); a tracked duplicate is dropped."""
     d = MS[msg, M_DPTR]
@@ -566,7 +719,7 @@ def _deliver_local(SC, MS, MD, BITS, UP, ND, NS, msg, node, frag, flen, t):
         _upcall(SC, UP, t, UP_DONE, msg, node, -1)
 
 
-@njit(cache=True)
+@_inline
 def _is_member(MS, MD, msg, node):
     d = MS[msg, M_DPTR]
     dend = MS[msg, M_DEND]
@@ -577,7 +730,7 @@ def _is_member(MS, MD, msg, node):
     return False
 
 
-@njit(cache=True)
+@_inline
 def _log_tx(SC, LG, FP, e, link, t, fate):
     """One transmission record: frame ``e`` on ``link``, over (arrived or dropped) at ``t``."""
     g = SC[SC_LOG]
@@ -597,15 +750,61 @@ def _log_tx(SC, LG, FP, e, link, t, fate):
     SC[SC_LOG] = g + 1
 
 
-@njit(cache=True)
-def _arrival(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, LG, FW, MS, MD, BITS, UP, link, t):
+@_inline
+def _bin_tx(SC, LB, link, start, end, enq, qb, flen, fate):
+    """Fold one transmission into link ``link``'s bins (the arithmetic of LinkStats.__call__).
+
+    ``end`` is when the transmitter stopped (a failure's time for a frame it cut)."""
+    w = SC[SC_BIN_PS]
+    nl = SC[SC_NLINKS]
+    b0 = start // w
+    b1 = (end - 1) // w
+    r0 = b0 * nl + link
+    LB[r0, B_BYTES] += max(flen, MIN_FRAME) + WIRE_OVERHEAD
+    LB[r0, B_FRAMES] += 1
+    # Busy time: the part in the first bin, whole bins between, the part in the last.
+    LB[r0, B_BUSY] += (end if b0 == b1 else (b0 + 1) * w) - start
+    if b1 > b0:
+        for b in range(b0 + 1, b1):
+            LB[b * nl + link, B_BUSY] += w
+        LB[b1 * nl + link, B_BUSY] += end - b1 * w
+    if fate != 0:
+        LB[b1 * nl + link, B_LOST] += 1
+    rq = (enq // w) * nl + link
+    if qb > LB[rq, B_QUEUE]:
+        LB[rq, B_QUEUE] = qb
+
+
+@_inline
+def _arrival(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, LG, FW, MS, MD, BITS, UP, SP, LB, link, t):
     e = LK[link, L_WHEAD]
-    nxt = FP[e, F_NEXT]
-    LK[link, L_WHEAD] = nxt
-    if nxt == -1:
-        LK[link, L_WTAIL] = -1
+    if FP[e, F_NTRAIN] > 1:
+        # The first frame of a train arrives: it becomes a frame of its own, which the
+        # node takes like any other (store and forward); the train waits for its next.
+        c = _alloc_frame(SC, FREE)
+        for col in range(F_NCOLS):
+            FP[c, col] = FP[e, col]
+        FP[c, F_NTRAIN] = 1
+        FP[c, F_NEXT] = -1
+        ser = FP[e, F_SER]
+        FP[e, F_NTRAIN] -= 1
+        FP[e, F_FRAG] += 1
+        FP[e, F_START] += ser
+        FP[e, F_ENQ] = FP[e, F_START]
+        FP[e, F_END] += ser
+        FP[e, F_ARR] += ser
+        SC[SC_TRAIN_HELD] -= 1
+        schedule_arrival(LK, HP, SC, link, FP[e, F_ARR])
+        e = c
     else:
-        schedule_arrival(LK, HP, SC, link, FP[nxt, F_ARR])
+        nxt = FP[e, F_NEXT]
+        LK[link, L_WHEAD] = nxt
+        if nxt == -1:
+            LK[link, L_WTAIL] = -1
+        else:
+            schedule_arrival(LK, HP, SC, link, FP[nxt, F_ARR])
+        if LK[link, L_TRAIN] == e + 1:
+            LK[link, L_TRAIN] = 0  # the train's last frame arrived: no frame of it is left to cut
     fate = FP[e, F_FATE]
     flen = FP[e, F_LEN]
     # Transmission is accounted when it is over, so link failures never leave counters
@@ -616,6 +815,8 @@ def _arrival(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, LG, FW, MS, MD, BITS,
     physical = link < SC[SC_NLINKS]
     if SC[SC_LOGGING] == 1 and physical:
         _log_tx(SC, LG, FP, e, link, t, fate)
+    if SC[SC_BIN_PS] > 0 and physical:
+        _bin_tx(SC, LB, link, FP[e, F_START], FP[e, F_END], FP[e, F_ENQ], FP[e, F_QB], flen, fate)
     if fate != 0:
         _drop_link(LD, link, fate, flen)
         _free_frame(SC, FREE, e)
@@ -628,7 +829,7 @@ def _arrival(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, LG, FW, MS, MD, BITS,
     if nic >= 0:
         # A node with a finite-rate datapath parses frames one at a time: the frame
         # queues there, and is forwarded when it leaves the datapath.
-        offer_transit(SC, LK, LD, FP, FREE, HP, nic, e, t)
+        _forward(SC, LK, LD, FP, FREE, HP, NS, SP, FW, -1, 1, nic, e, t)
         return
     node = LK[link, L_DST]
     msg = FP[e, F_MSG]
@@ -649,20 +850,29 @@ def _arrival(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, LG, FW, MS, MD, BITS,
     if n == 0:
         _free_frame(SC, FREE, e)
         return
-    # A copy on each egress port of this (route, node), ascending link id; the entry itself goes last.
-    for k in range(2, n + 1):
-        c = _alloc_frame(SC, FREE)
-        FP[c, F_MSG] = msg
-        FP[c, F_FRAG] = frag
-        FP[c, F_LEN] = flen
-        FP[c, F_ROUTE] = FP[e, F_ROUTE]
-        FP[c, F_RETX] = FP[e, F_RETX]
-        FP[c, F_HOPS] = FP[e, F_HOPS]
-        offer_transit(SC, LK, LD, FP, FREE, HP, FW[row, k - 1], c, t)
-    offer_transit(SC, LK, LD, FP, FREE, HP, FW[row, n], e, t)
+    _forward(SC, LK, LD, FP, FREE, HP, NS, SP, FW, row, n, -1, e, t)
 
 
-@njit(cache=True)
+@_inline
+def _forward(SC, LK, LD, FP, FREE, HP, NS, SP, FW, row, n, only, e, t):
+    """Offer frame ``e`` to the transit queue of port ``only``, or of each of the ``n`` egress
+    ports of forwarding row ``row``: a copy on each, ascending link id, the entry itself last."""
+    for k in range(1, n + 1):
+        out = only if only >= 0 else FW[row, k]
+        f = e
+        if k < n:
+            f = _alloc_frame(SC, FREE)
+            FP[f, F_MSG] = FP[e, F_MSG]
+            FP[f, F_FRAG] = FP[e, F_FRAG]
+            FP[f, F_LEN] = FP[e, F_LEN]
+            FP[f, F_ROUTE] = FP[e, F_ROUTE]
+            FP[f, F_RETX] = FP[e, F_RETX]
+            FP[f, F_HOPS] = FP[e, F_HOPS]
+            FP[f, F_NTRAIN] = 1
+        offer_transit(SC, LK, LD, FP, FREE, HP, NS, SP, out, f, t)
+
+
+@_entry
 def add_stream(SC, LK, HP, MS, SP, SFREE, link, msg, route, pos, end, lst, ready):
     """Queue a stream on port ``link``'s local queue; returns its row."""
     n = SC[SC_SFREE] - 1
@@ -701,7 +911,7 @@ def add_stream(SC, LK, HP, MS, SP, SFREE, link, msg, route, pos, end, lst, ready
     return s
 
 
-@njit(cache=True)
+@_entry
 def remove_stream(SC, LK, MS, SP, SFREE, link, s):
     """Take stream ``s`` out of ``link``'s local queue (re-routing); it is not 'sent'."""
     prev = -1
@@ -721,9 +931,17 @@ def remove_stream(SC, LK, MS, SP, SFREE, link, s):
     SC[SC_SFREE] += 1
 
 
-@njit(cache=True)
+@_entry
 def advance(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, LG, FW, MS, MD, BITS, UP, SP, SL, SFREE,
             limit, limit_key, margin):
+    """``advance_binned`` without a statistics table (SC[SC_BIN_PS] must be 0)."""
+    return advance_binned(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, LG, FW, MS, MD, BITS, UP, SP, SL,
+                          SFREE, LG, limit, limit_key, margin)  # LG stands in for the unused table
+
+
+@_entry
+def advance_binned(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, LG, FW, MS, MD, BITS, UP, SP, SL, SFREE, LB,
+                   limit, limit_key, margin):
     """Process events before the stop point (``limit``, ``limit_key``); return (status, time).
 
     Events are taken in (time, key) order and processing stops before the first
@@ -733,20 +951,28 @@ def advance(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, LG, FW, MS, MD, BITS, 
     buffer might overflow (``margin`` rows of frames, upcalls and log records),
     so Python can grow or flush it and call again; and after the last event of a
     time that produced upcalls, so Python handles them at the right simulated time.
+    Before returning at a stop point or for upcalls, trains are cut there, so the
+    caller sees exactly the per-frame loop's tables. With SC[SC_BIN_PS] > 0 every
+    transmission is also folded into the link statistics ``LB``.
     """
     # Upcalls left from a call that stopped to grow a buffer keep their time.
     up_time = UP[0, U_TIME] if SC[SC_UP] > 0 else -1
     while True:
         if SC[SC_HEAP] == 0:
             if SC[SC_UP] > 0:
+                _cut_all_trains(SC, LK, FP, FREE, NS, SP, HP, up_time, KEY_ALL)
                 return ST_UPCALLS, up_time
             return ST_IDLE, SC[SC_NOW]
         t = HP[0, 0]
         key = HP[0, 1]
+        # Before the caller looks at the tables, every train is cut at the point reached:
+        # what it sees (streams, counters, wires) is what the per-frame loop would leave.
         if SC[SC_UP] > 0 and t > up_time:
+            _cut_all_trains(SC, LK, FP, FREE, NS, SP, HP, up_time, KEY_ALL)
             return ST_UPCALLS, up_time
         if t > limit or (t == limit and key >= limit_key):
-            return ST_LIMIT, t
+            _cut_all_trains(SC, LK, FP, FREE, NS, SP, HP, limit, limit_key)
+            return ST_LIMIT, HP[0, 0]
         if SC[SC_FREE] < margin:
             return ST_NEED_FRAMES, t
         if SC[SC_UP] + margin > UP.shape[0]:
@@ -755,6 +981,8 @@ def advance(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, LG, FW, MS, MD, BITS, 
             return ST_NEED_LOG, t
         if SC[SC_HEAP] + margin > HP.shape[0]:
             return ST_NEED_HEAP, t
+        if SC[SC_BIN_PS] > 0 and (t // SC[SC_BIN_PS] + 1) * SC[SC_NLINKS] > LB.shape[0]:
+            return ST_NEED_BINS, t
         _heap_pop(HP, SC)
         SC[SC_NOW] = t
         if key >= _KIND_SHIFT:
@@ -771,13 +999,19 @@ def advance(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, LG, FW, MS, MD, BITS, 
                 continue  # stale: the link was flushed
             SC[SC_EVENTS] += 1
             LK[link, L_ARR_PEND] = -1
-            _arrival(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, LG, FW, MS, MD, BITS, UP, link, t)
+            _arrival(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, LG, FW, MS, MD, BITS, UP, SP, LB, link, t)
         if SC[SC_UP] > 0 and up_time < 0:
             up_time = t
 
 
-@njit(cache=True)
+@_entry
 def link_down(SC, LK, LD, LG, FP, FREE, MS, UP, link, t):
+    """``link_down_binned`` without a statistics table (SC[SC_BIN_PS] must be 0)."""
+    link_down_binned(SC, LK, LD, LG, FP, FREE, MS, UP, LG, link, t)  # LG stands in for the unused table
+
+
+@_entry
+def link_down_binned(SC, LK, LD, LG, FP, FREE, MS, UP, LB, link, t):
     """Take a link down at ``t``: every frame on its wire or in its transit queue is dropped.
 
     A frame that had started transmitting (on the wire or propagating) was a transmission:
@@ -788,14 +1022,26 @@ def link_down(SC, LK, LD, LG, FP, FREE, MS, UP, link, t):
     while e != -1:
         nxt = FP[e, F_NEXT]
         flen = FP[e, F_LEN]
-        LK[link, L_TX_F] += 1
-        LK[link, L_TX_B] += max(flen, MIN_FRAME) + WIRE_OVERHEAD
-        LK[link, L_BUSY] += min(FP[e, F_END], t) - FP[e, F_START]
-        if SC[SC_LOGGING] == 1 and link < SC[SC_NLINKS]:
-            _log_tx(SC, LG, FP, e, link, t, DROP_DOWN)
-        _drop_link(LD, link, DROP_DOWN, flen)
+        # A train is its frames, one after another (all of them have started by now).
+        for k in range(max(FP[e, F_NTRAIN], 1)):
+            if k > 0:
+                FP[e, F_FRAG] += 1
+                FP[e, F_START] += FP[e, F_SER]
+                FP[e, F_ENQ] = FP[e, F_START]
+                FP[e, F_END] += FP[e, F_SER]
+                SC[SC_TRAIN_HELD] -= 1
+            LK[link, L_TX_F] += 1
+            LK[link, L_TX_B] += max(flen, MIN_FRAME) + WIRE_OVERHEAD
+            LK[link, L_BUSY] += min(FP[e, F_END], t) - FP[e, F_START]
+            if SC[SC_LOGGING] == 1 and link < SC[SC_NLINKS]:
+                _log_tx(SC, LG, FP, e, link, t, DROP_DOWN)
+            if SC[SC_BIN_PS] > 0 and link < SC[SC_NLINKS]:
+                _bin_tx(SC, LB, link, FP[e, F_START], min(FP[e, F_END], t), FP[e, F_ENQ], FP[e, F_QB], flen,
+                        DROP_DOWN)
+            _drop_link(LD, link, DROP_DOWN, flen)
         _free_frame(SC, FREE, e)
         e = nxt
+    LK[link, L_TRAIN] = 0
     e = LK[link, L_THEAD]
     while e != -1:
         nxt = FP[e, F_NEXT]
@@ -819,7 +1065,7 @@ def link_down(SC, LK, LD, LG, FP, FREE, MS, UP, link, t):
         stream_sent(SC, MS, UP, m, link, t)
 
 
-@njit(cache=True)
+@_entry
 def link_up(SC, LK, HP, link, t):
     """The port is usable at ``t``: its local queue resumes at once."""
     LK[link, L_UP] = 1

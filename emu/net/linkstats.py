@@ -1,8 +1,12 @@
-"""Per-link time series from the transmission log: busy time, bytes and queue depth per time bin.
+"""Per-link time series: busy time, bytes, frames, queue depth and losses per time bin.
 
-The engine hands its transmission records over in blocks; this sink folds each
-block into fixed-width bins with numpy, so memory follows the run's duration
-and the number of links, never the number of frames.
+Two ways to fill the same bins. ``LinkStats.of(net, bin_ps)`` has the engine
+accumulate them inside its frame loop (kernel table LB), so a run needs no
+per-frame transmission log at all. A ``LinkStats(n_links, bin_ps)`` used as a log
+sink folds blocks of transmission records into bins with numpy. Either way memory
+follows the run's duration and the number of links, never the number of frames,
+and both give the same table (the kernel's ``_bin_tx`` is this module's arithmetic,
+record by record).
 """
 
 from __future__ import annotations
@@ -10,14 +14,18 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from . import kernel as K
 from .ethernet import MIN_FRAME, WIRE_OVERHEAD
+from .kernel import BINS, DROP_DOWN, LOG
+
+
+FIELDS = ("busy", "bytes", "frames", "queue", "lost")  # the kernel's BINS fields
 
 
 class LinkStats:
     def __init__(self, n_links: int, bin_ps: int):
         if bin_ps <= 0:
             raise ValueError("bin width must be positive")
+        self.net = None
         self.n_links = n_links
         self.bin_ps = int(bin_ps)
         self.busy = np.zeros((n_links, 64), np.int64)
@@ -26,6 +34,23 @@ class LinkStats:
         self.queue = np.zeros((n_links, 64), np.int64)
         self.lost = np.zeros((n_links, 64), np.int64)
         self.records = 0
+
+    @classmethod
+    def of(cls, net, bin_ps: int) -> "LinkStats":
+        """Bins accumulated by ``net``'s frame loop (no transmission log needed)."""
+        stats = cls(len(net.links), bin_ps)
+        net.bin_links(stats.bin_ps)
+        stats.net = net
+        return stats
+
+    def _pull(self) -> None:
+        """Copy the engine's bins (rows bin * links + link) into the per-field arrays."""
+        LB = self.net.link_bins()
+        nb = LB.shape[0] // self.n_links
+        self._ensure(nb)
+        cube = LB[: nb * self.n_links].reshape(nb, self.n_links, BINS.width)
+        for name in FIELDS:
+            getattr(self, name)[:, :nb] = cube[:, :, BINS.col(name)].T
 
     def _ensure(self, nbins: int) -> None:
         have = self.busy.shape[1]
@@ -39,20 +64,23 @@ class LinkStats:
             setattr(self, name, b)
 
     def __call__(self, rows: np.ndarray) -> None:
-        """Fold a block of kernel transmission records (kernel.G_* columns) into the bins."""
+        """Fold a block of kernel transmission records (the kernel's LOG table) into the bins."""
+        if self.net is not None:
+            raise RuntimeError("these bins are filled by the engine; not a log sink")
         if rows.shape[0] == 0:
             return
         self.records += rows.shape[0]
+        rec = LOG.records(rows)
         w = self.bin_ps
-        link = rows[:, K.G_LINK]
-        start = rows[:, K.G_START]
-        # A frame cut by a link failure was busy until the failure (its record's G_ARR).
-        end = np.where(rows[:, K.G_FATE] == K.DROP_DOWN, np.minimum(rows[:, K.G_END], rows[:, K.G_ARR]), rows[:, K.G_END])
+        link = rec["link"]
+        start = rec["start"]
+        # A frame cut by a link failure was busy until the failure (its record's arrival time).
+        end = np.where(rec["fate"] == DROP_DOWN, np.minimum(rec["end"], rec["arr"]), rec["end"])
         b0 = start // w
         b1 = (end - 1) // w
-        self._ensure(int(max(b1.max(), (rows[:, K.G_ENQ] // w).max())) + 1)
+        self._ensure(int(max(b1.max(), (rec["enq"] // w).max())) + 1)
         nb = self.busy.shape[1]
-        wire = np.maximum(rows[:, K.G_LEN], MIN_FRAME) + WIRE_OVERHEAD
+        wire = np.maximum(rec["len"], MIN_FRAME) + WIRE_OVERHEAD
         # Bytes and frames count in the bin where transmission started.
         flat0 = link * nb + b0
         self.bytes.ravel()[:] += np.bincount(flat0, weights=wire, minlength=self.n_links * nb).astype(np.int64)
@@ -70,13 +98,13 @@ class LinkStats:
                 self.busy[l, lo:hi] += w
         self.busy.ravel()[:] += busy.astype(np.int64)
         # Frames lost on the wire (loss, corruption) count where their transmission ended.
-        bad = rows[:, K.G_FATE] != 0
+        bad = rec["fate"] != 0
         if bad.any():
             flat1 = link[bad] * nb + (end[bad] - 1) // w
             self.lost.ravel()[:] += np.bincount(flat1, minlength=self.n_links * nb)
         # Queue depth: the largest backlog a frame found when it was queued, per bin.
-        qb = rows[:, K.G_QB]
-        flatq = link * nb + rows[:, K.G_ENQ] // w
+        qb = rec["qb"]
+        flatq = link * nb + rec["enq"] // w
         np.maximum.at(self.queue.ravel(), flatq, qb)
 
     def nbins(self, end_ps: int) -> int:
@@ -85,6 +113,8 @@ class LinkStats:
     def frame(self, links: list[tuple[int, int]], rates: np.ndarray, end_ps: int) -> pd.DataFrame:
         """Long table: one row per link direction and bin, with utilization in [0, 1]."""
         n = self.nbins(end_ps)
+        if self.net is not None:
+            self._pull()
         self._ensure(n)
         L = self.n_links
         link = np.repeat(np.arange(L), n)

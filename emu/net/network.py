@@ -146,6 +146,7 @@ class Network:
         seed: int = 0,
         log: bool = True,
         frames: int = 4096,
+        trains: bool = True,
     ):
         self.sim = sim
         self.topology = topology
@@ -209,7 +210,10 @@ class Network:
         self.FP = np.zeros((frames, K.F_NCOLS), np.int64)
         self.FREE = np.arange(frames - 1, -1, -1, dtype=np.int64)
         self.HP = np.zeros((4 * total + 64, 2), np.int64)
-        self.LG = np.zeros((65536 if log else 1, K.G_NCOLS), np.int64)
+        # The transmission log is written only while someone reads it (a log sink).
+        self.log = log
+        self.LG = np.zeros((1, K.G_NCOLS), np.int64)
+        self.LB = np.zeros((0, K.B_NFIELDS), np.int64)  # per-link bins, see bin_links
         self.MS = np.zeros((1024, K.M_NCOLS), np.int64)
         self.MD = np.zeros((1024, K.D_NCOLS), np.int64)
         self.BITS = np.zeros(1024, np.uint8)
@@ -221,10 +225,10 @@ class Network:
         self.SC[K.SC_FREE] = frames
         self.SC[K.SC_SFREE] = 256
         self.SC[K.SC_LOSSLESS] = int(lossless)
-        self.SC[K.SC_LOGGING] = int(log)
         self.SC[K.SC_NLINKS] = nl
         self.SC[K.SC_NNODES] = self.nodes
         self.SC[K.SC_ARB] = K.ARBITERS[arbiter]
+        self.SC[K.SC_TRAINS] = int(trains)
         self._nmd = 0
         self._nbits = 0
         self._nsl = 0
@@ -596,15 +600,18 @@ class Network:
         self._sync()
         if self.SC[K.SC_UP] + 1 > self.UP.shape[0]:
             self.UP = _grow(self.UP, 2 * self.UP.shape[0], 0)
+        self._logging()
+        self._ensure_bins(self.sim.now)
         # Frames cut by the failure get a record each: room for every frame on this wire.
         on_wire, e = 0, int(self.LK[link, K.L_WHEAD])
         while e != -1:
-            on_wire, e = on_wire + 1, int(self.FP[e, K.F_NEXT])
+            on_wire, e = on_wire + max(int(self.FP[e, K.F_NTRAIN]), 1), int(self.FP[e, K.F_NEXT])
         if self.SC[K.SC_LOGGING] and self.SC[K.SC_LOG] + on_wire > self.LG.shape[0]:
             self.flush_log()
             if on_wire > self.LG.shape[0]:
                 self.LG = _grow(self.LG, on_wire, 0)
-        K.link_down(self.SC, self.LK, self.LD, self.LG, self.FP, self.FREE, self.MS, self.UP, link, self.sim.now)
+        K.link_down_binned(self.SC, self.LK, self.LD, self.LG, self.FP, self.FREE, self.MS, self.UP, self.LB, link,
+                           self.sim.now)
         if self.SC[K.SC_UP] and self._upcall_ev is None:
             self._upcall_ev = self.sim.at(self.sim.now, self._upcalls_due)
         self._rearm()
@@ -669,14 +676,38 @@ class Network:
             stop = self._changes[0][:2]
         return stop
 
+    def bin_links(self, bin_ps: int) -> None:
+        """Accumulate per-link statistics in bins of ``bin_ps`` inside the frame loop (LinkStats.of)."""
+        if bin_ps <= 0:
+            raise ValueError("bin width must be positive")
+        self.SC[K.SC_BIN_PS] = int(bin_ps)
+        self.LB = np.zeros((64 * len(self.links), K.B_NFIELDS), np.int64)
+
+    def link_bins(self) -> np.ndarray:
+        """The statistics table: row ``bin * links + link``, columns kernel.B_*."""
+        return self.LB
+
+    def _ensure_bins(self, t: int) -> None:
+        w = int(self.SC[K.SC_BIN_PS])
+        if w and (t // w + 1) * len(self.links) > self.LB.shape[0]:
+            self.LB = _grow(self.LB, (t // w + 1) * len(self.links), 0)
+
+    def _logging(self) -> None:
+        """Write transmission records only while a sink reads them."""
+        on = self.log and bool(self.log_sinks)
+        self.SC[K.SC_LOGGING] = int(on)
+        if on and self.LG.shape[0] < 65536:
+            self.LG = _grow(self.LG, 65536, 0)
+
     def _run(self, limit: int, key: int) -> None:
         now = self.sim.now
+        self._logging()
         while True:
             lt, lk = self._stop(limit, key)
-            status, t = K.advance(
+            status, t = K.advance_binned(
                 self.SC, self.LK, self.LF, self.LR, self.LD, self.ND, self.NS, self.DL, self.FP, self.FREE,
                 self.HP, self.LG, self.FW, self.MS, self.MD, self.BITS, self.UP, self.SP, self.SL, self.SFREE,
-                lt, lk, self.margin,
+                self.LB, lt, lk, self.margin,
             )
             if status == K.ST_NEED_FRAMES:
                 self.FP, self.FREE = _grow_pool(self.FP, self.FREE, self.SC, K.SC_FREE)
@@ -686,6 +717,8 @@ class Network:
                 self.flush_log()
             elif status == K.ST_NEED_HEAP:
                 self.HP = _grow(self.HP, 2 * self.HP.shape[0], 0)
+            elif status == K.ST_NEED_BINS:
+                self._ensure_bins(t)
             elif status == K.ST_UPCALLS:
                 if t == now and not self._in_change and not (self._changes and self._changes[0][0] == now):
                     # The application runs after the grants of its instant; what it sends
@@ -738,7 +771,14 @@ class Network:
 
     @property
     def frames_in_flight(self) -> int:
-        return int(self.FP.shape[0] - self.SC[K.SC_FREE])
+        # A train entry is one pool row standing for several frames.
+        return int(self.FP.shape[0] - self.SC[K.SC_FREE] + self.SC[K.SC_TRAIN_HELD])
+
+    def run_counters(self) -> dict[str, int]:
+        """The frame loop's own work: events processed and skipped, trains, frames sent in trains."""
+        return {"events": int(self.SC[K.SC_EVENTS]), "stale": int(self.SC[K.SC_STALE]),
+                "trains": int(self.SC[K.SC_NTRAINS]), "train_frames": int(self.SC[K.SC_TRAIN_FRAMES]),
+                "train_cuts": int(self.SC[K.SC_TRAIN_CUTS])}
 
     @property
     def duplicates(self) -> int:

@@ -26,7 +26,7 @@ import numpy as np
 from ..codec import FRAME_HEADER_LEN, CaptureWriter, Flags, Op, encode_frames, max_payload, new_headers
 from ..codec.layer import MAC_PREFIX
 from ..errors import ConfigError
-from ..net import kernel as K
+from ..net.kernel import LOG
 from ..units import parse_time
 
 
@@ -86,6 +86,8 @@ class Capture:
     def attach(self, replay) -> None:
         self.net = replay.net
         self.writer.interfaces = [f"{u}->{v}" for u, v in self.net.links]
+        self._src = np.array([u for u, _v in self.net.links], np.int64)  # transmitting node of each link
+        self._dst = np.array([v for _u, v in self.net.links], np.int64)
         self.per = max_payload(int(replay.hw["mtu"]))
         L = len(self.net.links)
         keep = np.ones(L, bool)
@@ -108,9 +110,10 @@ class Capture:
         return row
 
     def __call__(self, rows: np.ndarray) -> None:
-        rows = rows[rows[:, K.G_FATE] == 0]
-        rows = rows[self.keep_link[rows[:, K.G_LINK]]]
-        t = rows[:, K.G_ARR]
+        rows = LOG.records(rows)  # fields by name
+        rows = rows[rows["fate"] == 0]
+        rows = rows[self.keep_link[rows["link"]]]
+        t = rows["arr"]
         f = self.filter
         sel = t >= f.t_from
         if f.t_to is not None:
@@ -118,7 +121,7 @@ class Capture:
         rows = rows[sel]
         if not len(rows):
             return
-        mids = rows[:, K.G_MSG]
+        mids = rows["msg"]
         uniq, inv = np.unique(mids, return_inverse=True)
         h = np.concatenate([self._template(int(m)) for m in uniq])[inv]
         if f.ops:
@@ -126,31 +129,31 @@ class Capture:
             h, rows = h[keep], rows[keep]
             if not len(rows):
                 return
-        frag = rows[:, K.G_FRAG]
+        frag = rows["frag"]
         nfr = np.array([self.net.messages[int(m)].nfrags for m in uniq], np.int64)[inv]
         if f.ops:
             nfr = nfr[keep]
         h["frag_idx"] = frag
         h["frag_cnt"] = nfr
         h["offset"] = frag * self.per
-        h["pay_len"] = rows[:, K.G_LEN] - FRAME_HEADER_LEN
+        h["pay_len"] = rows["len"] - FRAME_HEADER_LEN
         h["seq"] = (h["seq"].astype(np.int64) + frag) & 0xFFFFFFFF
-        h["flags"] |= np.where(rows[:, K.G_RETX] == 1, int(Flags.RETX), 0).astype(h["flags"].dtype)
+        h["flags"] |= np.where(rows["retx"] == 1, int(Flags.RETX), 0).astype(h["flags"].dtype)
         # The source MAC is the node that put the frame on this link; ttl drops by one
         # per link the frame crossed before this one.
-        link = rows[:, K.G_LINK]
-        eth_src = self.net.LK[link, K.L_SRC]
-        h["ttl"] = np.maximum(h["ttl"].astype(np.int64) - rows[:, K.G_HOPS], 0)
+        link = rows["link"]
+        eth_src = self._src[link]
+        h["ttl"] = np.maximum(h["ttl"].astype(np.int64) - rows["hops"], 0)
         buf, offsets = encode_frames(h, None, snaplen=self.snaplen, eth_src=eth_src)
         if self.writer.format == "pcap":
             # No interfaces: the destination MAC names the receiving node of the hop.
             at = offsets[:-1]
-            dst = self.net.LK[link, K.L_DST]
+            dst = self._dst[link]
             for k in range(4):
                 buf[at + k] = MAC_PREFIX[k]
             buf[at + 4], buf[at + 5] = (dst >> 8) & 0xFF, dst & 0xFF
-        wire = rows[:, K.G_LEN]
-        self.writer.write(buf, offsets, (rows[:, K.G_ARR] + 500) // 1000, wirelen=wire, iface=link)
+        wire = rows["len"]
+        self.writer.write(buf, offsets, (rows["arr"] + 500) // 1000, wirelen=wire, iface=link)
         self.frames += len(rows)
 
     def close(self) -> None:

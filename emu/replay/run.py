@@ -102,8 +102,7 @@ class Replay:
         est = max(1, int(np.bincount(np.maximum(trace.ops["node"], 0), weights=self.durations,
                                      minlength=self.nodes).max()))
         self.bin_ps = options.bin_ps or max(100 * US, (est // 500) // MS * MS or 100 * US)
-        self.linkstats = LinkStats(len(self.net.links), self.bin_ps)
-        self.net.log_sinks.append(self.linkstats)
+        self.linkstats = LinkStats.of(self.net, self.bin_ps)  # binned in the frame loop, no log
 
     def _durations(self) -> np.ndarray:
         ops, hw = self.trace.ops, self.hw

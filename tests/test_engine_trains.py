@@ -1,0 +1,131 @@
+"""Trains (a port granting a stream's consecutive frames as one event) change nothing.
+
+Scenarios built so trains form and are split: long messages, several local streams
+and transit traffic on the same ports under all three arbiters, multicast trees,
+failures, repairs and rate changes while trains are on the wire, re-routing, and an
+application that sends while trains run. Each run is compared with the per-frame
+reference (tests/netref.py) frame by frame, and with the engine itself, trains off:
+the transmission records, completions, "sent" upcalls, drops, counters and in-loop
+link statistics must be identical, and trains must actually have been granted and cut.
+"""
+
+import random
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from emu.net import kernel as K
+from emu.net.linkstats import LinkStats
+from emu.sim import Simulator
+from emu.net import Network
+
+from test_engine_exact import (ARBITERS, bfs_next_hop, grid_multicast_scenario, random_changes, random_scenario,
+                               reroutes_for, run_both)
+
+TOTALS = {"trains": 0, "train_cuts": 0}
+
+
+def long_messages(seed, n_msgs=(4, 12)):
+    """Random topology, messages of many frames, started close together: ports carry
+    long local streams and transit at once."""
+    D, n, nh, _msgs, cap, rng = random_scenario(9000 + seed, max_at=3_000_000)
+    msgs = []
+    for _ in range(rng.randint(*n_msgs)):
+        src = rng.randrange(n)
+        dst = rng.choice([x for x in range(n) if x != src])
+        msgs.append((src, (dst,), dst, rng.randint(20, 150), rng.choice([1462, 1000, 200]), rng.randint(62, 200),
+                     rng.choice([0, 0, rng.randint(0, 3_000_000)])))
+    return D, n, nh, msgs, cap, rng
+
+
+def check_trains(net):
+    c = net.run_counters()
+    TOTALS["trains"] += c["trains"]
+    TOTALS["train_cuts"] += c["train_cuts"]
+    assert 0 <= c["train_frames"] <= net.counters().local_frames.sum()
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_trains_split_by_transit_and_local_streams_match_reference(seed):
+    D, n, nh, msgs, cap, rng = long_messages(seed)
+    net, ref, done = run_both(D, n, nh, msgs, cap, lossless=bool(seed % 2), arbiter=ARBITERS[seed % 3],
+                              nic=rng.choice([0, 500_000]), trains=True)
+    assert len(done) == len(msgs) or not seed % 2
+    check_trains(net)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_trains_cut_by_failures_rate_changes_and_reroutes_match_reference(seed):
+    D, n, nh, msgs, cap, rng = long_messages(100 + seed)
+    changes = random_changes(D, rng, 3_000_000)
+    reroutes = reroutes_for(D, n, changes, rng.choice([0, 1, 100_000])) if seed % 3 else []
+    net, _ref, _done = run_both(D, n, nh, msgs, cap, lossless=bool(seed % 2), seed=seed, arbiter=ARBITERS[seed % 3],
+                                changes=changes, reroutes=reroutes, track=bool(seed % 4 == 0), trains=True,
+                                nic=rng.choice([0, 500_000]))
+    check_trains(net)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_trains_under_multicast_trees_match_reference(seed):
+    rng = random.Random(600 + seed)
+    n, D, nh, _links, trees, msgs = grid_multicast_scenario(rng, unicasts=5, tree_frags=(30, 120))
+    net, _ref, _done = run_both(D, n, nh, msgs, (0, 16 * 1024), trees=trees, arbiter=ARBITERS[seed % 3],
+                                trains=True, nic_rate=rng.choice([0, 4 * 10**9]))
+    check_trains(net)
+
+
+def test_the_scenarios_above_granted_and_split_trains():
+    # Runs after the tests above (file order): the scenarios must have exercised trains.
+    assert TOTALS["trains"] > 100 and TOTALS["train_cuts"] > 50
+
+
+def run_app(trains, seed):
+    """An application that sends more when something completes (sends made mid-train),
+    with in-loop link statistics; returns everything observable."""
+    import networkx as nx
+    rng = random.Random(seed)
+    n = 6
+    G = nx.cycle_graph(n)
+    D = nx.DiGraph()
+    for u, v in G.edges:
+        for a, b in ((u, v), (v, u)):
+            D.add_edge(a, b, rate_bps=rng.choice([10**9, 10**10]), latency_ps=rng.choice([0, 1_000_000]), mtu=1500)
+    sim = Simulator()
+    net = Network(sim, D, bfs_next_hop(D, n, n), boards=n, arbiter=ARBITERS[seed % 3], trains=trains,
+                  nic_latency_ps=500_000)
+    stats = LinkStats.of(net, 50_000_000)
+    log, events = [], []
+    net.log_sinks.append(log.append)
+    left = [20]
+
+    def on_event(kind, m, node, frag, t):
+        events.append((kind, m.id, node, frag, t))
+        if kind == "done" and left[0] > 0:
+            left[0] -= 1
+            s = rng.randrange(n)
+            d = rng.choice([x for x in range(n) if x != s])
+            net.send(s, [d], rng.randint(1, 300), 1462, rng.randint(62, 1462), on_event=on_event,
+                     at=sim.now + rng.choice([0, 0, 5_000_000]))
+
+    for i in range(8):
+        s, d = rng.sample(range(n), 2)
+        net.send(s, [d], rng.randint(50, 400), 1462, 700, on_event=on_event, at=rng.randint(0, 2_000_000))
+    net.run()
+    rows = np.concatenate(log)
+    return net, rows, events, stats.frame(net.links, None, sim.now)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_trains_on_and_off_give_identical_runs(seed):
+    a, rows_a, ev_a, ls_a = run_app(True, seed)
+    b, rows_b, ev_b, ls_b = run_app(False, seed)
+    order = lambda r: r[np.lexsort((r[:, K.G_FRAG], r[:, K.G_MSG], r[:, K.G_LINK], r[:, K.G_ARR]))]
+    assert np.array_equal(order(rows_a), order(rows_b))
+    assert ev_a == ev_b
+    pd.testing.assert_frame_equal(a.counters(), b.counters())
+    pd.testing.assert_frame_equal(a.node_counters(), b.node_counters())
+    pd.testing.assert_frame_equal(ls_a, ls_b)
+    ca, cb = a.run_counters(), b.run_counters()
+    assert ca["trains"] > 0 and cb["trains"] == 0
+    assert ca["events"] < cb["events"]
