@@ -136,8 +136,7 @@ def links_frame(rp) -> pd.DataFrame:
 
 def deliveries_frame(rp) -> pd.DataFrame:
     """One row per communication op and destination board: the time its payload was whole there."""
-    rows = sorted((-key - 1, node, t) for key, at in rp.delivered_at.items() if key < 0 for node, t in at.items())
-    a = np.array(rows, np.int64).reshape(-1, 3)
+    a = rp.deliveries()
     return pd.DataFrame({"op": a[:, 0], "node": a[:, 1], "t_s": a[:, 2] / 1e12})
 
 

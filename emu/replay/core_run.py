@@ -1,0 +1,136 @@
+"""Run a replay on the compiled loop and read its tables back into what results.py reads.
+
+``run(rp)`` builds the tables (emu.replay.core_tables), runs ``core.drive`` to the end,
+answering its rare calls back (a kernel buffer to grow, the transmission log to
+flush into the link statistics, the progress bar), and then fills in the replay's
+results: op start/end times, KV bytes, the simulated end, and read-only views of the
+directory and the NICs with the attributes the Python path's objects have.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pandas as pd
+
+from ..codec import Op
+from ..net import kernel as K
+from ..net.network import _grow, _grow_pool
+from ..nic.cluster import CONTROL_OPS
+from ..nic.directory import NodeMemory, State
+from . import core_layout as L
+from .core import drive, start
+from .core_tables import Tables
+
+PROGRESS_OPS = 2000
+
+
+class DirectoryView:
+    """The directory's end state and history, as emu.nic.directory.Directory presents them."""
+
+    def __init__(self, tables: Tables):
+        RS, NT, GT = tables.rt[L.RT_RS], tables.rt[L.RT_NT], tables.rt[L.RT_GT]
+        self.nodes = int(RS[L.R_NODES])
+        self.memory = [NodeMemory(int(o), int(r), int(t)) for o, r, t in
+                       NT[:, [L.N_OWNER, L.N_REPLICA, L.N_TRANSIENT]].tolist()]
+        self._hist = GT[L.GT_HIST][: RS[L.R_NHIST]].copy()
+        self.errors = [_error_text(*row) for row in GT[L.GT_ERR][: RS[L.R_NERR]].tolist()]
+        self.blocks, self.live_replicas = int(RS[L.R_NOWNERS]), int(RS[L.R_LIVE_REP])
+
+    def owner_only(self) -> bool:
+        return all(m.replica == 0 and m.transient == 0 for m in self.memory)
+
+    def replica_factor(self) -> float:
+        return (self.blocks + self.live_replicas) / self.blocks if self.blocks else 1.0
+
+    def history(self) -> pd.DataFrame:
+        cols = ["t_ps", "node", "owner_bytes", "replica_bytes", "transient_bytes", "blocks", "replicas"]
+        df = pd.DataFrame(self._hist, columns=cols).astype({c: np.int64 for c in cols})
+        df["replica_factor"] = np.where(df.blocks > 0, (df.blocks + df.replicas) / df.blocks.clip(lower=1), 1.0)
+        return df
+
+
+def _error_text(t, code, node, kv, state) -> str:
+    if code == L.ERR_READ:
+        return f"t={t}ps: node {node} read block {kv} in state {State(state).name}"
+    if code == L.ERR_DRAIN:
+        return f"t={t}ps: drain of block {kv} at node {node}, which holds no valid replica"
+    return f"t={t}ps: invalidate of block {kv} at node {node}, which holds no replica"
+
+
+class ClusterView:
+    """What the NICs counted, as emu.nic.cluster.Cluster presents it (a lossless run: no resends)."""
+
+    retransmitted_frames = 0
+
+    def __init__(self, tables: Tables):
+        RS, TR = tables.rt[L.RT_RS], tables.rt[L.RT_TR]
+        self.directory = DirectoryView(tables)
+        self.control_frames_by_op = dict.fromkeys(CONTROL_OPS, 0)
+        self.control_frames_by_op["drain"] = int(RS[L.R_CTRL_DRAIN])
+        self.control_frames_by_op["invalidate"] = int(RS[L.R_CTRL_INV])
+        self._tr = TR[: RS[L.R_NTR]]
+
+    @property
+    def control_frames(self) -> int:
+        return sum(self.control_frames_by_op.values())
+
+    def incomplete(self) -> list[str]:
+        tr = self._tr
+        out = []
+        for i in np.flatnonzero(tr[:, L.T_DLV] != tr[:, L.T_DMASK]).tolist():
+            want, got = int(tr[i, L.T_DMASK]) & (2**64 - 1), int(tr[i, L.T_DLV]) & (2**64 - 1)
+            missing = [d for d in range(64) if (want >> d) & 1 and not (got >> d) & 1]
+            why = "still waiting for the packetizer" if tr[i, L.T_ACCEPTED] < 0 else "frames lost"
+            out.append(f"send {i} (op {Op(int(tr[i, L.T_MSGOP])).name}, kv {int(tr[i, L.T_KV])}) from node "
+                       f"{int(tr[i, L.T_SRC])} never reached {missing}: {why}")
+        return out
+
+
+def _grow_for(net, status: int) -> None:
+    """What the kernel asked for before it could go on (Network._run does the same)."""
+    if status == K.ST_NEED_FRAMES:
+        net.FP, net.FREE = _grow_pool(net.FP, net.FREE, net.SC, K.SC_FREE)
+    elif status == K.ST_NEED_UPCALLS:
+        net.UP = _grow(net.UP, 2 * net.UP.shape[0], 0)
+    elif status == K.ST_NEED_LOG:
+        net.flush_log()
+    elif status == K.ST_NEED_HEAP:
+        net.HP = _grow(net.HP, 2 * net.HP.shape[0], 0)
+    else:
+        raise RuntimeError(f"compiled replay: unexpected status {status}")
+
+
+def run(rp) -> None:
+    """Run ``rp`` (an emu.replay.run.Replay) on the compiled loop and fill in its results."""
+    tables = Tables(rp)
+    rt = tables.rt
+    RS = rt[L.RT_RS]
+    if rp.opt.progress:
+        RS[L.R_PROGRESS] = RS[L.R_PROG_NEXT] = PROGRESS_OPS
+    start(tables.kt(), rt, tables.start_parts)
+    while True:
+        status = drive(tables.kt(), rt)
+        if status == L.D_DONE:
+            break
+        if status == L.D_PROGRESS:
+            rp.done_ops = int(RS[L.R_DONE_OPS])
+            rp.sim.now = int(RS[L.R_NOW])
+            rp._progress()
+            continue
+        _grow_for(rp.net, status)
+    rp.net.flush_log()
+    OP = rt[L.RT_OP]
+    rp.start = OP[:, L.O_START].copy()
+    rp.end = OP[:, L.O_END].copy()
+    rp.kv_bytes = int(RS[L.R_KV_BYTES])
+    rp.done_ops = int(RS[L.R_DONE_OPS])
+    rp.sim.now = int(RS[L.R_NOW])
+    rp.cluster = ClusterView(tables)
+    SLOT = rt[L.RT_SLOT]
+    got = np.flatnonzero(SLOT[:, L.S_TIME] >= 0)
+    slot_op = np.repeat(np.arange(rp.trace.n_ops), OP[:, L.O_DSTEND] - OP[:, L.O_DST])
+    rp._deliveries = np.stack([slot_op[got], SLOT[got, L.S_NODE], SLOT[got, L.S_TIME]], axis=1)
+    if rp.opt.progress:
+        print(file=sys.stderr)
