@@ -37,6 +37,10 @@ class DirectoryView:
         self._hist = GT[L.GT_HIST][: RS[L.R_NHIST]].copy()
         self.errors = [_error_text(*row) for row in GT[L.GT_ERR][: RS[L.R_NERR]].tolist()]
         self.blocks, self.live_replicas = int(RS[L.R_NOWNERS]), int(RS[L.R_LIVE_REP])
+        KB, lo = tables.rt[L.RT_KB], int(RS[L.R_KVMIN])
+        owned = np.flatnonzero(KB[:, L.K_OWNER] >= 0)
+        # kv_id -> (node, bytes), in block order
+        self.owners = {int(b) + lo: (int(KB[b, L.K_OWNER]), int(KB[b, L.K_BYTES])) for b in owned}
 
     def owner_only(self) -> bool:
         return all(m.replica == 0 and m.transient == 0 for m in self.memory)
@@ -64,8 +68,10 @@ class ClusterView:
 
     retransmitted_frames = 0
 
-    def __init__(self, tables: Tables):
+    def __init__(self, tables: Tables, nics):
         RS, TR = tables.rt[L.RT_RS], tables.rt[L.RT_TR]
+        self.config, self.routes = nics.config, nics.routes
+        self.board_tree = nics.board_tree  # the reduction trees the run used
         self.directory = DirectoryView(tables)
         self.control_frames_by_op = dict.fromkeys(CONTROL_OPS, 0)
         self.control_frames_by_op["drain"] = int(RS[L.R_CTRL_DRAIN])
@@ -127,7 +133,7 @@ def run(rp) -> None:
     rp.kv_bytes = int(RS[L.R_KV_BYTES])
     rp.done_ops = int(RS[L.R_DONE_OPS])
     rp.sim.now = int(RS[L.R_NOW])
-    rp.cluster = ClusterView(tables)
+    rp.cluster = ClusterView(tables, rp.cluster)
     SLOT = rt[L.RT_SLOT]
     got = np.flatnonzero(SLOT[:, L.S_TIME] >= 0)
     slot_op = np.repeat(np.arange(rp.trace.n_ops), OP[:, L.O_DSTEND] - OP[:, L.O_DST])
