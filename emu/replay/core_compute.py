@@ -13,8 +13,7 @@ from numba import njit
 from .core_dir import read_in_flight
 from .core_events import at
 from .core_layout import (DF_REPLICA, E_FINISH, N_BUSY, N_RQ, N_RQLEN, N_STALL, O_DEP, O_DEPEND, O_DST,
-                          O_DSTEND, O_DUR, O_KV, O_START, R_NOW, RT_DF, RT_GT, RT_IDX, RT_KB, RT_KR, RT_NT,
-                          RT_OP, RT_RQ, RT_RS)
+                          O_DSTEND, O_DUR, O_KV, O_START, R_NOW)
 
 
 @njit(cache=True)
@@ -65,8 +64,8 @@ def ready_pop(NT, RQ, node):
 
 
 @njit(cache=True)
-def try_compute(rt, node):
-    RS, OP, NT, RQ, IDX, DF = rt[RT_RS], rt[RT_OP], rt[RT_NT], rt[RT_RQ], rt[RT_IDX], rt[RT_DF]
+def try_compute(s, node):
+    RS, OP, NT, RQ, IDX, DF = s.RS, s.OP, s.NT, s.RQ, s.IDX, s.DF
     if NT[node, N_BUSY] or NT[node, N_STALL] or NT[node, N_RQLEN] == 0:
         return
     op = ready_pop(NT, RQ, node)
@@ -78,5 +77,5 @@ def try_compute(rt, node):
         if DF[e] & DF_REPLICA:
             x = IDX[e]
             if slot_of(OP, IDX, x, node) >= 0:
-                read_in_flight(RS, rt[RT_KB], rt[RT_KR], rt[RT_GT], node, OP[x, O_KV], now)
-    at(RS, rt[RT_GT], now + OP[op, O_DUR], E_FINISH, op, node)
+                read_in_flight(s, node, OP[x, O_KV], now)
+    at(s, now + OP[op, O_DUR], E_FINISH, op, node)

@@ -10,12 +10,12 @@ words as ``Directory`` does.
 
 from __future__ import annotations
 
-import numpy as np
 from numba import njit
 
-from .core_layout import (ERR_DRAIN, ERR_INVALIDATE, ERR_READ, GT_ERR, GT_HIST, K_BYTES, K_OWNER, N_OWNER,
-                          N_REPLICA, N_TRANSIENT, R_BYTES, R_KVMIN, R_LIVE_REP, R_NERR, R_NHIST, R_NKV,
-                          R_NOWNERS, R_STATE, S_TRANS)
+from .core_layout import (ERR_DRAIN, ERR_INVALIDATE, ERR_READ, K_BYTES, K_OWNER, N_OWNER, N_REPLICA,
+                          N_TRANSIENT, R_KVMIN, R_LIVE_REP, R_NERR, R_NHIST, R_NKV, R_NOWNERS, RP_BYTES,
+                          RP_STATE, S_TRANS)
+from .core_state import grown
 
 INVALID = 0
 VALID = 1
@@ -23,21 +23,11 @@ DRAINING = 2
 
 
 @njit(cache=True)
-def room(GT, which, need):
-    """Table ``which`` of the growable list with at least ``need`` rows (doubling)."""
-    a = GT[which]
-    if need > a.shape[0]:
-        b = np.zeros((max(need, 2 * a.shape[0]), a.shape[1]), np.int64)
-        b[: a.shape[0]] = a
-        GT[which] = b
-        return b
-    return a
-
-
-@njit(cache=True)
-def record(RS, NT, GT, t, node):
+def record(s, t, node):
+    RS, NT = s.RS, s.NT
     n = RS[R_NHIST]
-    h = room(GT, GT_HIST, n + 1)
+    s.HIST = grown(s.HIST, n + 1)
+    h = s.HIST
     h[n, 0] = t
     h[n, 1] = node
     h[n, 2] = NT[node, N_OWNER]
@@ -49,99 +39,103 @@ def record(RS, NT, GT, t, node):
 
 
 @njit(cache=True)
-def error(RS, GT, t, code, node, kv, state):
-    n = RS[R_NERR]
-    e = room(GT, GT_ERR, n + 1)
+def error(s, t, code, node, kv, state):
+    n = s.RS[R_NERR]
+    s.ERR = grown(s.ERR, n + 1)
+    e = s.ERR
     e[n, 0] = t
     e[n, 1] = code
     e[n, 2] = node
     e[n, 3] = kv
     e[n, 4] = state
-    RS[R_NERR] = n + 1
+    s.RS[R_NERR] = n + 1
 
 
 @njit(cache=True)
-def add_owner(RS, NT, KB, GT, node, kv, nbytes, t):
+def add_owner(s, node, kv, nbytes, t):
     """``node`` owns block ``kv`` from now on; a previous owner (a PD handoff) frees its copy."""
+    RS, NT, KB = s.RS, s.NT, s.KB
     b = kv - RS[R_KVMIN]
     prev = KB[b, K_OWNER]
     if prev >= 0:
         if prev == node:
             return
         NT[prev, N_OWNER] -= KB[b, K_BYTES]
-        record(RS, NT, GT, t, prev)
+        record(s, t, prev)
     else:
         RS[R_NOWNERS] += 1
     KB[b, K_OWNER] = node
     KB[b, K_BYTES] = nbytes
     NT[node, N_OWNER] += nbytes
-    record(RS, NT, GT, t, node)
+    record(s, t, node)
 
 
 @njit(cache=True)
-def owner_bytes(RS, KB, kv, default):
-    b = kv - RS[R_KVMIN]
-    return KB[b, K_BYTES] if KB[b, K_OWNER] >= 0 else default
+def owner_bytes(s, kv, default):
+    b = kv - s.RS[R_KVMIN]
+    return s.KB[b, K_BYTES] if s.KB[b, K_OWNER] >= 0 else default
 
 
 @njit(cache=True)
-def _rep(RS, node, kv):
-    return node * RS[R_NKV] + kv - RS[R_KVMIN]
+def _rep(s, node, kv):
+    return node * s.RS[R_NKV] + kv - s.RS[R_KVMIN]
 
 
 @njit(cache=True)
-def add_replica(RS, NT, KR, GT, node, kv, nbytes, t):
-    r = _rep(RS, node, kv)
-    if KR[r, R_STATE] != INVALID:
+def add_replica(s, node, kv, nbytes, t):
+    KR = s.KR
+    r = _rep(s, node, kv)
+    if KR[r, RP_STATE] != INVALID:
         return  # a duplicate copy changes nothing
-    KR[r, R_STATE] = VALID
-    KR[r, R_BYTES] = nbytes
-    NT[node, N_REPLICA] += nbytes
-    RS[R_LIVE_REP] += 1
-    record(RS, NT, GT, t, node)
+    KR[r, RP_STATE] = VALID
+    KR[r, RP_BYTES] = nbytes
+    s.NT[node, N_REPLICA] += nbytes
+    s.RS[R_LIVE_REP] += 1
+    record(s, t, node)
 
 
 @njit(cache=True)
-def drain(RS, KR, GT, node, kv, t):
-    r = _rep(RS, node, kv)
-    if KR[r, R_STATE] == INVALID:
-        error(RS, GT, t, ERR_DRAIN, node, kv, INVALID)
+def drain(s, node, kv, t):
+    r = _rep(s, node, kv)
+    if s.KR[r, RP_STATE] == INVALID:
+        error(s, t, ERR_DRAIN, node, kv, INVALID)
         return
-    KR[r, R_STATE] = DRAINING
+    s.KR[r, RP_STATE] = DRAINING
 
 
 @njit(cache=True)
-def invalidate(RS, NT, KR, GT, node, kv, t):
-    r = _rep(RS, node, kv)
-    if KR[r, R_STATE] == INVALID:
-        error(RS, GT, t, ERR_INVALIDATE, node, kv, INVALID)
+def invalidate(s, node, kv, t):
+    KR = s.KR
+    r = _rep(s, node, kv)
+    if KR[r, RP_STATE] == INVALID:
+        error(s, t, ERR_INVALIDATE, node, kv, INVALID)
         return
-    KR[r, R_STATE] = INVALID
-    NT[node, N_REPLICA] -= KR[r, R_BYTES]
-    RS[R_LIVE_REP] -= 1
-    record(RS, NT, GT, t, node)
+    KR[r, RP_STATE] = INVALID
+    s.NT[node, N_REPLICA] -= KR[r, RP_BYTES]
+    s.RS[R_LIVE_REP] -= 1
+    record(s, t, node)
 
 
 @njit(cache=True)
-def read_in_flight(RS, KB, KR, GT, node, kv, t):
+def read_in_flight(s, node, kv, t):
     """A read by attention already under way: an owner copy, a VALID or a DRAINING replica."""
-    if KB[kv - RS[R_KVMIN], K_OWNER] == node:
+    if s.KB[kv - s.RS[R_KVMIN], K_OWNER] == node:
         return
-    s = KR[_rep(RS, node, kv), R_STATE]
-    if s == VALID or s == DRAINING:
+    st = s.KR[_rep(s, node, kv), RP_STATE]
+    if st == VALID or st == DRAINING:
         return
-    error(RS, GT, t, ERR_READ, node, kv, s)
+    error(s, t, ERR_READ, node, kv, st)
 
 
 @njit(cache=True)
-def add_transient(RS, NT, SL, GT, node, slot, nbytes, t):
-    SL[slot, S_TRANS] += nbytes
-    NT[node, N_TRANSIENT] += nbytes
-    record(RS, NT, GT, t, node)
+def add_transient(s, node, slot, nbytes, t):
+    s.SLOT[slot, S_TRANS] += nbytes
+    s.NT[node, N_TRANSIENT] += nbytes
+    record(s, t, node)
 
 
 @njit(cache=True)
-def free_transient(RS, NT, SL, GT, node, slot, t):
-    NT[node, N_TRANSIENT] -= SL[slot, S_TRANS]
-    SL[slot, S_TRANS] = 0
-    record(RS, NT, GT, t, node)
+def free_transient(s, node, slot, t):
+    s.NT[node, N_TRANSIENT] -= s.SLOT[slot, S_TRANS]
+    s.SLOT[slot, S_TRANS] = 0
+    record(s, t, node)

@@ -12,8 +12,8 @@ from __future__ import annotations
 from numba import njit
 
 from ..net import kernel as K
-from .core_dir import room
-from .core_layout import E_WAKE, GT_SIM, GT_WORK, R_NOW, R_NSIM, R_NWORK, R_SEQ, R_WAKE_AT, R_WAKE_SEQ
+from .core_layout import E_WAKE, R_NOW, R_NSIM, R_NWORK, R_SEQ, R_WAKE_AT, R_WAKE_SEQ
+from .core_state import grown
 
 
 @njit(cache=True, inline="always")
@@ -30,10 +30,12 @@ def _swap(H, i, j):
 
 
 @njit(cache=True)
-def at(RS, GT, time, kind, a, b):
+def at(s, time, kind, a, b):
     """Schedule event ``kind(a, b)`` at ``time``; returns its sequence number."""
+    RS = s.RS
     n = RS[R_NSIM]
-    H = room(GT, GT_SIM, n + 1)
+    s.SIM = grown(s.SIM, n + 1)
+    H = s.SIM
     seq = RS[R_SEQ]
     RS[R_SEQ] = seq + 1
     H[n, 0] = time
@@ -52,11 +54,11 @@ def at(RS, GT, time, kind, a, b):
 
 
 @njit(cache=True)
-def pop(RS, GT):
+def pop(s):
     """Remove the first event; the caller has read it at row 0."""
-    H = GT[GT_SIM]
-    n = RS[R_NSIM] - 1
-    RS[R_NSIM] = n
+    H = s.SIM
+    n = s.RS[R_NSIM] - 1
+    s.RS[R_NSIM] = n
     for c in range(5):
         H[0, c] = H[n, c]
     i = 0
@@ -73,42 +75,40 @@ def pop(RS, GT):
         i = c
 
 
-@njit(cache=True, inline="always")
-def cancelled(RS, H, row):
+@njit(cache=True)
+def cancelled(s, row):
     """A network wake-up superseded by an earlier one (Event.cancel)."""
-    return H[row, 2] == E_WAKE and H[row, 1] != RS[R_WAKE_SEQ]
+    return s.SIM[row, 2] == E_WAKE and s.SIM[row, 1] != s.RS[R_WAKE_SEQ]
 
 
 @njit(cache=True)
-def peek(RS, GT):
+def peek(s):
     """Time of the next live event (-1: none), dropping cancelled ones (Simulator.peek)."""
-    H = GT[GT_SIM]
-    while RS[R_NSIM] > 0 and cancelled(RS, H, 0):
-        pop(RS, GT)
-        H = GT[GT_SIM]
-    return H[0, 0] if RS[R_NSIM] > 0 else -1
+    while s.RS[R_NSIM] > 0 and cancelled(s, 0):
+        pop(s)
+    return s.SIM[0, 0] if s.RS[R_NSIM] > 0 else -1
 
 
 @njit(cache=True)
-def rearm(RS, GT, SC, HP):
+def rearm(s):
     """Network._rearm: one pending wake-up, at the kernel's next event (or now)."""
-    if SC[K.SC_HEAP] == 0:
+    RS = s.RS
+    if s.SC[K.SC_HEAP] == 0:
         return
-    nxt = max(HP[0, 0], RS[R_NOW])
-    if RS[R_WAKE_SEQ] >= 0:
-        if RS[R_WAKE_AT] <= nxt:
-            return
+    nxt = max(s.HP[0, 0], RS[R_NOW])
+    if RS[R_WAKE_SEQ] >= 0 and RS[R_WAKE_AT] <= nxt:
+        return
     RS[R_WAKE_AT] = nxt
-    RS[R_WAKE_SEQ] = -1  # the old one, if any, is cancelled from here on
-    RS[R_WAKE_SEQ] = at(RS, GT, nxt, E_WAKE, 0, 0)
+    RS[R_WAKE_SEQ] = at(s, nxt, E_WAKE, 0, 0)  # the old one, if any, is cancelled from here on
 
 
 @njit(cache=True)
-def push(RS, GT, kind, a, b, c):
-    n = RS[R_NWORK]
-    W = room(GT, GT_WORK, n + 1)
+def push(s, kind, a, b, c):
+    n = s.RS[R_NWORK]
+    s.WORK = grown(s.WORK, n + 1)
+    W = s.WORK
     W[n, 0] = kind
     W[n, 1] = a
     W[n, 2] = b
     W[n, 3] = c
-    RS[R_NWORK] = n + 1
+    s.RS[R_NWORK] = n + 1

@@ -113,16 +113,9 @@ X_NCOLS = 2
 K_OWNER = 0       # owning node (-1: none)
 K_BYTES = 1
 K_NCOLS = 2
-R_STATE = 0       # INVALID 0, VALID 1, DRAINING 2 (emu.nic.directory.State)
-R_BYTES = 1
-R_NCOLS = 2
-
-# ---- growable tables (GT, a typed list) and their row counts in RS -----------------------
-GT_SIM = 0        # the event heap: time, seq, kind, a, b
-GT_WORK = 1       # the work stack: kind, a, b, c
-GT_HIST = 2       # directory history: t, node, owner, replica, transient, blocks, replicas
-GT_ERR = 3        # directory errors: t, code, node, kv, state
-GT_COUNT = 4
+RP_STATE = 0       # INVALID 0, VALID 1, DRAINING 2 (emu.nic.directory.State)
+RP_BYTES = 1
+RP_NCOLS = 2
 
 # ---- run state (RS, int64) ----------------------------------------------------------
 R_NOW = 0
@@ -183,14 +176,8 @@ D_DONE = 0        # no events left
 D_PROGRESS = 1    # R_PROGRESS more ops are done (Python draws the bar and calls again)
 # anything else: the kernel's ST_NEED_* (Python grows or flushes that buffer and calls again)
 
-# ---- directory error codes (GT_ERR) -----------------------------------------------------
+# ---- directory error codes (rows of ERR) -----------------------------------------------------
 ERR_READ = 0
 ERR_DRAIN = 1
 ERR_INVALIDATE = 2
 
-# ---- the tuples the compiled functions take ---------------------------------------------
-# kt: the kernel's tables, in the order of emu.net.kernel.advance's arguments
-KT_SC, KT_LK, KT_LF, KT_LR, KT_LD, KT_ND, KT_NS, KT_DL, KT_FP, KT_FREE = range(10)
-KT_HP, KT_LG, KT_FW, KT_MS, KT_MD, KT_BITS, KT_UP, KT_SP, KT_SL, KT_SFREE = range(10, 20)
-# rt: the replay's tables
-RT_RS, RT_OP, RT_PT, RT_SLOT, RT_NT, RT_RQ, RT_TR, RT_MX, RT_KB, RT_KR, RT_IDX, RT_DF, RT_GP, RT_GT = range(14)

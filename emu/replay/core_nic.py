@@ -30,13 +30,12 @@ from ..net import kernel as K
 from .core_compute import slot_of, try_compute
 from .core_dir import add_replica, drain, invalidate
 from .core_events import at, push, rearm
-from .core_layout import (CB_A2A, CB_CTRL, CB_RED, CB_SEND, E_LOCAL, G_MEMBER, G_PARENT, G_WAIT, KT_BITS,
-                          KT_FW, KT_HP, KT_LK, KT_MD, KT_MS, KT_SC, KT_SFREE, KT_SP, N_FIFO_B, N_FIFO_E,
-                          N_QHEAD, N_QTAIL, N_STALL, O_BYTES, O_GRP, O_GRPEND, O_MSGOP, R_CHUNK, R_CTRL_DRAIN,
-                          R_CTRL_INV, R_FIFO_B, R_FIFO_E, R_HDR, R_NBITS, R_NMD, R_NMSG, R_NOW, R_NTR, R_PER,
-                          R_V, RT_GP, RT_GT, RT_IDX, RT_KR, RT_MX, RT_NT, RT_OP, RT_RS, RT_TR, T_ACCEPTED,
-                          T_CB, T_DLV, T_DMASK, T_KV, T_M0, T_M1, T_MSGOP, T_NBYTES, T_NEXT, T_OP, T_ARG,
-                          T_ARG2, T_ROUTE, T_SENT, T_SRC, W_A2A_STEP, W_OP_DLV, W_PART_DLV, X_SENT, X_TR)
+from .core_layout import (CB_A2A, CB_CTRL, CB_RED, CB_SEND, E_LOCAL, G_MEMBER, G_PARENT, G_WAIT, N_FIFO_B,
+                          N_FIFO_E, N_QHEAD, N_QTAIL, N_STALL, O_BYTES, O_GRP, O_GRPEND, O_MSGOP, R_CHUNK,
+                          R_CTRL_DRAIN, R_CTRL_INV, R_FIFO_B, R_FIFO_E, R_HDR, R_NBITS, R_NMD, R_NMSG, R_NODES, R_NOW,
+                          R_NTR, R_PER, R_V, T_ACCEPTED, T_ARG, T_ARG2, T_CB, T_DLV, T_DMASK, T_KV, T_M0, T_M1,
+                          T_MSGOP, T_NBYTES, T_NEXT, T_OP, T_ROUTE, T_SENT, T_SRC, W_A2A_STEP, W_OP_DLV,
+                          W_PART_DLV, X_SENT, X_TR)
 
 # Meta ops the directory acts on (emu.codec.Op values, the trace's MsgOp)
 OP_KV_REPLICA = 1
@@ -51,9 +50,9 @@ def bit(node):
 
 
 @njit(cache=True)
-def send(kt, rt, src, dmask, nbytes, msgop, kv, cb, op, arg, arg2, route):
+def send(s, src, dmask, nbytes, msgop, kv, cb, op, arg, arg2, route):
     """Cluster.send: hand a payload to ``src``'s NIC; returns the transfer."""
-    RS, NT, TR = rt[RT_RS], rt[RT_NT], rt[RT_TR]
+    RS, NT, TR = s.RS, s.NT, s.TR
     tr = RS[R_NTR]
     RS[R_NTR] = tr + 1
     TR[tr, T_SRC] = src
@@ -78,14 +77,14 @@ def send(kt, rt, src, dmask, nbytes, msgop, kv, cb, op, arg, arg2, route):
     else:
         TR[tail, T_NEXT] = tr
     NT[src, N_QTAIL] = tr
-    admit(kt, rt, src)
+    admit(s, src)
     return tr
 
 
 @njit(cache=True)
-def admit(kt, rt, node):
+def admit(s, node):
     """Move sends from the packetizer's wait line into it while they fit."""
-    RS, NT, TR = rt[RT_RS], rt[RT_NT], rt[RT_TR]
+    RS, NT, TR = s.RS, s.NT, s.TR
     while NT[node, N_QHEAD] != -1:
         tr = NT[node, N_QHEAD]
         size = TR[tr, T_NBYTES]
@@ -102,16 +101,16 @@ def admit(kt, rt, node):
         if TR[tr, T_CB] == CB_SEND:
             # The packetization buffer took the payload: the compute engine may go on.
             NT[node, N_STALL] -= 1
-            try_compute(rt, node)
-        launch(kt, rt, tr)
+            try_compute(s, node)
+        launch(s, tr)
 
 
 @njit(cache=True)
-def launch(kt, rt, tr):
-    RS, NT, TR = rt[RT_RS], rt[RT_NT], rt[RT_TR]
+def launch(s, tr):
+    RS, NT, TR = s.RS, s.NT, s.TR
     src = TR[tr, T_SRC]
     if TR[tr, T_DMASK] & bit(src):
-        at(RS, rt[RT_GT], RS[R_NOW], E_LOCAL, tr, src)
+        at(s, RS[R_NOW], E_LOCAL, tr, src)
     remote = TR[tr, T_DMASK] & ~bit(src)
     TR[tr, T_M0] = RS[R_NMSG]
     TR[tr, T_M1] = RS[R_NMSG]
@@ -124,21 +123,21 @@ def launch(kt, rt, tr):
     chunk = RS[R_CHUNK]
     off = 0
     while off < max(nbytes, 1):
-        send_part(kt, rt, tr, min(chunk, nbytes - off), remote)
+        send_part(s, tr, min(chunk, nbytes - off), remote)
         off += chunk
     TR[tr, T_M1] = RS[R_NMSG]
 
 
 @njit(cache=True)
-def send_part(kt, rt, tr, size, remote):
+def send_part(s, tr, size, remote):
     """One message of a transfer: header arithmetic (emu.net.ethernet.frame_sizes), then the wire."""
-    RS, TR, MX = rt[RT_RS], rt[RT_TR], rt[RT_MX]
+    RS, TR, MX = s.RS, s.TR, s.MX
     per, hdr = RS[R_PER], RS[R_HDR]
     nfrags = max(1, (size + per - 1) // per)
     full = hdr + min(per, size)
     last = hdr + size - (nfrags - 1) * per
     src, route = TR[tr, T_SRC], TR[tr, T_ROUTE]
-    FW = kt[KT_FW]
+    FW = s.FW
     row = route * RS[R_V] + src
     streams = 0
     for k in range(1, FW.shape[1]):
@@ -150,31 +149,26 @@ def send_part(kt, rt, tr, size, remote):
         RS[R_CTRL_DRAIN] += nfrags * streams
     elif TR[tr, T_MSGOP] == OP_INVALIDATE:
         RS[R_CTRL_INV] += nfrags * streams
-    mid = net_send(kt, rt, src, remote, nfrags, full, last, route)
+    mid = net_send(s, src, remote, nfrags, full, last, route)
     MX[mid, X_TR] = tr
     MX[mid, X_SENT] = 0
 
 
 @njit(cache=True)
-def net_send(kt, rt, src, remote, nfrags, full, last, route):
+def net_send(s, src, remote, nfrags, full, last, route):
     """Network.send of an untracked message: its kernel rows and a stream per first-hop port."""
-    RS = rt[RT_RS]
-    SC, LK, HP, MS, MD, BITS, SP, SFREE, FW = (kt[KT_SC], kt[KT_LK], kt[KT_HP], kt[KT_MS], kt[KT_MD],
-                                               kt[KT_BITS], kt[KT_SP], kt[KT_SFREE], kt[KT_FW])
+    RS = s.RS
+    SC, LK, HP, MS, MD, SP, SFREE, FW = s.SC, s.LK, s.HP, s.MS, s.MD, s.SP, s.SFREE, s.FW
     mid = RS[R_NMSG]
     RS[R_NMSG] = mid + 1
     nmd = RS[R_NMD]
     nd = 0
-    d = 0
-    m = remote
-    while m:
-        if m & 1:
+    for d in range(RS[R_NODES]):  # destinations in ascending order, as Cluster hands them over
+        if (remote >> d) & 1:
             MD[nmd + nd, K.D_NODE] = d
             MD[nmd + nd, K.D_GOT] = 0
             MD[nmd + nd, K.D_BITS] = -1
             nd += 1
-        m >>= 1
-        d += 1
     MS[mid, K.M_SRC] = src
     MS[mid, K.M_NFRAGS] = nfrags
     MS[mid, K.M_FLEN] = full
@@ -196,16 +190,16 @@ def net_send(kt, rt, src, remote, nfrags, full, last, route):
         link = FW[row, k]
         if link >= 0:
             K.add_stream(SC, LK, HP, MS, SP, SFREE, link, mid, route, 0, nfrags, -1, now)
-    rearm(RS, rt[RT_GT], SC, HP)
+    rearm(s)
     return mid
 
 
 @njit(cache=True)
-def message_sent(kt, rt, mid, live):
+def message_sent(s, mid, live):
     """UP_SENT: a stream of ``mid`` has left; ``live`` of its streams are still unsent."""
     if live:
         return
-    TR, MX = rt[RT_TR], rt[RT_MX]
+    TR, MX = s.TR, s.MX
     if MX[mid, X_SENT]:
         return
     MX[mid, X_SENT] = 1
@@ -213,11 +207,11 @@ def message_sent(kt, rt, mid, live):
     TR[tr, T_SENT] += 1
     if TR[tr, T_SENT] == TR[tr, T_M1] - TR[tr, T_M0]:
         # Every frame of the send is out of the packetizer: its FIFO room is free again.
-        NT = rt[RT_NT]
+        NT = s.NT
         src = TR[tr, T_SRC]
         NT[src, N_FIFO_E] -= 1
         NT[src, N_FIFO_B] -= TR[tr, T_NBYTES]
-        admit(kt, rt, src)
+        admit(s, src)
 
 
 @njit(cache=True)
@@ -229,51 +223,50 @@ def _whole(MS, MD, m, node):
 
 
 @njit(cache=True)
-def message_done(kt, rt, mid, node):
+def message_done(s, mid, node):
     """UP_DONE: message ``mid`` is whole at ``node``; its send is when all its messages are."""
-    TR = rt[RT_TR]
-    tr = rt[RT_MX][mid, X_TR]
+    TR = s.TR
+    tr = s.MX[mid, X_TR]
     m0, m1 = TR[tr, T_M0], TR[tr, T_M1]
     if m1 - m0 > 1:
-        MS, MD = kt[KT_MS], kt[KT_MD]
+        MS, MD = s.MS, s.MD
         for m in range(m0, m1):
             if not _whole(MS, MD, m, node):
                 return
-    delivered(kt, rt, tr, node)
+    delivered(s, tr, node)
 
 
 @njit(cache=True)
-def delivered(kt, rt, tr, node):
+def delivered(s, tr, node):
     """Cluster._delivered: the directory follows the Meta of what arrived; the owner hears of it."""
-    RS, NT, TR = rt[RT_RS], rt[RT_NT], rt[RT_TR]
+    RS, NT, TR = s.RS, s.NT, s.TR
     if TR[tr, T_DLV] & bit(node):
         return
     TR[tr, T_DLV] |= bit(node)
     now = RS[R_NOW]
-    GT = rt[RT_GT]
     mop, kv = TR[tr, T_MSGOP], TR[tr, T_KV]
     if mop == OP_KV_REPLICA:
-        add_replica(RS, NT, rt[RT_KR], GT, node, kv, TR[tr, T_NBYTES], now)
+        add_replica(s, node, kv, TR[tr, T_NBYTES], now)
     elif mop == OP_DRAIN:
-        drain(RS, rt[RT_KR], GT, node, kv, now)
+        drain(s, node, kv, now)
     elif mop == OP_INVALIDATE:
-        invalidate(RS, NT, rt[RT_KR], GT, node, kv, now)
+        invalidate(s, node, kv, now)
     cb, op = TR[tr, T_CB], TR[tr, T_OP]
     if cb == CB_SEND:
-        push(RS, GT, W_PART_DLV, op, node, 0)
+        push(s, W_PART_DLV, op, node, 0)
     elif cb == CB_CTRL:
-        push(RS, GT, W_OP_DLV, op, node, 0)
+        push(s, W_OP_DLV, op, node, 0)
     elif cb == CB_RED:
-        fold(kt, rt, op, node)
+        fold(s, op, node)
     else:
-        push(RS, GT, W_A2A_STEP, op, TR[tr, T_ARG], TR[tr, T_ARG2] + 1)  # one step in flight per member
-        push(RS, GT, W_PART_DLV, op, node, 0)
+        push(s, W_A2A_STEP, op, TR[tr, T_ARG], TR[tr, T_ARG2] + 1)  # one step in flight per member
+        push(s, W_PART_DLV, op, node, 0)
 
 
 @njit(cache=True)
-def fold(kt, rt, op, node):
+def fold(s, op, node):
     """A contribution to reduction ``op`` is in at member ``node`` (its own or a child's)."""
-    OP, GP = rt[RT_OP], rt[RT_GP]
+    OP, GP = s.OP, s.GP
     g = OP[op, O_GRP]
     while GP[g, G_MEMBER] != node:
         g += 1
@@ -282,24 +275,24 @@ def fold(kt, rt, op, node):
         return
     parent = GP[g, G_PARENT]
     if parent < 0:
-        push(rt[RT_RS], rt[RT_GT], W_OP_DLV, op, node, 0)  # the root has the result
+        push(s, W_OP_DLV, op, node, 0)  # the root has the result
     else:
-        send(kt, rt, node, bit(parent), OP[op, O_BYTES], OP_PARTIAL_STATE, 0, CB_RED, op, 0, 0, parent)
+        send(s, node, bit(parent), OP[op, O_BYTES], OP_PARTIAL_STATE, 0, CB_RED, op, 0, 0, parent)
 
 
 @njit(cache=True)
-def a2a_step(kt, rt, op, i, s):
-    """Member ``i`` of all-to-all ``op`` sends its block for member i + s, skipping pairs outside it."""
-    OP, GP, IDX = rt[RT_OP], rt[RT_GP], rt[RT_IDX]
+def a2a_step(s, op, i, step):
+    """Member ``i`` of all-to-all ``op`` sends its block for member i + step, skipping pairs outside it."""
+    OP, GP, IDX = s.OP, s.GP, s.IDX
     g0 = OP[op, O_GRP]
     n = OP[op, O_GRPEND] - g0
     a = GP[g0 + i, G_MEMBER]
     b = -1
-    while s < n:
-        b = GP[g0 + (i + s) % n, G_MEMBER]
+    while step < n:
+        b = GP[g0 + (i + step) % n, G_MEMBER]
         if b != a and slot_of(OP, IDX, op, b) >= 0:
             break
-        s += 1
-    if s >= n:
+        step += 1
+    if step >= n:
         return
-    send(kt, rt, a, bit(b), OP[op, O_BYTES], OP[op, O_MSGOP], 0, CB_A2A, op, i, s, b)
+    send(s, a, bit(b), OP[op, O_BYTES], OP[op, O_MSGOP], 0, CB_A2A, op, i, step, b)

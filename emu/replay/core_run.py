@@ -1,8 +1,8 @@
 """Run a replay on the compiled loop and read its tables back into what results.py reads.
 
 ``run(rp)`` builds the tables (emu.replay.core_tables), runs ``core.drive`` to the end,
-answering its rare calls back (a kernel buffer to grow, the transmission log to
-flush into the link statistics, the progress bar), and then fills in the replay's
+answering its rare calls back (the transmission log to flush into the link
+statistics, the progress bar), and then fills in the replay's
 results: op start/end times, KV bytes, the simulated end, and read-only views of the
 directory and the NICs with the attributes the Python path's objects have.
 """
@@ -16,7 +16,6 @@ import pandas as pd
 
 from ..codec import Op
 from ..net import kernel as K
-from ..net.network import _grow, _grow_pool
 from ..nic.cluster import CONTROL_OPS
 from ..nic.directory import NodeMemory, State
 from . import core_layout as L
@@ -30,14 +29,14 @@ class DirectoryView:
     """The directory's end state and history, as emu.nic.directory.Directory presents them."""
 
     def __init__(self, tables: Tables):
-        RS, NT, GT = tables.rt[L.RT_RS], tables.rt[L.RT_NT], tables.rt[L.RT_GT]
+        RS, NT, st = tables.RS, tables.NT, tables.state
         self.nodes = int(RS[L.R_NODES])
         self.memory = [NodeMemory(int(o), int(r), int(t)) for o, r, t in
                        NT[:, [L.N_OWNER, L.N_REPLICA, L.N_TRANSIENT]].tolist()]
-        self._hist = GT[L.GT_HIST][: RS[L.R_NHIST]].copy()
-        self.errors = [_error_text(*row) for row in GT[L.GT_ERR][: RS[L.R_NERR]].tolist()]
+        self._hist = st.table("HIST")[: RS[L.R_NHIST]].copy()
+        self.errors = [_error_text(*row) for row in st.table("ERR")[: RS[L.R_NERR]].tolist()]
         self.blocks, self.live_replicas = int(RS[L.R_NOWNERS]), int(RS[L.R_LIVE_REP])
-        KB, lo = tables.rt[L.RT_KB], int(RS[L.R_KVMIN])
+        KB, lo = tables.KB, int(RS[L.R_KVMIN])
         owned = np.flatnonzero(KB[:, L.K_OWNER] >= 0)
         # kv_id -> (node, bytes), in block order
         self.owners = {int(b) + lo: (int(KB[b, L.K_OWNER]), int(KB[b, L.K_BYTES])) for b in owned}
@@ -69,7 +68,7 @@ class ClusterView:
     retransmitted_frames = 0
 
     def __init__(self, tables: Tables, nics):
-        RS, TR = tables.rt[L.RT_RS], tables.rt[L.RT_TR]
+        RS, TR = tables.RS, tables.TR
         self.config, self.routes = nics.config, nics.routes
         self.board_tree = nics.board_tree  # the reduction trees the run used
         self.directory = DirectoryView(tables)
@@ -94,47 +93,37 @@ class ClusterView:
         return out
 
 
-def _grow_for(net, status: int) -> None:
-    """What the kernel asked for before it could go on (Network._run does the same)."""
-    if status == K.ST_NEED_FRAMES:
-        net.FP, net.FREE = _grow_pool(net.FP, net.FREE, net.SC, K.SC_FREE)
-    elif status == K.ST_NEED_UPCALLS:
-        net.UP = _grow(net.UP, 2 * net.UP.shape[0], 0)
-    elif status == K.ST_NEED_LOG:
-        net.flush_log()
-    elif status == K.ST_NEED_HEAP:
-        net.HP = _grow(net.HP, 2 * net.HP.shape[0], 0)
-    else:
-        raise RuntimeError(f"compiled replay: unexpected status {status}")
-
-
 def run(rp) -> None:
     """Run ``rp`` (an emu.replay.run.Replay) on the compiled loop and fill in its results."""
     tables = Tables(rp)
-    rt = tables.rt
-    RS = rt[L.RT_RS]
+    st, RS, net = tables.state, tables.RS, rp.net
     if rp.opt.progress:
         RS[L.R_PROGRESS] = RS[L.R_PROG_NEXT] = PROGRESS_OPS
-    start(tables.kt(), rt, tables.start_parts)
+    start(st, tables.start_parts)
     while True:
-        status = drive(tables.kt(), rt)
+        status = drive(st)
         if status == L.D_DONE:
             break
         if status == L.D_PROGRESS:
             rp.done_ops = int(RS[L.R_DONE_OPS])
             rp.sim.now = int(RS[L.R_NOW])
             rp._progress()
-            continue
-        _grow_for(rp.net, status)
-    rp.net.flush_log()
-    OP = rt[L.RT_OP]
+        elif status == K.ST_NEED_LOG:
+            net.flush_log()  # the log table is the network's own; the loop never replaces it
+        else:
+            raise RuntimeError(f"compiled replay: unexpected status {status}")
+    # The kernel's buffers the loop grew, back into the network (its counters read them).
+    for name in ("FP", "FREE", "UP", "HP"):
+        setattr(net, name, st.table(name))
+    net.flush_log()
+    OP = tables.OP
     rp.start = OP[:, L.O_START].copy()
     rp.end = OP[:, L.O_END].copy()
     rp.kv_bytes = int(RS[L.R_KV_BYTES])
     rp.done_ops = int(RS[L.R_DONE_OPS])
     rp.sim.now = int(RS[L.R_NOW])
     rp.cluster = ClusterView(tables, rp.cluster)
-    SLOT = rt[L.RT_SLOT]
+    SLOT = tables.SLOT
     got = np.flatnonzero(SLOT[:, L.S_TIME] >= 0)
     slot_op = np.repeat(np.arange(rp.trace.n_ops), OP[:, L.O_DSTEND] - OP[:, L.O_DST])
     rp._deliveries = np.stack([slot_op[got], SLOT[got, L.S_NODE], SLOT[got, L.S_TIME]], axis=1)

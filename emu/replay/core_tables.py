@@ -6,13 +6,13 @@ completion and each delivery releases as flat lists), the delivery slots, the
 reduction and all-to-all groups, and the routes every send will use: unicast routes
 are the network's, multicast trees are installed in its forwarding table now, one per
 (source, destination set) the trace uses. The kernel's message tables are sized for
-the whole run; its stream pool for what the packetizers can hold at once.
+the whole run; its stream pool for what the packetizers can hold at once. Everything
+goes into one ``State`` (emu.replay.core_state) the compiled functions take.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from numba.typed import List
 
 from ..codec import FRAME_HEADER_LEN, max_payload
 from ..codec.fragment import MAX_FRAGS
@@ -20,6 +20,7 @@ from ..net import kernel as K
 from ..topology import multicast_tree
 from ..workload.enums import COMM_KINDS, CONTROL_KINDS, Kind, MsgOp
 from . import core_layout as L
+from .core_state import State
 
 _KV_MSGS = (int(MsgOp.kv_replica), int(MsgOp.kv_fetch_resp), int(MsgOp.kv_transfer))
 MAX_NODES = 64      # destination sets are 64-bit masks
@@ -282,7 +283,7 @@ class Tables:
         nkv = hi - lo + 1
         KB = np.zeros((nkv, L.K_NCOLS), np.int64)
         KB[:, L.K_OWNER] = -1
-        KR = np.zeros((N * nkv, L.R_NCOLS), np.int64)
+        KR = np.zeros((N * nkv, L.RP_NCOLS), np.int64)
 
         # The kernel: message tables for the whole run; a stream pool for what the packetizers
         # can hold at once (entries x messages per send x first hops); buffers with room for
@@ -318,17 +319,13 @@ class Tables:
         RS[L.R_KVMIN] = lo
         RS[L.R_NKV] = nkv
 
-        GT = List()
-        GT.append(np.zeros((256, 5), np.int64))        # GT_SIM
-        GT.append(np.zeros((1024, 4), np.int64))       # GT_WORK
-        GT.append(np.zeros((max(1024, n), 7), np.int64))  # GT_HIST
-        GT.append(np.zeros((16, 5), np.int64))         # GT_ERR
-
-        self.rt = (RS, OP, PT, SLOT, NT, RQ, TR, MX, KB, KR, IDX, DF, GP, GT)
+        n_ = net
+        self.state = State(
+            SC=n_.SC, LK=n_.LK, LF=n_.LF, LR=n_.LR, LD=n_.LD, ND=n_.ND, NS=n_.NS, DL=n_.DL, FP=n_.FP,
+            FREE=n_.FREE, HP=n_.HP, LG=n_.LG, FW=n_.FW, MS=n_.MS, MD=n_.MD, BITS=n_.BITS, UP=n_.UP, SP=n_.SP,
+            SL=n_.SL, SFREE=n_.SFREE, RS=RS, OP=OP, PT=PT, SLOT=SLOT, NT=NT, RQ=RQ, TR=TR, MX=MX, KB=KB, KR=KR,
+            IDX=IDX, DF=DF, GP=GP, SIM=np.zeros((256, 5), np.int64), WORK=np.zeros((1024, 4), np.int64),
+            HIST=np.zeros((max(1024, n), 7), np.int64), ERR=np.zeros((16, 5), np.int64))
+        # Python's own references, read back after the run
+        self.RS, self.OP, self.SLOT, self.NT, self.TR, self.KB = RS, OP, SLOT, NT, TR, KB
         self.start_parts = np.flatnonzero(need == 0).astype(np.int64)
-
-    def kt(self) -> tuple:
-        """The kernel's tables as they are now (Python may have grown some)."""
-        n = self.rp.net
-        return (n.SC, n.LK, n.LF, n.LR, n.LD, n.ND, n.NS, n.DL, n.FP, n.FREE, n.HP, n.LG, n.FW, n.MS, n.MD,
-                n.BITS, n.UP, n.SP, n.SL, n.SFREE)
