@@ -128,3 +128,24 @@ def test_full_packetizers_stall_compute_identically(traces, scheme):
     assert_same(a, b)
     roomy = run(traces[scheme], "compiled", overrides=slow)
     assert summarize(b)["ttft_s"] > summarize(roomy)["ttft_s"]  # the stalls cost time
+
+
+def test_directory_errors_are_the_same(traces):
+    """Drains and invalidates naming blocks their holders never got: both engines report the
+    same errors, in the same order, and leave the same replicas behind."""
+    import copy
+
+    from emu.workload.enums import Kind
+
+    t = copy.copy(traces["mars"])
+    t.ops = dict(t.ops)
+    kv = t.ops["kv_id"].copy()
+    kind = t.ops["kind"]
+    for k in (Kind.drain, Kind.invalidate):
+        ops = np.flatnonzero(kind == k)[:3]
+        kv[ops] = kv.max() + 1 + np.arange(len(ops))  # blocks nobody holds
+    t.ops["kv_id"] = kv
+    a, b = run(t, "python"), run(t, "compiled")
+    assert len(a.cluster.directory.errors) >= 6
+    assert_same(a, b)
+    assert not summarize(b)["final_layout_owner_only"]
