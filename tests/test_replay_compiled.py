@@ -149,3 +149,21 @@ def test_directory_errors_are_the_same(traces):
     assert len(a.cluster.directory.errors) >= 6
     assert_same(a, b)
     assert not summarize(b)["final_layout_owner_only"]
+
+
+def test_the_loops_disk_cache_goes_stale_with_the_kernel_source(tmp_path, monkeypatch):
+    """The compiled loop embeds the frame kernel's machine code: its cache entries are stamped
+    with the sources of the kernel and of every core module, not only their own file."""
+    from emu.replay import core, core_cache
+    from emu.net import kernel
+
+    loc = core.drive._cache._impl.locator
+    assert isinstance(loc, core_cache._Stamped) and loc.get_source_stamp() == core_cache.stamp()
+    assert not isinstance(kernel.advance._cache._impl.locator, core_cache._Stamped)
+    assert any(p.endswith("net/kernel.py") for p in core_cache._sources())
+    src = tmp_path / "kernel.py"
+    src.write_text("x = 1\n")
+    monkeypatch.setattr(core_cache, "_sources", lambda: [str(src)])
+    before = core_cache.stamp()
+    src.write_text("x = 22\n")  # (another size: a rewrite within one mtime tick is still seen)
+    assert core_cache.stamp() != before

@@ -14,6 +14,8 @@ from numba import njit
 from numba.core import types
 from numba.experimental import structref
 
+from . import core_cache  # noqa: F401  (before any compiled function: their cache stamp)
+
 KERNEL = ("SC", "LK", "LF", "LR", "LD", "ND", "NS", "DL", "FP", "FREE", "HP", "LG", "FW", "MS", "MD", "BITS",
           "UP", "SP", "SL", "SFREE")
 REPLAY = ("RS", "OP", "PT", "SLOT", "NT", "RQ", "TR", "MX", "KB", "KR", "IDX", "DF", "GP",
