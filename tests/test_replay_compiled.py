@@ -76,7 +76,7 @@ def test_randomized_scenarios_replay_identically(seed):
         scheme, nodes, chunk, topo, ov = CASES[i]
         seq = int(rng.choice([512, 1024]))
         trace = emu.trace(scheme, seq=seq, nodes=nodes, chunk=chunk, decode_tokens=int(rng.integers(0, 3)))
-        kw = dict(topology=topo, overrides=ov, seed=int(rng.integers(0, 1000)))
+        kw = {"topology": topo, "overrides": ov, "seed": int(rng.integers(0, 1000))}
         assert_same(run(trace, "python", **kw), run(trace, "compiled", **kw))
 
 
@@ -154,8 +154,8 @@ def test_directory_errors_are_the_same(traces):
 def test_the_loops_disk_cache_goes_stale_with_the_kernel_source(tmp_path, monkeypatch):
     """The compiled loop embeds the frame kernel's machine code: its cache entries are stamped
     with the sources of the kernel and of every core module, not only their own file."""
-    from emu.replay import core, core_cache
     from emu.net import kernel
+    from emu.replay import core, core_cache
 
     loc = core.drive._cache._impl.locator
     assert isinstance(loc, core_cache._Stamped) and loc.get_source_stamp() == core_cache.stamp()

@@ -4,14 +4,13 @@ numba caches a compiled function with the machine code of every compiled functio
 calls (the frame kernel's included), but checks only its own file for changes. A change
 to emu/net/kernel.py would leave the replay loop running the old kernel. So the cached
 functions of the emu/replay/core*.py modules are stamped with a hash of all the sources
-they are compiled from: the kernel, the Ethernet arithmetic and every core module. Any
-change to one of them recompiles the loop. Imported (by emu.replay.core_state) before any
+they are compiled from: the kernel, the Ethernet arithmetic and every compiled core module
+(``COMPILED``). Any change to one of them recompiles the loop. Imported (by emu.replay.core_state) before any
 of those functions is defined.
 """
 
 from __future__ import annotations
 
-import glob
 import hashlib
 import os
 
@@ -21,8 +20,13 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 _NET = os.path.join(os.path.dirname(_HERE), "net")
 
 
+# The modules with compiled code or constants compiled into it (not core_tables/core_run: Python).
+COMPILED = ("core.py", "core_compute.py", "core_dir.py", "core_events.py", "core_layout.py", "core_nic.py",
+            "core_state.py")
+
+
 def _sources() -> list[str]:
-    return sorted(glob.glob(os.path.join(_HERE, "core*.py"))) + [os.path.join(_NET, f) for f in ("kernel.py", "ethernet.py")]
+    return [os.path.join(_HERE, f) for f in COMPILED] + [os.path.join(_NET, f) for f in ("kernel.py", "ethernet.py")]
 
 
 _seen: dict[tuple, bytes] = {}

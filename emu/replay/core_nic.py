@@ -239,7 +239,7 @@ def message_done(s, mid, node):
 @njit(cache=True)
 def delivered(s, tr, node):
     """Cluster._delivered: the directory follows the Meta of what arrived; the owner hears of it."""
-    RS, NT, TR = s.RS, s.NT, s.TR
+    RS, TR = s.RS, s.TR
     if TR[tr, T_DLV] & bit(node):
         return
     TR[tr, T_DLV] |= bit(node)

@@ -20,7 +20,7 @@ from ..net import kernel as K
 from ..topology import multicast_tree
 from ..workload.enums import COMM_KINDS, CONTROL_KINDS, Kind, MsgOp
 from . import core_layout as L
-from .core_state import State
+from .core_state import KERNEL, State
 
 _KV_MSGS = (int(MsgOp.kv_replica), int(MsgOp.kv_fetch_resp), int(MsgOp.kv_transfer))
 MAX_NODES = 64      # destination sets are 64-bit masks
@@ -319,12 +319,10 @@ class Tables:
         RS[L.R_KVMIN] = lo
         RS[L.R_NKV] = nkv
 
-        n_ = net
         self.state = State(
-            SC=n_.SC, LK=n_.LK, LF=n_.LF, LR=n_.LR, LD=n_.LD, ND=n_.ND, NS=n_.NS, DL=n_.DL, FP=n_.FP,
-            FREE=n_.FREE, HP=n_.HP, LG=n_.LG, FW=n_.FW, MS=n_.MS, MD=n_.MD, BITS=n_.BITS, UP=n_.UP, SP=n_.SP,
-            SL=n_.SL, SFREE=n_.SFREE, RS=RS, OP=OP, PT=PT, SLOT=SLOT, NT=NT, RQ=RQ, TR=TR, MX=MX, KB=KB, KR=KR,
-            IDX=IDX, DF=DF, GP=GP, SIM=np.zeros((256, 5), np.int64), WORK=np.zeros((1024, 4), np.int64),
+            **{name: getattr(net, name) for name in KERNEL},
+            RS=RS, OP=OP, PT=PT, SLOT=SLOT, NT=NT, RQ=RQ, TR=TR, MX=MX, KB=KB, KR=KR, IDX=IDX, DF=DF, GP=GP,
+            SIM=np.zeros((256, 5), np.int64), WORK=np.zeros((1024, 4), np.int64),
             HIST=np.zeros((max(1024, n), 7), np.int64), ERR=np.zeros((16, 5), np.int64))
         # Python's own references, read back after the run
         self.RS, self.OP, self.SLOT, self.NT, self.TR, self.KB = RS, OP, SLOT, NT, TR, KB
