@@ -12,8 +12,8 @@ of it (the price of the NICs and the op DAG).
     python benchmarks/replay.py [--json] [--scaling] [--engines compiled python] [--ring64k]
                                 [--traces traces/mars_16k.json ...]
 
---ring64k adds a generated 64K-token Ring trace on 16 boards (compiled engine only: the
-Python path needs most of an hour and of the memory).
+--ring64k adds a generated 64K-token Ring trace on 16 boards (compiled engine only, to keep
+the run short).
 """
 
 from __future__ import annotations
