@@ -167,3 +167,18 @@ def test_the_loops_disk_cache_goes_stale_with_the_kernel_source(tmp_path, monkey
     before = core_cache.stamp()
     src.write_text("x = 22\n")  # (another size: a rewrite within one mtime tick is still seen)
     assert core_cache.stamp() != before
+
+
+def test_a_capture_attached_to_a_replay_runs_it_on_the_python_path(traces, tmp_path):
+    from emu.replay.capture import Capture
+
+    rp = Replay(traces["ring"], Options())
+    cap = Capture(tmp_path / "c.pcap")
+    cap.attach(rp)
+    rp.run()
+    cap.close()
+    assert rp.engine == "python" and (tmp_path / "c.pcap").stat().st_size > 0
+    rp = Replay(traces["ring"], Options(engine="compiled"))
+    Capture(tmp_path / "d.pcap").attach(rp)
+    with pytest.raises(ConfigError, match="capture"):
+        rp.run()
