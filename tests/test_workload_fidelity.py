@@ -96,9 +96,10 @@ def test_transient_copies_are_freed_when_their_last_reader_ends(tmp_path):
             if o["residency"][x] == Residency.transient and n in t.dst(x).tolist():
                 life[(x, n)] = max(life.get((x, n), 0), int(rp.end[y]))
     events = []
+    delivered = {(int(x), int(n)): int(tt) for x, n, tt in rp.deliveries()}
     for x in np.flatnonzero((o["residency"] == Residency.transient) & (o["kind"] == Kind.send)).tolist():
         for n in t.dst(x).tolist():
-            born = rp.delivered_at[-x - 1][n]
+            born = delivered[(x, n)]
             dies = life.get((x, n), born)
             assert dies >= born
             events += [(born, n, int(o["bytes"][x])), (dies, n, -int(o["bytes"][x]))]

@@ -36,6 +36,10 @@ def register(sub) -> None:
     p.add_argument("--functional", action="store_true",
                    help="carry real payload bytes and merge real attention states in the decode reductions; "
                         "the summary reports the error against numpy attention (timing is unchanged)")
+    p.add_argument("--engine", choices=("auto", "compiled", "python"), default="auto",
+                   help="the replay loop: compiled (one numba loop for DAG, NICs and links), python (the "
+                        "reference path), or auto (default): compiled when the run is lossless, has no "
+                        "--fail/--degrade, no --functional and no --capture; results are identical")
     p.add_argument("--capture", metavar="FILE",
                    help="write the frames to a pcap/pcapng capture: an absolute path is written there, a plain "
                         "NAME.pcap or NAME.pcapng goes into the results folder")
@@ -60,7 +64,7 @@ def run(args) -> int:
     res = replay(args.trace, topology=args.topology, set=args.overrides, loss=args.loss, fail=args.fail,
                  degrade=args.degrade, detect=args.detect, reliable=args.reliable, seed=args.seed,
                  capture=args.capture, functional=args.functional, capture_filter=args.capture_filter,
-                 snaplen=args.snaplen, out=args.out, out_default=default,
+                 snaplen=args.snaplen, engine=args.engine, out=args.out, out_default=default,
                  progress=sys.stderr.isatty() and not args.json, flag="--")
     summary = res.summary
     print(json.dumps(summary, indent=2) if args.json else format_summary(summary)

@@ -95,6 +95,7 @@ def summarize(rp) -> dict:
         "incomplete_ops": len(incomplete),
         "incomplete": rp.cluster.incomplete()[:20],
         "sim_end_s": rp.sim.now / 1e12,
+        "engine": rp.engine,  # which loop ran it (emu.replay.core: compiled; run.Replay: python)
         "wall_s": rp.wall_s,
         **({"functional": rp.functional.summary()} if rp.functional else {}),
     }
@@ -136,8 +137,7 @@ def links_frame(rp) -> pd.DataFrame:
 
 def deliveries_frame(rp) -> pd.DataFrame:
     """One row per communication op and destination board: the time its payload was whole there."""
-    rows = sorted((-key - 1, node, t) for key, at in rp.delivered_at.items() if key < 0 for node, t in at.items())
-    a = np.array(rows, np.int64).reshape(-1, 3)
+    a = rp.deliveries()
     return pd.DataFrame({"op": a[:, 0], "node": a[:, 1], "t_s": a[:, 2] / 1e12})
 
 
@@ -185,7 +185,7 @@ def format_summary(s: dict) -> str:
         f"{max(s['final_node_kv_bytes']) / 2**20:.1f} MiB max vs owner-only {max(s['owner_only_node_kv_bytes']) / 2**20:.1f} MiB; "
         f"owner-only at the end: {'yes' if s['final_layout_owner_only'] else 'NO'}",
         f"busiest   link {s['busiest_link']['src']}->{s['busiest_link']['dst']} at {s['busiest_link']['utilization']:.1%}",
-        f"wall      {s['wall_s']:.2f} s",
+        f"wall      {s['wall_s']:.2f} s" + (f" ({s['engine']} engine)" if s.get("engine") else ""),
     ]
     f = s.get("functional")
     if f:

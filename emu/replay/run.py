@@ -26,7 +26,7 @@ from ..net.timeline import Timeline, parse as parse_scenario
 from ..nic import Cluster, NicConfig
 from ..sim import MS, US, Simulator
 from ..topology import LinkDefaults, Routes, build
-from ..workload.enums import Kind, MsgOp, Residency
+from ..workload.enums import COMM_KINDS, CONTROL_KINDS, Kind, MsgOp, Residency
 from ..workload.enums import Stage as TStage
 from ..workload.profiles import DEFAULTS, apply_overrides
 from .dag import Wiring
@@ -50,6 +50,9 @@ class Options:
     bin_ps: int | None = None       # link time-series bin; default from the trace's size
     progress: bool = False
     functional: bool = False        # real payload bytes and reductions (emu.replay.functional)
+    engine: str = "auto"            # "compiled" (emu.replay.core), "python", or auto: compiled when it can
+
+ENGINES = ("auto", "compiled", "python")
 
 
 class Replay:
@@ -97,12 +100,29 @@ class Replay:
             self.timeline.on_reroute.append(self.cluster.reroute)
             self.timeline.install(self.net, self.routes)
         self.functional = Functional(trace, self.model, options.seed) if options.functional else None
-        self.wiring = Wiring(trace)
+        self.engine = self._engine(options.engine)
+        self.is_comm = np.isin(trace.ops["kind"], [int(k) for k in COMM_KINDS | CONTROL_KINDS])
+        self.wiring = Wiring(trace) if self.engine == "python" else None
         self.durations = self._durations()
         est = max(1, int(np.bincount(np.maximum(trace.ops["node"], 0), weights=self.durations,
                                      minlength=self.nodes).max()))
         self.bin_ps = options.bin_ps or max(100 * US, (est // 500) // MS * MS or 100 * US)
         self.linkstats = LinkStats.of(self.net, self.bin_ps)  # binned in the frame loop, no log
+
+    def _engine(self, engine: str) -> str:
+        """The engine this replay runs on: the compiled loop whenever it supports the run."""
+        from .core_tables import unsupported
+
+        if engine not in ENGINES:
+            raise ConfigError(f"engine {engine!r}: one of {', '.join(ENGINES)}")
+        if engine == "python":
+            return engine
+        why = unsupported(self)
+        if why is None:
+            return "compiled"
+        if engine == "compiled":
+            raise ConfigError(f"engine compiled: not for a replay with {why}; use engine auto or python")
+        return "python"
 
     def _durations(self) -> np.ndarray:
         ops, hw = self.trace.ops, self.hw
@@ -116,13 +136,26 @@ class Replay:
                               f"{int(ops['mem_bytes'][i])} at hw.compute_flops {hw['compute_flops']}, hw.mem_bw "
                               f"{hw['mem_bw']}); at most {MAX_OP_PS / 1e12:.0f} s")
         dur = np.ceil(np.maximum(t_flops, t_mem)).astype(np.int64) + int(hw["op_overhead_ps"])
-        dur[self.wiring.is_comm] = 0
+        dur[self.is_comm] = 0
         return dur
 
     # ---- running ---------------------------------------------------------------------
 
     def run(self) -> "Replay":
         t0 = time.perf_counter()
+        self.done_ops = 0
+        self._next_progress = 0.0
+        if self.engine == "compiled" and any(sink is not self.linkstats for sink in self.net.log_sinks):
+            # A capture attached to the network encodes headers from the Python path's messages.
+            if self.opt.engine == "compiled":
+                raise ConfigError("engine compiled: not with a capture attached; use engine auto or python")
+            self.engine, self.wiring = "python", Wiring(self.trace)
+        if self.engine == "compiled":
+            from . import core_run
+
+            core_run.run(self)
+            self.wall_s = time.perf_counter() - t0
+            return self
         tr, w = self.trace, self.wiring
         n = tr.n_ops
         self.need = w.need.copy()
@@ -329,3 +362,10 @@ class Replay:
 
     def incomplete(self) -> list[int]:
         return np.flatnonzero(self.end < 0).tolist()
+
+    def deliveries(self) -> np.ndarray:
+        """(op, node, time) of every delivery of a communication op, sorted."""
+        if self.engine == "compiled":
+            return self._deliveries
+        rows = sorted((-key - 1, node, t) for key, at in self.delivered_at.items() if key < 0 for node, t in at.items())
+        return np.array(rows, np.int64).reshape(-1, 3)

@@ -45,6 +45,19 @@ def _reliable(x):
     return table[x]
 
 
+def _engine(engine, capture, flag: str) -> str:
+    from .run import ENGINES
+
+    if engine not in ENGINES:
+        raise ConfigError(f"{flag}engine {engine!r}: one of {', '.join(ENGINES)}")
+    if capture is not None:
+        # The capture encodes each frame's header from its message's Meta, kept by the Python path.
+        if engine == "compiled":
+            raise ConfigError(f"{flag}engine compiled: not with {flag}capture; use {flag}engine auto or python")
+        return "python"
+    return engine
+
+
 def resolve_trace(trace):
     """A Trace as it is; a path or a shipped trace's name, loaded and validated."""
     from ..workload.trace import Trace, load_trace
@@ -76,7 +89,8 @@ class _CaptureTarget:
 
 def replay(trace, *, topology: str = "auto", set=None, loss=0.0, fail=None, degrade=None, detect="100us",
            reliable=None, seed=0, capture=None, capture_filter=(), snaplen=DEFAULT_SNAPLEN,
-           out=None, out_default=None, progress: bool = False, functional: bool = False, flag: str = ""):
+           out=None, out_default=None, progress: bool = False, functional: bool = False, engine: str = "auto",
+           flag: str = ""):
     """Replay ``trace`` (a Trace, a file path, or a shipped trace's name such as "mars_16k") on the
     emulated cluster and return its Result. ``set``: profile overrides ({"hw.link_rate": "10Gbps"});
     ``loss``: Bernoulli frame loss on every link; ``fail``/``degrade``: timeline clauses
@@ -85,7 +99,9 @@ def replay(trace, *, topology: str = "auto", set=None, loss=0.0, fail=None, degr
     ``out``: write a results folder there, which must not exist (None: keep everything in memory);
     ``out_default``: instead of ``out``, a folder name that takes the next free ``-2``, ``-3``...
     suffix when taken; ``functional``: carry real payload bytes and merge real attention states
-    (the summary reports the error). ``flag``: what error messages put before an option's name
+    (the summary reports the error). ``engine``: "compiled" (the compiled loop, emu.replay.core),
+    "python", or "auto" (compiled whenever it supports the run: lossless, no timeline, timing mode,
+    no capture). ``flag``: what error messages put before an option's name
     (the CLI passes "--", so a message names ``--loss``)."""
     import contextlib
 
@@ -107,7 +123,7 @@ def replay(trace, *, topology: str = "auto", set=None, loss=0.0, fail=None, degr
     opt = Options(topology=topology, overrides=tuple(overrides_list(set)),
                   scenario=tuple(clauses["fail"] + clauses["degrade"]), loss=loss, seed=parse_int(seed, f"{flag}seed"),
                   reliable=_reliable(reliable), detect_ps=parse_time(detect, f"{flag}detect"), progress=progress,
-                  functional=bool(functional))
+                  functional=bool(functional), engine=_engine(engine, capture, flag))
     folder = OutputFolder(out, default=out_default) if out is not None or out_default is not None else None
     target = cap_name = None
     if capture is not None:

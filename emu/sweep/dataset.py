@@ -47,6 +47,7 @@ COLUMNS: list[tuple[str, pa.DataType]] = [
     ("busiest_link_utilization", F), ("directory_errors", I), ("incomplete_ops", I), ("sim_end_s", F),
     ("replica_factor_peak", F), ("replica_factor_mean", F), ("peak_node_owner_replica_bytes", I), ("peak_node_replica_bytes", I),
     ("peak_node_transient_bytes", I), ("run_dir", S),
+    ("engine", S),  # the replay loop that ran the point (compiled or python: identical results)
     ("wall_s", F),
 ]
 KNOWN = dict(COLUMNS)

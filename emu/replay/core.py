@@ -1,0 +1,349 @@
+"""The compiled replay loop: op DAG, compute engines, NICs and the frame kernel in one numba loop.
+
+It is the Python path (emu.replay.run.Replay over emu.nic.Cluster, emu.net.Network and
+emu.sim.Simulator) for a lossless run without a timeline, step for step, so its
+results are identical (docs/engine.md, "The compiled replay loop"):
+
+- events (compute ends, the network's wake-ups and upcall hand-overs, a send's local
+  copy) run in (time, scheduling order), as the Simulator runs them;
+- the network runs as ``Network._run`` does: the kernel advances up to the next event
+  of the replay (all frame events at that time included); upcalls of the current
+  instant are handled at once and the kernel goes on at that instant, upcalls of a
+  later instant become an event there;
+- the replay's callbacks (releases, deliveries, folds, steps) run depth first from a
+  work stack, in the order the Python calls nest.
+
+Python builds the tables (emu.replay.core_tables), calls ``drive`` and is called
+back only to flush the transmission log into the link statistics or draw the progress bar.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from ..net import kernel as K
+from ..workload.enums import Kind, Residency
+from .core_compute import ready_push, slot_of, try_compute
+from .core_dir import add_owner, add_transient, free_transient, owner_bytes
+from .core_events import at, cancelled, peek, pop, push, rearm
+from .core_layout import (CB_CTRL, CB_SEND, D_DONE, D_PROGRESS, DF_READS, E_FINISH, E_LOCAL, E_UPCALLS, E_WAKE,
+                          N_BUSY, N_STALL, O_BLK, O_BLKEND, O_BYTES, O_CHUNK, O_COMM, O_DEP, O_DEPEND, O_DMASK,
+                          O_DONE, O_DONEEND, O_DST, O_DSTEND, O_END, O_GRP, O_KIND, O_KV, O_LAYER, O_MSGOP,
+                          O_NDLV, O_NODE, O_PART, O_PEND, O_RES, O_SRC, O_SRCEND, O_START, P_NEED, P_NODE,
+                          P_OP, P_ROUTE, R_DONE_OPS, R_IN_RUN, R_KV_BYTES, R_LAYERS, R_MARGIN, R_NODES, R_NOW,
+                          R_NSIM, R_NWORK, R_PROG_NEXT, R_PROGRESS, R_UPCALL_EV, R_WAKE_SEQ, S_AT, S_ATEND,
+                          S_GOT, S_READERS, S_TIME, W_A2A_STEP, W_CONSUMED, W_DELIVERED, W_OP_DLV,
+                          W_PART_DLV, W_READY, W_RELEASE, W_TRY, W_UPCALLS)
+from .core_nic import a2a_step, delivered, fold, message_done, message_sent, send
+
+REDUCE, ALL_TO_ALL, DRAIN, INVALIDATE = int(Kind.reduce), int(Kind.all_to_all), int(Kind.drain), int(Kind.invalidate)
+QKV, DECODE_QKV = int(Kind.qkv), int(Kind.decode_qkv)
+TRANSIENT, OWNER = int(Residency.transient), int(Residency.owner)
+KV_OPS_MASK = (1 << 1) | (1 << 3) | (1 << 4)  # kv_replica, kv_fetch_resp, kv_transfer carry KV payload
+
+
+# ---- the replay's callbacks (Replay in emu.replay.run) ---------------------------------------
+
+@njit(cache=True)
+def ready(s, p):
+    """Part ``p`` has all it needs: a compute op joins its node's queue, a communication part starts."""
+    PT, OP = s.PT, s.OP
+    op = PT[p, P_OP]
+    if OP[op, O_COMM]:
+        start_comm(s, op, p)
+    else:
+        node = OP[op, O_NODE]
+        ready_push(s.NT, s.RQ, node, op)
+        try_compute(s, node)
+
+
+@njit(cache=True)
+def start_comm(s, op, p):
+    RS, OP, PT, NT = s.RS, s.OP, s.PT, s.NT
+    src = PT[p, P_NODE]
+    if OP[op, O_START] < 0:
+        OP[op, O_START] = RS[R_NOW]
+    kind = OP[op, O_KIND]
+    if kind == REDUCE:
+        push(s, W_CONSUMED, op, src, 0)  # after the contribution and what it completes
+        fold(s, op, src)
+        return
+    if kind == DRAIN or kind == INVALIDATE:
+        send(s, src, OP[op, O_DMASK], 0, OP[op, O_MSGOP], OP[op, O_KV], CB_CTRL, op, src, 0, PT[p, P_ROUTE])
+        return
+    if kind == ALL_TO_ALL:
+        g = OP[op, O_GRP]
+        while s.GP[g, 0] != src:
+            g += 1
+        a2a_step(s, op, g - OP[op, O_GRP], 1)
+        consumed(s, op, src)
+        return
+    NT[src, N_STALL] += 1  # the compute engine waits until the packetizer takes the payload
+    send(s, src, OP[op, O_DMASK], OP[op, O_BYTES], OP[op, O_MSGOP], max(OP[op, O_KV], 0), CB_SEND, op, src,
+         0, PT[p, P_ROUTE])
+    consumed(s, op, src)
+
+
+@njit(cache=True)
+def consumed(s, op, node):
+    """A reader of transient copies at ``node`` is done with them (Replay._consumed)."""
+    RS, OP, SLOT, IDX, DF = s.RS, s.OP, s.SLOT, s.IDX, s.DF
+    for e in range(OP[op, O_DEP], OP[op, O_DEPEND]):
+        if DF[e] & DF_READS:
+            x = IDX[e]
+            sl = slot_of(OP, IDX, x, node)
+            if sl >= 0:
+                SLOT[sl, S_READERS] -= 1
+                if SLOT[sl, S_READERS] == 0 and OP[x, O_RES] == TRANSIENT:
+                    free_transient(s, node, sl, RS[R_NOW])
+
+
+@njit(cache=True)
+def finish_compute(s, op, node):
+    RS, OP, NT = s.RS, s.OP, s.NT
+    now = RS[R_NOW]
+    OP[op, O_END] = now
+    NT[node, N_BUSY] = 0
+    kind = OP[op, O_KIND]
+    if (kind == QKV or kind == DECODE_QKV) and OP[op, O_KV] >= 0 and OP[op, O_BYTES] > 0:
+        add_owner(s, node, OP[op, O_KV], OP[op, O_BYTES], now)
+    consumed(s, op, node)
+    push(s, W_TRY, node, 0, 0)
+    op_done(s, op)
+
+
+@njit(cache=True)
+def op_done(s, op):
+    RS, OP = s.RS, s.OP
+    RS[R_DONE_OPS] += 1
+    push(s, W_RELEASE, OP[op, O_DONE], OP[op, O_DONEEND], 0)
+
+
+@njit(cache=True)
+def part_delivered(s, op, node):
+    """One source's payload reached ``node``; the op is delivered there when every source's has."""
+    OP, SLOT, IDX = s.OP, s.SLOT, s.IDX
+    sl = slot_of(OP, IDX, op, node)
+    SLOT[sl, S_GOT] += 1
+    nsrc = OP[op, O_PEND] - OP[op, O_PART]
+    if OP[op, O_KIND] == ALL_TO_ALL:
+        for e in range(OP[op, O_SRC], OP[op, O_SRCEND]):
+            if IDX[e] == node:
+                nsrc -= 1
+                break
+    if SLOT[sl, S_GOT] == nsrc:
+        op_delivered(s, op, node)
+
+
+@njit(cache=True)
+def op_delivered(s, op, node):
+    """Replay._delivered up to releasing what waits for the delivery here (W_DELIVERED goes on)."""
+    RS, OP, SLOT, IDX = s.RS, s.OP, s.SLOT, s.IDX
+    now = RS[R_NOW]
+    kind = OP[op, O_KIND]
+    nbytes = OP[op, O_BYTES]
+    nsrcs = OP[op, O_SRCEND] - OP[op, O_SRC]
+    if kind == ALL_TO_ALL:  # one block from every other source
+        here = 0
+        for e in range(OP[op, O_SRC], OP[op, O_SRCEND]):
+            if IDX[e] == node:
+                here = 1
+                break
+        nbytes *= (OP[op, O_PEND] - OP[op, O_PART]) - here
+    if (KV_OPS_MASK >> OP[op, O_MSGOP]) & 1:
+        RS[R_KV_BYTES] += nbytes
+    sl = slot_of(OP, IDX, op, node)
+    res = OP[op, O_RES]
+    if res == TRANSIENT:
+        add_transient(s, node, sl, nbytes, now)
+        if SLOT[sl, S_READERS] == 0:
+            free_transient(s, node, sl, now)
+    elif res == OWNER and kind == ALL_TO_ALL:
+        # a head shard: node owns block (chunk, node, layer), its own part included
+        kv = (OP[op, O_CHUNK] * RS[R_NODES] + node) * RS[R_LAYERS] + OP[op, O_LAYER]
+        add_owner(s, node, kv, OP[op, O_BYTES] * nsrcs, now)
+    elif res == OWNER and OP[op, O_KV] >= 0:
+        nb = OP[op, O_BLKEND] - OP[op, O_BLK]
+        if nb:  # a bulk handoff: each block moves with the size its owner holds
+            for e in range(OP[op, O_BLK], OP[op, O_BLKEND]):
+                kv = IDX[e]
+                add_owner(s, node, kv, owner_bytes(s, kv, nbytes // nb), now)
+        else:
+            add_owner(s, node, OP[op, O_KV], nbytes, now)
+    push(s, W_DELIVERED, op, node, 0)
+    push(s, W_RELEASE, SLOT[sl, S_AT], SLOT[sl, S_ATEND], 0)
+
+
+@njit(cache=True)
+def delivered_tail(s, op, node):
+    RS, OP, SLOT = s.RS, s.OP, s.SLOT
+    sl = slot_of(OP, s.IDX, op, node)
+    SLOT[sl, S_TIME] = RS[R_NOW]
+    OP[op, O_NDLV] += 1
+    if OP[op, O_NDLV] == OP[op, O_DSTEND] - OP[op, O_DST]:
+        OP[op, O_END] = RS[R_NOW]
+        op_done(s, op)
+
+
+@njit(cache=True)
+def upcall(s, i):
+    UP = s.UP
+    kind = UP[i, K.U_KIND]
+    if kind == K.UP_SENT:
+        message_sent(s, UP[i, K.U_MSG], UP[i, K.U_FRAG])
+    elif kind == K.UP_DONE:
+        message_done(s, UP[i, K.U_MSG], UP[i, K.U_NODE])
+
+
+@njit(cache=True)
+def work(s):
+    """Run the work stack until it is empty."""
+    RS, PT, IDX = s.RS, s.PT, s.IDX
+    while RS[R_NWORK] > 0:
+        n = RS[R_NWORK] - 1
+        W = s.WORK
+        kind, a, b, c = W[n, 0], W[n, 1], W[n, 2], W[n, 3]
+        RS[R_NWORK] = n
+        if kind == W_RELEASE:
+            if a < b:
+                if a + 1 < b:
+                    push(s, W_RELEASE, a + 1, b, 0)
+                p = IDX[a]
+                PT[p, P_NEED] -= 1
+                if PT[p, P_NEED] == 0:
+                    ready(s, p)
+        elif kind == W_UPCALLS:
+            if a + 1 < b:
+                push(s, W_UPCALLS, a + 1, b, 0)
+            upcall(s, a)
+        elif kind == W_PART_DLV:
+            part_delivered(s, a, b)
+        elif kind == W_OP_DLV:
+            op_delivered(s, a, b)
+        elif kind == W_DELIVERED:
+            delivered_tail(s, a, b)
+        elif kind == W_TRY:
+            try_compute(s, a)
+        elif kind == W_CONSUMED:
+            consumed(s, a, b)
+        elif kind == W_A2A_STEP:
+            a2a_step(s, a, b, c)
+        elif kind == W_READY:
+            ready(s, a)
+
+
+@njit(cache=True)
+def start(s, parts):
+    """The parts with no dependencies, in order, at time 0; then the network's first wake-up."""
+    for p in parts:
+        ready(s, p)
+        work(s)
+    rearm(s)
+
+
+# ---- the network's frame loop (Network._run) ------------------------------------------------
+
+@njit(cache=True)
+def flush_upcalls(s):
+    SC = s.SC
+    n = SC[K.SC_UP]
+    SC[K.SC_UP] = 0
+    if n:
+        push(s, W_UPCALLS, 0, n, 0)
+        work(s)
+
+
+@njit(cache=True)
+def _doubled(a, rows):
+    b = np.zeros((max(rows, 2 * a.shape[0]),) + a.shape[1:], a.dtype)
+    b[: a.shape[0]] = a
+    return b
+
+
+@njit(cache=True)
+def grow_frames(s):
+    """Double the frame pool; its new rows go on the free stack (emu.net.network._grow_pool)."""
+    n = s.FP.shape[0]
+    nfree = s.SC[K.SC_FREE]
+    stack = np.empty(2 * n, np.int64)
+    stack[:nfree] = s.FREE[:nfree]
+    stack[nfree: nfree + n] = np.arange(2 * n - 1, n - 1, -1)
+    s.SC[K.SC_FREE] = nfree + n
+    s.FP = _doubled(s.FP, 2 * n)
+    s.FREE = stack
+
+
+@njit(cache=True)
+def net_run(s):
+    """Advance the kernel to the next replay event; 0 when done, else ST_NEED_LOG (Python flushes it)."""
+    RS = s.RS
+    now = RS[R_NOW]
+    while True:
+        nxt = peek(s)
+        limit = nxt if nxt >= 0 else K.INF
+        status, t = K.advance(s.SC, s.LK, s.LF, s.LR, s.LD, s.ND, s.NS,
+                              s.DL, s.FP, s.FREE, s.HP, s.LG, s.FW, s.MS,
+                              s.MD, s.BITS, s.UP, s.SP, s.SL, s.SFREE,
+                              limit, K.KEY_ALL, RS[R_MARGIN])
+        # A buffer the kernel needs before it goes on, as Network._run grows it.
+        if status == K.ST_NEED_FRAMES:
+            grow_frames(s)
+            continue
+        if status == K.ST_NEED_UPCALLS:
+            s.UP = _doubled(s.UP, 2 * s.UP.shape[0])
+            continue
+        if status == K.ST_NEED_HEAP:
+            s.HP = _doubled(s.HP, 2 * s.HP.shape[0])
+            continue
+        if status == K.ST_NEED_LOG:
+            return status
+        if status == K.ST_UPCALLS:
+            if t == now:
+                # The application runs after the grants of its instant; what it sends
+                # now is considered in a further round of grants at now.
+                flush_upcalls(s)
+                continue
+            if t > now and RS[R_UPCALL_EV] == 0:
+                RS[R_UPCALL_EV] = 1
+                at(s, t, E_UPCALLS, 0, 0)
+            return 0
+        rearm(s)
+        return 0
+
+
+@njit(cache=True)
+def drive(s):
+    """Run events until none are left (D_DONE), progress is due (D_PROGRESS) or the log is full (ST_NEED_LOG)."""
+    RS = s.RS
+    while True:
+        if RS[R_IN_RUN]:
+            status = net_run(s)
+            if status:
+                return status  # Python flushes the log; the frame loop resumes where it stopped
+            RS[R_IN_RUN] = 0
+        if RS[R_PROGRESS] and RS[R_DONE_OPS] >= RS[R_PROG_NEXT]:
+            RS[R_PROG_NEXT] = RS[R_DONE_OPS] + RS[R_PROGRESS]
+            return D_PROGRESS
+        if RS[R_NSIM] == 0:
+            return D_DONE
+        H = s.SIM
+        time, kind, a, b = H[0, 0], H[0, 2], H[0, 3], H[0, 4]
+        dead = cancelled(s, 0)
+        pop(s)
+        if dead:
+            continue
+        RS[R_NOW] = time
+        if kind == E_FINISH:
+            finish_compute(s, a, b)
+            work(s)
+        elif kind == E_WAKE:
+            RS[R_WAKE_SEQ] = -1
+            RS[R_IN_RUN] = 1
+        elif kind == E_UPCALLS:
+            RS[R_UPCALL_EV] = 0
+            flush_upcalls(s)  # all frame events of this instant are done
+            RS[R_IN_RUN] = 1
+        elif kind == E_LOCAL:
+            delivered(s, a, b)
+            work(s)

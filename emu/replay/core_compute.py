@@ -1,0 +1,81 @@
+"""The compute engines inside the compiled replay: one op at a time per node, lowest op id first.
+
+As ``Replay._try_compute``: a node whose engine is idle and not stalled by a full
+packetizer takes the lowest-numbered ready op (a binary min-heap per node, the
+order of ``heapq``), records its start, checks the KV replicas it reads and
+schedules its end after its roofline duration.
+"""
+
+from __future__ import annotations
+
+from numba import njit
+
+from .core_dir import read_in_flight
+from .core_events import at
+from .core_layout import (DF_REPLICA, E_FINISH, N_BUSY, N_RQ, N_RQLEN, N_STALL, O_DEP, O_DEPEND, O_DST,
+                          O_DSTEND, O_DUR, O_KV, O_START, R_NOW)
+
+
+@njit(cache=True)
+def slot_of(OP, IDX, op, node):
+    """The (op, node) delivery slot, or -1 when ``node`` is not one of the op's destinations."""
+    for s in range(OP[op, O_DST], OP[op, O_DSTEND]):
+        if IDX[s] == node:
+            return s
+    return -1
+
+
+@njit(cache=True)
+def ready_push(NT, RQ, node, op):
+    base = NT[node, N_RQ]
+    i = NT[node, N_RQLEN]
+    NT[node, N_RQLEN] = i + 1
+    while i > 0:
+        p = (i - 1) >> 1
+        if RQ[base + p] <= op:
+            break
+        RQ[base + i] = RQ[base + p]
+        i = p
+    RQ[base + i] = op
+
+
+@njit(cache=True)
+def ready_pop(NT, RQ, node):
+    base = NT[node, N_RQ]
+    top = RQ[base]
+    n = NT[node, N_RQLEN] - 1
+    NT[node, N_RQLEN] = n
+    x = RQ[base + n]
+    i = 0
+    while True:
+        l = 2 * i + 1
+        if l >= n:
+            break
+        c = l
+        if l + 1 < n and RQ[base + l + 1] < RQ[base + l]:
+            c = l + 1
+        if RQ[base + c] >= x:
+            break
+        RQ[base + i] = RQ[base + c]
+        i = c
+    if n > 0:
+        RQ[base + i] = x
+    return top
+
+
+@njit(cache=True)
+def try_compute(s, node):
+    RS, OP, NT, RQ, IDX, DF = s.RS, s.OP, s.NT, s.RQ, s.IDX, s.DF
+    if NT[node, N_BUSY] or NT[node, N_STALL] or NT[node, N_RQLEN] == 0:
+        return
+    op = ready_pop(NT, RQ, node)
+    NT[node, N_BUSY] = 1
+    now = RS[R_NOW]
+    OP[op, O_START] = now
+    # Attention reading a replica multicast here: the directory must still hold it.
+    for e in range(OP[op, O_DEP], OP[op, O_DEPEND]):
+        if DF[e] & DF_REPLICA:
+            x = IDX[e]
+            if slot_of(OP, IDX, x, node) >= 0:
+                read_in_flight(s, node, OP[x, O_KV], now)
+    at(s, now + OP[op, O_DUR], E_FINISH, op, node)

@@ -1,0 +1,114 @@
+"""The compiled replay's event heap and work stack: the order of emu.sim and of Python's calls.
+
+Events are (time, seq) ordered, seq in scheduling order, as ``emu.sim.Simulator``
+runs them; a cancelled network wake-up stays in the heap and is skipped, as a
+cancelled ``Event`` is. The work stack replaces the Python path's nested calls:
+a callback that would call another and then go on pushes its continuation first
+and the call on top, so work runs depth first in exactly the Python order.
+"""
+
+from __future__ import annotations
+
+from numba import njit
+
+from ..net import kernel as K
+from .core_layout import E_WAKE, R_NOW, R_NSIM, R_NWORK, R_SEQ, R_WAKE_AT, R_WAKE_SEQ
+from .core_state import grown
+
+
+@njit(cache=True, inline="always")
+def _less(H, i, j):
+    return H[i, 0] < H[j, 0] or (H[i, 0] == H[j, 0] and H[i, 1] < H[j, 1])
+
+
+@njit(cache=True, inline="always")
+def _swap(H, i, j):
+    for c in range(5):
+        x = H[i, c]
+        H[i, c] = H[j, c]
+        H[j, c] = x
+
+
+@njit(cache=True)
+def at(s, time, kind, a, b):
+    """Schedule event ``kind(a, b)`` at ``time``; returns its sequence number."""
+    RS = s.RS
+    n = RS[R_NSIM]
+    s.SIM = grown(s.SIM, n + 1)
+    H = s.SIM
+    seq = RS[R_SEQ]
+    RS[R_SEQ] = seq + 1
+    H[n, 0] = time
+    H[n, 1] = seq
+    H[n, 2] = kind
+    H[n, 3] = a
+    H[n, 4] = b
+    RS[R_NSIM] = n + 1
+    while n > 0:
+        p = (n - 1) >> 1
+        if not _less(H, n, p):
+            break
+        _swap(H, n, p)
+        n = p
+    return seq
+
+
+@njit(cache=True)
+def pop(s):
+    """Remove the first event; the caller has read it at row 0."""
+    H = s.SIM
+    n = s.RS[R_NSIM] - 1
+    s.RS[R_NSIM] = n
+    for c in range(5):
+        H[0, c] = H[n, c]
+    i = 0
+    while True:
+        l = 2 * i + 1
+        if l >= n:
+            break
+        c = l
+        if l + 1 < n and _less(H, l + 1, l):
+            c = l + 1
+        if not _less(H, c, i):
+            break
+        _swap(H, i, c)
+        i = c
+
+
+@njit(cache=True)
+def cancelled(s, row):
+    """A network wake-up superseded by an earlier one (Event.cancel)."""
+    return s.SIM[row, 2] == E_WAKE and s.SIM[row, 1] != s.RS[R_WAKE_SEQ]
+
+
+@njit(cache=True)
+def peek(s):
+    """Time of the next live event (-1: none), dropping cancelled ones (Simulator.peek)."""
+    while s.RS[R_NSIM] > 0 and cancelled(s, 0):
+        pop(s)
+    return s.SIM[0, 0] if s.RS[R_NSIM] > 0 else -1
+
+
+@njit(cache=True)
+def rearm(s):
+    """Network._rearm: one pending wake-up, at the kernel's next event (or now)."""
+    RS = s.RS
+    if s.SC[K.SC_HEAP] == 0:
+        return
+    nxt = max(s.HP[0, 0], RS[R_NOW])
+    if RS[R_WAKE_SEQ] >= 0 and RS[R_WAKE_AT] <= nxt:
+        return
+    RS[R_WAKE_AT] = nxt
+    RS[R_WAKE_SEQ] = at(s, nxt, E_WAKE, 0, 0)  # the old one, if any, is cancelled from here on
+
+
+@njit(cache=True)
+def push(s, kind, a, b, c):
+    n = s.RS[R_NWORK]
+    s.WORK = grown(s.WORK, n + 1)
+    W = s.WORK
+    W[n, 0] = kind
+    W[n, 1] = a
+    W[n, 2] = b
+    W[n, 3] = c
+    s.RS[R_NWORK] = n + 1

@@ -1,0 +1,298 @@
+"""The NICs inside the compiled replay: packetizer FIFO, messages, deliveries, reductions, all-to-all.
+
+Each function is the compiled twin of a step of ``emu.nic.cluster`` in a lossless run
+(no acks, no resends), changing the same state in the same order:
+
+- ``send``: a payload with its Meta joins its source's packetizer wait line; ``admit``
+  takes sends while they fit (entries and bytes, the first one always), the compute
+  engine stalled by a waiting op send resumes when it is taken (Cluster._admit);
+- ``launch``: the local copy is an event at now, the rest goes out as messages of at
+  most MAX_FRAGS fragments on the part's route (Cluster._launch/_send_part), each a
+  message row and one stream per first-hop port in the kernel (Network.send);
+- ``message_sent`` / ``message_done``: the kernel's UP_SENT and UP_DONE upcalls;
+  a send's FIFO room is freed when all its messages have left, it is delivered at a
+  board when all its messages are whole there (Cluster._on_event/_delivered_part);
+- ``delivered``: the directory follows the Meta (replica, drain, invalidate), then
+  the owner hears of it: an op's part, a control op, a reduction fold, an all-to-all pair;
+- ``fold``: a reduction member's contributions (own + children's); when all are in it
+  sends its combined state to its parent, or the root completes the op (Reduction);
+- ``a2a_step``: an exchange member's next pair of the shift schedule (AllToAll._step).
+
+What the Python path would call next in the replay (Replay._part_delivered, _delivered)
+is pushed on the work stack instead, so this module needs nothing of the replay loop.
+"""
+
+from __future__ import annotations
+
+from numba import njit
+
+from ..net import kernel as K
+from .core_compute import slot_of, try_compute
+from .core_dir import add_replica, drain, invalidate
+from .core_events import at, push, rearm
+from .core_layout import (CB_A2A, CB_CTRL, CB_RED, CB_SEND, E_LOCAL, G_MEMBER, G_PARENT, G_WAIT, N_FIFO_B,
+                          N_FIFO_E, N_QHEAD, N_QTAIL, N_STALL, O_BYTES, O_GRP, O_GRPEND, O_MSGOP, R_CHUNK,
+                          R_CTRL_DRAIN, R_CTRL_INV, R_FIFO_B, R_FIFO_E, R_HDR, R_NBITS, R_NMD, R_NMSG, R_NODES, R_NOW,
+                          R_NTR, R_PER, R_V, T_ACCEPTED, T_ARG, T_ARG2, T_CB, T_DLV, T_DMASK, T_KV, T_M0, T_M1,
+                          T_MSGOP, T_NBYTES, T_NEXT, T_OP, T_ROUTE, T_SENT, T_SRC, W_A2A_STEP, W_OP_DLV,
+                          W_PART_DLV, X_SENT, X_TR)
+
+# Meta ops the directory acts on (emu.codec.Op values, the trace's MsgOp)
+OP_KV_REPLICA = 1
+OP_DRAIN = 5
+OP_INVALIDATE = 6
+OP_PARTIAL_STATE = 8
+
+
+@njit(cache=True, inline="always")
+def bit(node):
+    return 1 << node
+
+
+@njit(cache=True)
+def send(s, src, dmask, nbytes, msgop, kv, cb, op, arg, arg2, route):
+    """Cluster.send: hand a payload to ``src``'s NIC; returns the transfer."""
+    RS, NT, TR = s.RS, s.NT, s.TR
+    tr = RS[R_NTR]
+    RS[R_NTR] = tr + 1
+    TR[tr, T_SRC] = src
+    TR[tr, T_NBYTES] = nbytes
+    TR[tr, T_DMASK] = dmask
+    TR[tr, T_MSGOP] = msgop
+    TR[tr, T_KV] = kv
+    TR[tr, T_CB] = cb
+    TR[tr, T_OP] = op
+    TR[tr, T_ARG] = arg
+    TR[tr, T_ARG2] = arg2
+    TR[tr, T_ROUTE] = route
+    TR[tr, T_M0] = 0
+    TR[tr, T_M1] = 0
+    TR[tr, T_SENT] = 0
+    TR[tr, T_DLV] = 0
+    TR[tr, T_NEXT] = -1
+    TR[tr, T_ACCEPTED] = -1
+    tail = NT[src, N_QTAIL]
+    if tail == -1:
+        NT[src, N_QHEAD] = tr
+    else:
+        TR[tail, T_NEXT] = tr
+    NT[src, N_QTAIL] = tr
+    admit(s, src)
+    return tr
+
+
+@njit(cache=True)
+def admit(s, node):
+    """Move sends from the packetizer's wait line into it while they fit."""
+    RS, NT, TR = s.RS, s.NT, s.TR
+    while NT[node, N_QHEAD] != -1:
+        tr = NT[node, N_QHEAD]
+        size = TR[tr, T_NBYTES]
+        e = NT[node, N_FIFO_E]
+        if e and (e + 1 > RS[R_FIFO_E] or NT[node, N_FIFO_B] + size > RS[R_FIFO_B]):
+            return  # full: the compute engine stalls until a send has left
+        nxt = TR[tr, T_NEXT]
+        NT[node, N_QHEAD] = nxt
+        if nxt == -1:
+            NT[node, N_QTAIL] = -1
+        NT[node, N_FIFO_E] = e + 1
+        NT[node, N_FIFO_B] += size
+        TR[tr, T_ACCEPTED] = RS[R_NOW]
+        if TR[tr, T_CB] == CB_SEND:
+            # The packetization buffer took the payload: the compute engine may go on.
+            NT[node, N_STALL] -= 1
+            try_compute(s, node)
+        launch(s, tr)
+
+
+@njit(cache=True)
+def launch(s, tr):
+    RS, NT, TR = s.RS, s.NT, s.TR
+    src = TR[tr, T_SRC]
+    if TR[tr, T_DMASK] & bit(src):
+        at(s, RS[R_NOW], E_LOCAL, tr, src)
+    remote = TR[tr, T_DMASK] & ~bit(src)
+    TR[tr, T_M0] = RS[R_NMSG]
+    TR[tr, T_M1] = RS[R_NMSG]
+    if remote == 0:
+        # Nothing for the wire: its room is free at once (Cluster._left; the admit loop goes on).
+        NT[src, N_FIFO_E] -= 1
+        NT[src, N_FIFO_B] -= TR[tr, T_NBYTES]
+        return
+    nbytes = TR[tr, T_NBYTES]
+    chunk = RS[R_CHUNK]
+    off = 0
+    while off < max(nbytes, 1):
+        send_part(s, tr, min(chunk, nbytes - off), remote)
+        off += chunk
+    TR[tr, T_M1] = RS[R_NMSG]
+
+
+@njit(cache=True)
+def send_part(s, tr, size, remote):
+    """One message of a transfer: header arithmetic (emu.net.ethernet.frame_sizes), then the wire."""
+    RS, TR, MX = s.RS, s.TR, s.MX
+    per, hdr = RS[R_PER], RS[R_HDR]
+    nfrags = max(1, (size + per - 1) // per)
+    full = hdr + min(per, size)
+    last = hdr + size - (nfrags - 1) * per
+    src, route = TR[tr, T_SRC], TR[tr, T_ROUTE]
+    FW = s.FW
+    row = route * RS[R_V] + src
+    streams = 0
+    for k in range(1, FW.shape[1]):
+        if FW[row, k] >= 0:
+            streams += 1
+    if streams == 0:
+        raise ValueError("compiled replay: a send without a first hop (the tables check routes)")
+    if TR[tr, T_MSGOP] == OP_DRAIN:
+        RS[R_CTRL_DRAIN] += nfrags * streams
+    elif TR[tr, T_MSGOP] == OP_INVALIDATE:
+        RS[R_CTRL_INV] += nfrags * streams
+    mid = net_send(s, src, remote, nfrags, full, last, route)
+    MX[mid, X_TR] = tr
+    MX[mid, X_SENT] = 0
+
+
+@njit(cache=True)
+def net_send(s, src, remote, nfrags, full, last, route):
+    """Network.send of an untracked message: its kernel rows and a stream per first-hop port."""
+    RS = s.RS
+    SC, LK, HP, MS, MD, SP, SFREE, FW = s.SC, s.LK, s.HP, s.MS, s.MD, s.SP, s.SFREE, s.FW
+    mid = RS[R_NMSG]
+    RS[R_NMSG] = mid + 1
+    nmd = RS[R_NMD]
+    nd = 0
+    for d in range(RS[R_NODES]):  # destinations in ascending order, as Cluster hands them over
+        if (remote >> d) & 1:
+            MD[nmd + nd, K.D_NODE] = d
+            MD[nmd + nd, K.D_GOT] = 0
+            MD[nmd + nd, K.D_BITS] = -1
+            nd += 1
+    MS[mid, K.M_SRC] = src
+    MS[mid, K.M_NFRAGS] = nfrags
+    MS[mid, K.M_FLEN] = full
+    MS[mid, K.M_LLEN] = last
+    MS[mid, K.M_FLAGS] = 0
+    MS[mid, K.M_DPTR] = nmd
+    MS[mid, K.M_DEND] = nmd + nd
+    MS[mid, K.M_LIVE] = 0
+    if nd > 1:
+        # A multicast keeps a received bitmap per destination (duplicates after a re-route).
+        nb = (nfrags + 7) // 8
+        for j in range(nd):
+            MD[nmd + j, K.D_BITS] = RS[R_NBITS] + j * nb
+        RS[R_NBITS] += nd * nb
+    RS[R_NMD] = nmd + nd
+    row = route * RS[R_V] + src
+    now = RS[R_NOW]
+    for k in range(1, FW.shape[1]):
+        link = FW[row, k]
+        if link >= 0:
+            K.add_stream(SC, LK, HP, MS, SP, SFREE, link, mid, route, 0, nfrags, -1, now)
+    rearm(s)
+    return mid
+
+
+@njit(cache=True)
+def message_sent(s, mid, live):
+    """UP_SENT: a stream of ``mid`` has left; ``live`` of its streams are still unsent."""
+    if live:
+        return
+    TR, MX = s.TR, s.MX
+    if MX[mid, X_SENT]:
+        return
+    MX[mid, X_SENT] = 1
+    tr = MX[mid, X_TR]
+    TR[tr, T_SENT] += 1
+    if TR[tr, T_SENT] == TR[tr, T_M1] - TR[tr, T_M0]:
+        # Every frame of the send is out of the packetizer: its FIFO room is free again.
+        NT = s.NT
+        src = TR[tr, T_SRC]
+        NT[src, N_FIFO_E] -= 1
+        NT[src, N_FIFO_B] -= TR[tr, T_NBYTES]
+        admit(s, src)
+
+
+@njit(cache=True)
+def _whole(MS, MD, m, node):
+    for d in range(MS[m, K.M_DPTR], MS[m, K.M_DEND]):
+        if MD[d, K.D_NODE] == node:
+            return MD[d, K.D_GOT] == MS[m, K.M_NFRAGS]
+    return False
+
+
+@njit(cache=True)
+def message_done(s, mid, node):
+    """UP_DONE: message ``mid`` is whole at ``node``; its send is when all its messages are."""
+    TR = s.TR
+    tr = s.MX[mid, X_TR]
+    m0, m1 = TR[tr, T_M0], TR[tr, T_M1]
+    if m1 - m0 > 1:
+        MS, MD = s.MS, s.MD
+        for m in range(m0, m1):
+            if not _whole(MS, MD, m, node):
+                return
+    delivered(s, tr, node)
+
+
+@njit(cache=True)
+def delivered(s, tr, node):
+    """Cluster._delivered: the directory follows the Meta of what arrived; the owner hears of it."""
+    RS, TR = s.RS, s.TR
+    if TR[tr, T_DLV] & bit(node):
+        return
+    TR[tr, T_DLV] |= bit(node)
+    now = RS[R_NOW]
+    mop, kv = TR[tr, T_MSGOP], TR[tr, T_KV]
+    if mop == OP_KV_REPLICA:
+        add_replica(s, node, kv, TR[tr, T_NBYTES], now)
+    elif mop == OP_DRAIN:
+        drain(s, node, kv, now)
+    elif mop == OP_INVALIDATE:
+        invalidate(s, node, kv, now)
+    cb, op = TR[tr, T_CB], TR[tr, T_OP]
+    if cb == CB_SEND:
+        push(s, W_PART_DLV, op, node, 0)
+    elif cb == CB_CTRL:
+        push(s, W_OP_DLV, op, node, 0)
+    elif cb == CB_RED:
+        fold(s, op, node)
+    else:
+        push(s, W_A2A_STEP, op, TR[tr, T_ARG], TR[tr, T_ARG2] + 1)  # one step in flight per member
+        push(s, W_PART_DLV, op, node, 0)
+
+
+@njit(cache=True)
+def fold(s, op, node):
+    """A contribution to reduction ``op`` is in at member ``node`` (its own or a child's)."""
+    OP, GP = s.OP, s.GP
+    g = OP[op, O_GRP]
+    while GP[g, G_MEMBER] != node:
+        g += 1
+    GP[g, G_WAIT] -= 1
+    if GP[g, G_WAIT] != 0:
+        return
+    parent = GP[g, G_PARENT]
+    if parent < 0:
+        push(s, W_OP_DLV, op, node, 0)  # the root has the result
+    else:
+        send(s, node, bit(parent), OP[op, O_BYTES], OP_PARTIAL_STATE, 0, CB_RED, op, 0, 0, parent)
+
+
+@njit(cache=True)
+def a2a_step(s, op, i, step):
+    """Member ``i`` of all-to-all ``op`` sends its block for member i + step, skipping pairs outside it."""
+    OP, GP, IDX = s.OP, s.GP, s.IDX
+    g0 = OP[op, O_GRP]
+    n = OP[op, O_GRPEND] - g0
+    a = GP[g0 + i, G_MEMBER]
+    b = -1
+    while step < n:
+        b = GP[g0 + (i + step) % n, G_MEMBER]
+        if b != a and slot_of(OP, IDX, op, b) >= 0:
+            break
+        step += 1
+    if step >= n:
+        return
+    send(s, a, bit(b), OP[op, O_BYTES], OP[op, O_MSGOP], 0, CB_A2A, op, i, step, b)

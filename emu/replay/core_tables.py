@@ -1,0 +1,329 @@
+"""The compiled replay's tables, built with numpy before the run (no per-op Python objects).
+
+From the trace's columnar arrays: the op and part tables, the dependency wiring (the
+rules of emu.replay.dag, vectorised: unmet dependencies per part, and what each
+completion and each delivery releases as flat lists), the delivery slots, the
+reduction and all-to-all groups, and the routes every send will use: unicast routes
+are the network's, multicast trees are installed in its forwarding table now, one per
+(source, destination set) the trace uses. The kernel's message tables are sized for
+the whole run; its stream pool for what the packetizers can hold at once. Everything
+goes into one ``State`` (emu.replay.core_state) the compiled functions take.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..codec import FRAME_HEADER_LEN, max_payload
+from ..codec.fragment import MAX_FRAGS
+from ..net import kernel as K
+from ..topology import multicast_tree
+from ..workload.enums import COMM_KINDS, CONTROL_KINDS, Kind, MsgOp
+from . import core_layout as L
+from .core_state import KERNEL, State
+
+_KV_MSGS = (int(MsgOp.kv_replica), int(MsgOp.kv_fetch_resp), int(MsgOp.kv_transfer))
+MAX_NODES = 64      # destination sets are 64-bit masks
+MAX_KV_RANGE = 1 << 24
+
+
+def unsupported(rp) -> str | None:
+    """Why the compiled loop cannot run this replay (None: it can)."""
+    o = rp.opt
+    if o.functional:
+        return "functional mode"
+    if o.scenario:
+        return "a timeline scenario"
+    if o.loss:
+        return "frame loss"
+    if rp.cluster.config.reliable:
+        return "reliable delivery"
+    if rp.nodes > MAX_NODES:
+        return f"more than {MAX_NODES} boards"
+    nh = rp.routes.next_hop[: rp.nodes, : rp.nodes]
+    off = ~np.eye(rp.nodes, dtype=bool)
+    if np.any(nh[off] < 0):
+        return "boards that cannot reach each other"
+    tr = rp.trace
+    rows = np.repeat(np.arange(tr.n_ops), np.diff(tr.dst_ptr))
+    keys = np.sort(rows * rp.nodes + tr.dst_idx)
+    if keys.size and np.any(np.diff(keys) == 0):
+        return "an op listing a destination twice"
+    kv = _kv_range(rp)
+    if kv[1] - kv[0] + 1 > MAX_KV_RANGE:
+        return "KV block ids spread too wide"
+    return None
+
+
+def _kv_range(rp) -> tuple[int, int]:
+    tr, ops = rp.trace, rp.trace.ops
+    lo = min(0, int(ops["kv_id"].min(initial=0)), int(tr.blk_idx.min(initial=0)))
+    hi = max(0, int(ops["kv_id"].max(initial=0)), int(tr.blk_idx.max(initial=0)))
+    a2a = ops["kind"] == Kind.all_to_all
+    if a2a.any():  # head shards own block (chunk, node, layer)
+        layers = int(rp.model["layers"])
+        hi = max(hi, int(((ops["chunk"][a2a].max() + 1) * rp.nodes) * layers + ops["layer"][a2a].max()))
+    return lo, hi
+
+
+def _popcount(m: np.ndarray) -> np.ndarray:
+    c = np.zeros(m.shape, np.int64)
+    for b in range(MAX_NODES):
+        c += ((m >> np.uint64(b)) & np.uint64(1)).astype(np.int64)
+    return c
+
+
+def _member(keys_sorted: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """Position of each query key in the sorted key array, -1 where absent."""
+    pos = np.searchsorted(keys_sorted, q)
+    ok = pos < keys_sorted.size
+    ok[ok] = keys_sorted[pos[ok]] == q[ok]
+    return np.where(ok, pos, -1)
+
+
+def _csr(keys: np.ndarray, values: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Group ``values`` by ``keys`` (0..n-1), keeping their order within a key."""
+    order = np.argsort(keys, kind="stable")
+    ptr = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(keys, minlength=n), out=ptr[1:])
+    return ptr, values[order]
+
+
+class Tables:
+    """Everything the compiled loop reads and writes, and what Python needs to read it back."""
+
+    def __init__(self, rp):
+        self.rp = rp
+        tr, ops, net = rp.trace, rp.trace.ops, rp.net
+        n, N, V = tr.n_ops, rp.nodes, net.nodes
+        kind = ops["kind"].astype(np.int64)
+        node = ops["node"].astype(np.int64)
+        kvid = ops["kv_id"].astype(np.int64)
+        msgop = ops["msg_op"].astype(np.int64)
+        nbytes = ops["bytes"].astype(np.int64)
+        is_comm = np.isin(kind, [int(k) for k in COMM_KINDS | CONTROL_KINDS])
+
+        # Destinations sorted per op: slot = position in this list (the first block of IDX).
+        ndst = np.diff(tr.dst_ptr)
+        drow = np.repeat(np.arange(n), ndst)
+        dorder = np.lexsort((tr.dst_idx, drow))
+        dst = tr.dst_idx[dorder].astype(np.int64)
+        dkeys = drow * N + dst
+        dmask = np.zeros(n, np.uint64)
+        np.bitwise_or.at(dmask, drow, np.left_shift(np.uint64(1), dst.astype(np.uint64)))
+        nslots = dst.size
+
+        # Parts: a compute op at its node, a communication op at each source (trace order).
+        nsrc = np.diff(tr.src_ptr)
+        npart = np.where(is_comm, nsrc, 1)
+        part_ptr = np.zeros(n + 1, np.int64)
+        np.cumsum(npart, out=part_ptr[1:])
+        nparts = int(part_ptr[-1])
+        part_op = np.repeat(np.arange(n), npart)
+        within = np.arange(nparts) - part_ptr[part_op]
+        si = tr.src_ptr[part_op] + within
+        src_of = tr.src_idx[np.minimum(si, max(tr.src_idx.size - 1, 0))] if tr.src_idx.size else np.zeros(nparts, np.int64)
+        part_node = np.where(is_comm[part_op], src_of, node[part_op]).astype(np.int64)
+        srow = np.repeat(np.arange(n), nsrc)
+        skeys = np.sort(srow * N + tr.src_idx.astype(np.int64))
+
+        # The wiring (emu.replay.dag): every (dependent op y, dependency x, part p of y).
+        ndep = np.diff(tr.dep_ptr)
+        y_of_dep = np.repeat(np.arange(n), ndep)
+        x_of_dep = tr.dep_idx.astype(np.int64)
+        reps = npart[y_of_dep]
+        e_dep = np.repeat(np.arange(x_of_dep.size), reps)
+        first = np.repeat(np.cumsum(reps) - reps, reps)
+        y = y_of_dep[e_dep]
+        x = x_of_dep[e_dep]
+        p = part_ptr[y] + (np.arange(e_dep.size) - first)
+        at = part_node[p]
+        xc = is_comm[x]
+        slot = np.where(xc, _member(dkeys, x * N + at), -1)
+        to_at = slot >= 0
+        # A compute op on another source gates only that source's part.
+        gates_other = ~xc & is_comm[y] & (_member(skeys, y * N + node[x]) >= 0) & (node[x] != at)
+        to_done = (xc & ~to_at) | (~xc & ~gates_other)
+        need = np.bincount(p[to_at | to_done], minlength=nparts).astype(np.int64)
+        kv_msg = np.isin(msgop, _KV_MSGS)
+        reads_dep = is_comm[x_of_dep] & (~is_comm[y_of_dep] | (kv_msg[y_of_dep] & (kvid[y_of_dep] == kvid[x_of_dep])))
+        reads = reads_dep[e_dep]
+        readers = np.bincount(slot[to_at & reads], minlength=nslots).astype(np.int64)
+        done_ptr, done_idx = _csr(x[to_done], p[to_done], n)
+        at_ptr, at_idx = _csr(slot[to_at], p[to_at], nslots)
+        del e_dep, first, y, x, p, at, xc, slot, to_at, gates_other, to_done, reads
+
+        # Routes: unicast towards one board, a multicast tree per (source, destination set).
+        part_route = np.full(nparts, -1, np.int64)
+        sends = np.isin(kind[part_op], [int(Kind.send), int(Kind.drain), int(Kind.invalidate)])
+        pm = np.flatnonzero(sends)
+        remote = dmask[part_op[pm]] & ~np.left_shift(np.uint64(1), part_node[pm].astype(np.uint64))
+        cnt = _popcount(remote)
+        one = cnt == 1
+        part_route[pm[one]] = np.log2(remote[one].astype(np.float64)).round().astype(np.int64)
+        many = cnt > 1
+        if many.any():
+            pairs = np.stack([part_node[pm[many]].astype(np.uint64), remote[many]], axis=1)
+            uniq, inv = np.unique(pairs, axis=0, return_inverse=True)
+            route_of = np.empty(len(uniq), np.int64)
+            for i, (s, m) in enumerate(uniq.tolist()):
+                members = [d for d in range(N) if (m >> d) & 1]
+                tree = multicast_tree(rp.G, rp.routes, s, members)
+                route_of[i] = net.add_tree(tree, members)
+            part_route[pm[many]] = route_of[inv.ravel()]
+
+        # Groups: a reduction's members with parent and contributions awaited; an exchange's members.
+        gp_rows, grp = [], np.zeros((n, 2), np.int64)
+        trees: dict[tuple, tuple] = {}
+        g = 0
+        for op in np.flatnonzero((kind == Kind.reduce) | (kind == Kind.all_to_all)).tolist():
+            srcs = sorted(set(tr.src(op).tolist()))
+            dsts = dst[tr.dst_ptr[op]:tr.dst_ptr[op + 1]].tolist()
+            if kind[op] == Kind.reduce:
+                root = dsts[0]
+                group = tuple(sorted(set(srcs) | {root}))
+                key = (root, group)
+                if key not in trees:
+                    parent = rp.cluster.board_tree(root, group)
+                    trees[key] = tuple((m, parent.get(m, -1), 1 + sum(1 for c in group if parent.get(c) == m))
+                                       for m in group)
+                rows = trees[key]
+            else:
+                rows = tuple((m, -1, 0) for m in sorted(set(srcs) | set(dsts)))
+            gp_rows.extend(rows)
+            grp[op] = (g, g + len(rows))
+            g += len(rows)
+        GP = np.array(gp_rows, np.int64).reshape(-1, L.G_NCOLS)
+
+        # IDX: destinations (slots) | dependencies | sources | blocks | done lists | at lists.
+        b_dep = nslots
+        b_src = b_dep + x_of_dep.size
+        b_blk = b_src + tr.src_idx.size
+        b_done = b_blk + tr.blk_idx.size
+        b_at = b_done + done_idx.size
+        IDX = np.concatenate([dst, x_of_dep, tr.src_idx.astype(np.int64), tr.blk_idx.astype(np.int64),
+                              done_idx, at_idx]).astype(np.int64)
+        DF = np.zeros(IDX.size, np.int8)
+        DF[b_dep:b_src] = (reads_dep * L.DF_READS
+                           | (is_comm[x_of_dep] & (msgop[x_of_dep] == int(MsgOp.kv_replica))) * L.DF_REPLICA)
+
+        OP = np.zeros((n, L.O_NCOLS), np.int64)
+        OP[:, L.O_KIND] = kind
+        OP[:, L.O_NODE] = node
+        OP[:, L.O_MSGOP] = msgop
+        OP[:, L.O_KV] = kvid
+        OP[:, L.O_BYTES] = nbytes
+        OP[:, L.O_RES] = ops["residency"]
+        OP[:, L.O_DUR] = rp.durations
+        OP[:, L.O_START] = -1
+        OP[:, L.O_END] = -1
+        OP[:, L.O_PART] = part_ptr[:-1]
+        OP[:, L.O_PEND] = part_ptr[1:]
+        OP[:, L.O_DEP] = b_dep + tr.dep_ptr[:-1]
+        OP[:, L.O_DEPEND] = b_dep + tr.dep_ptr[1:]
+        OP[:, L.O_DST] = tr.dst_ptr[:-1]
+        OP[:, L.O_DSTEND] = tr.dst_ptr[1:]
+        OP[:, L.O_SRC] = b_src + tr.src_ptr[:-1]
+        OP[:, L.O_SRCEND] = b_src + tr.src_ptr[1:]
+        OP[:, L.O_BLK] = b_blk + tr.blk_ptr[:-1]
+        OP[:, L.O_BLKEND] = b_blk + tr.blk_ptr[1:]
+        OP[:, L.O_DONE] = b_done + done_ptr[:-1]
+        OP[:, L.O_DONEEND] = b_done + done_ptr[1:]
+        OP[:, L.O_GRP] = grp[:, 0]
+        OP[:, L.O_GRPEND] = grp[:, 1]
+        OP[:, L.O_CHUNK] = ops["chunk"]
+        OP[:, L.O_LAYER] = ops["layer"]
+        OP[:, L.O_COMM] = is_comm
+        OP[:, L.O_DMASK] = dmask.view(np.int64)
+
+        PT = np.zeros((nparts, L.P_NCOLS), np.int64)
+        PT[:, L.P_OP] = part_op
+        PT[:, L.P_NODE] = part_node
+        PT[:, L.P_NEED] = need
+        PT[:, L.P_ROUTE] = part_route
+
+        SLOT = np.zeros((nslots, L.S_NCOLS), np.int64)
+        SLOT[:, L.S_NODE] = dst
+        SLOT[:, L.S_AT] = b_at + at_ptr[:-1]
+        SLOT[:, L.S_ATEND] = b_at + at_ptr[1:]
+        SLOT[:, L.S_READERS] = readers
+        SLOT[:, L.S_TIME] = -1
+
+        # Compute engines: a ready queue per node with room for all its compute ops.
+        comp = ~is_comm
+        per_node = np.bincount(node[comp], minlength=N)
+        NT = np.zeros((N, L.N_NCOLS), np.int64)
+        NT[:, L.N_QHEAD] = -1
+        NT[:, L.N_QTAIL] = -1
+        NT[1:, L.N_RQ] = np.cumsum(per_node)[:-1]
+        RQ = np.zeros(max(int(comp.sum()), 1), np.int64)
+
+        # Sizes: transfers, messages, destination rows and bitmap bytes of the whole run.
+        cfg = rp.cluster.config
+        per = max_payload(cfg.mtu)
+        chunk = per * MAX_FRAGS
+        msgs_of = -(-np.maximum(nbytes, 1) // chunk)
+        nd_of = _popcount(dmask)
+        send_parts = np.bincount(part_op[sends], minlength=n)
+        red = kind == Kind.reduce
+        a2a = kind == Kind.all_to_all
+        gsize = grp[:, 1] - grp[:, 0]
+        a2a_pairs = np.where(a2a, nsrc * nd_of, 0)  # an upper bound of its pairs (a, b), a != b
+        transfers = send_parts + np.where(red, np.maximum(gsize - 1, 0), 0) + a2a_pairs
+        n_tr = int(transfers.sum()) + 1
+        n_msg = int((transfers * msgs_of).sum()) + 1
+        n_md = int((send_parts * msgs_of * nd_of).sum() + ((transfers - send_parts) * msgs_of).sum()) + 1
+        frags_of = -(-np.maximum(nbytes, 1) // per)
+        multi = nd_of > 1
+        n_bits = int((send_parts * nd_of * (frags_of // 8 + msgs_of))[multi].sum()) + 1
+
+        TR = np.zeros((n_tr, L.T_NCOLS), np.int64)
+        MX = np.zeros((n_msg, L.X_NCOLS), np.int64)
+        lo, hi = _kv_range(rp)
+        nkv = hi - lo + 1
+        KB = np.zeros((nkv, L.K_NCOLS), np.int64)
+        KB[:, L.K_OWNER] = -1
+        KR = np.zeros((N * nkv, L.RP_NCOLS), np.int64)
+
+        # The kernel: message tables for the whole run; a stream pool for what the packetizers
+        # can hold at once (entries x messages per send x first hops); buffers with room for
+        # every stream a burst of sends can add between two calls of advance().
+        max_msgs = int(msgs_of[transfers > 0].max(initial=1))
+        sp_cap = N * cfg.fifo_entries * max_msgs * max(net.max_out, 1) + 64
+        margin = net.margin + sp_cap
+        net.MS = np.zeros((n_msg, K.M_NCOLS), np.int64)
+        net.MD = np.zeros((n_md, K.D_NCOLS), np.int64)
+        net.BITS = np.zeros(n_bits, np.uint8)
+        net.SP = np.zeros((sp_cap, K.S_NCOLS), np.int64)
+        net.SFREE = np.arange(sp_cap - 1, -1, -1, dtype=np.int64)
+        net.SC[K.SC_SFREE] = sp_cap
+        if net.HP.shape[0] < 4 * margin:
+            net.HP = np.zeros((4 * margin, 2), np.int64)
+        if net.UP.shape[0] < 2 * margin:
+            net.UP = np.zeros((2 * margin, K.U_NCOLS), np.int64)
+        if net.SC[K.SC_LOGGING] and net.LG.shape[0] < 2 * margin:
+            net.flush_log()
+            net.LG = np.zeros((2 * margin, K.G_NCOLS), np.int64)
+
+        RS = np.zeros(L.R_NCOLS, np.int64)
+        RS[L.R_WAKE_SEQ] = -1
+        RS[L.R_NODES] = N
+        RS[L.R_V] = V
+        RS[L.R_MARGIN] = margin
+        RS[L.R_PER] = per
+        RS[L.R_HDR] = FRAME_HEADER_LEN
+        RS[L.R_CHUNK] = chunk
+        RS[L.R_FIFO_B] = cfg.fifo_bytes
+        RS[L.R_FIFO_E] = cfg.fifo_entries
+        RS[L.R_LAYERS] = int(rp.model["layers"])
+        RS[L.R_KVMIN] = lo
+        RS[L.R_NKV] = nkv
+
+        self.state = State(
+            **{name: getattr(net, name) for name in KERNEL},
+            RS=RS, OP=OP, PT=PT, SLOT=SLOT, NT=NT, RQ=RQ, TR=TR, MX=MX, KB=KB, KR=KR, IDX=IDX, DF=DF, GP=GP,
+            SIM=np.zeros((256, 5), np.int64), WORK=np.zeros((1024, 4), np.int64),
+            HIST=np.zeros((max(1024, n), 7), np.int64), ERR=np.zeros((16, 5), np.int64))
+        # Python's own references, read back after the run
+        self.RS, self.OP, self.SLOT, self.NT, self.TR, self.KB = RS, OP, SLOT, NT, TR, KB
+        self.start_parts = np.flatnonzero(need == 0).astype(np.int64)
