@@ -36,6 +36,9 @@ def register(sub) -> None:
     p.add_argument("--functional", action="store_true",
                    help="carry real payload bytes and merge real attention states in the decode reductions; "
                         "the summary reports the error against numpy attention (timing is unchanged)")
+    p.add_argument("--no-trains", dest="trains", action="store_false",
+                   help="advance every frame as its own event (the same results; trains advance a stream's "
+                        "uninterrupted frames on a link as one event, docs/engine.md)")
     p.add_argument("--engine", choices=("auto", "compiled", "python"), default="auto",
                    help="the replay loop: compiled (one numba loop for DAG, NICs and links), python (the "
                         "reference path), or auto (default): compiled when the run is lossless, has no "
@@ -64,7 +67,7 @@ def run(args) -> int:
     res = replay(args.trace, topology=args.topology, set=args.overrides, loss=args.loss, fail=args.fail,
                  degrade=args.degrade, detect=args.detect, reliable=args.reliable, seed=args.seed,
                  capture=args.capture, functional=args.functional, capture_filter=args.capture_filter,
-                 snaplen=args.snaplen, engine=args.engine, out=args.out, out_default=default,
+                 snaplen=args.snaplen, engine=args.engine, trains=args.trains, out=args.out, out_default=default,
                  progress=sys.stderr.isatty() and not args.json, flag="--")
     summary = res.summary
     print(json.dumps(summary, indent=2) if args.json else format_summary(summary)

@@ -282,10 +282,10 @@ def net_run(s):
     while True:
         nxt = peek(s)
         limit = nxt if nxt >= 0 else K.INF
-        status, t = K.advance(s.SC, s.LK, s.LF, s.LR, s.LD, s.ND, s.NS,
-                              s.DL, s.FP, s.FREE, s.HP, s.LG, s.FW, s.MS,
-                              s.MD, s.BITS, s.UP, s.SP, s.SL, s.SFREE,
-                              limit, K.KEY_ALL, RS[R_MARGIN])
+        status, t = K.advance_binned(s.SC, s.LK, s.LF, s.LR, s.LD, s.ND, s.NS,
+                                     s.DL, s.FP, s.FREE, s.HP, s.LG, s.FW, s.MS,
+                                     s.MD, s.BITS, s.UP, s.SP, s.SL, s.SFREE, s.LB,
+                                     limit, K.KEY_ALL, RS[R_MARGIN])
         # A buffer the kernel needs before it goes on, as Network._run grows it.
         if status == K.ST_NEED_FRAMES:
             grow_frames(s)
@@ -295,6 +295,11 @@ def net_run(s):
             continue
         if status == K.ST_NEED_HEAP:
             s.HP = _doubled(s.HP, 2 * s.HP.shape[0])
+            continue
+        if status == K.ST_NEED_BINS:
+            # one row per link per bin, up to the bin of the clock (as Network._ensure_bins)
+            need = (t // s.SC[K.SC_BIN_PS] + 1) * s.SC[K.SC_NLINKS]
+            s.LB = _doubled(s.LB, max(need, 2 * s.LB.shape[0]))
             continue
         if status == K.ST_NEED_LOG:
             return status

@@ -113,7 +113,7 @@ def run(rp) -> None:
         else:
             raise RuntimeError(f"compiled replay: unexpected status {status}")
     # The kernel's buffers the loop grew, back into the network (its counters read them).
-    for name in ("FP", "FREE", "UP", "HP"):
+    for name in ("FP", "FREE", "UP", "HP", "LB"):
         setattr(net, name, st.table(name))
     net.flush_log()
     OP = tables.OP

@@ -51,6 +51,7 @@ class Options:
     progress: bool = False
     functional: bool = False        # real payload bytes and reductions (emu.replay.functional)
     engine: str = "auto"            # "compiled" (emu.replay.core), "python", or auto: compiled when it can
+    trains: bool = True             # a stream's uninterrupted frames on a link as one event (same results)
 
 ENGINES = ("auto", "compiled", "python")
 
@@ -84,7 +85,7 @@ class Replay:
             latency[n], rate[n] = int(hw["nic_latency_ps"]), int(hw.get("nic_rate", 0))
         self.net = Network(self.sim, self.G, self.routes.next_hop, boards=self.nodes,
                            nic_latency_ps=latency, nic_rate_bps=rate, arbiter=hw["port_arbiter"],
-                           seed=options.seed)
+                           seed=options.seed, trains=options.trains)
         reliable = options.reliable if options.reliable is not None else bool(options.loss or options.scenario)
         self.cluster = Cluster(self.net, self.routes, NicConfig(mtu=int(hw["mtu"]), reliable=reliable,
                                                                 fifo_bytes=max(int(hw["comm_buffer"]), 1 << 20),

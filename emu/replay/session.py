@@ -89,7 +89,7 @@ class _CaptureTarget:
 
 def replay(trace, *, topology: str = "auto", set=None, loss=0.0, fail=None, degrade=None, detect="100us",
            reliable=None, seed=0, capture=None, capture_filter=(), snaplen=DEFAULT_SNAPLEN,
-           out=None, out_default=None, progress: bool = False, functional: bool = False, engine: str = "auto",
+           out=None, out_default=None, progress: bool = False, functional: bool = False, engine: str = "auto", trains: bool = True,
            flag: str = ""):
     """Replay ``trace`` (a Trace, a file path, or a shipped trace's name such as "mars_16k") on the
     emulated cluster and return its Result. ``set``: profile overrides ({"hw.link_rate": "10Gbps"});
@@ -123,7 +123,8 @@ def replay(trace, *, topology: str = "auto", set=None, loss=0.0, fail=None, degr
     opt = Options(topology=topology, overrides=tuple(overrides_list(set)),
                   scenario=tuple(clauses["fail"] + clauses["degrade"]), loss=loss, seed=parse_int(seed, f"{flag}seed"),
                   reliable=_reliable(reliable), detect_ps=parse_time(detect, f"{flag}detect"), progress=progress,
-                  functional=bool(functional), engine=_engine(engine, capture, flag))
+                  functional=bool(functional), engine=_engine(engine, capture, flag),
+                  trains=bool(trains))
     folder = OutputFolder(out, default=out_default) if out is not None or out_default is not None else None
     target = cap_name = None
     if capture is not None:
