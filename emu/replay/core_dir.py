@@ -38,7 +38,7 @@ def record(s, t, node):
     RS[R_NHIST] = n + 1
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def error(s, t, code, node, kv, state):
     n = s.RS[R_NERR]
     s.ERR = grown(s.ERR, n + 1)

@@ -29,7 +29,7 @@ def _swap(H, i, j):
         H[j, c] = x
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def at(s, time, kind, a, b):
     """Schedule event ``kind(a, b)`` at ``time``; returns its sequence number."""
     RS = s.RS
@@ -102,7 +102,7 @@ def rearm(s):
     RS[R_WAKE_SEQ] = at(s, nxt, E_WAKE, 0, 0)  # the old one, if any, is cancelled from here on
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def push(s, kind, a, b, c):
     n = s.RS[R_NWORK]
     s.WORK = grown(s.WORK, n + 1)

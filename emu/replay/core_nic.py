@@ -49,7 +49,7 @@ def bit(node):
     return 1 << node
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def send(s, src, dmask, nbytes, msgop, kv, cb, op, arg, arg2, route):
     """Cluster.send: hand a payload to ``src``'s NIC; returns the transfer."""
     RS, NT, TR = s.RS, s.NT, s.TR
@@ -280,7 +280,7 @@ def fold(s, op, node):
         send(s, node, bit(parent), OP[op, O_BYTES], OP_PARTIAL_STATE, 0, CB_RED, op, 0, 0, parent)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def a2a_step(s, op, i, step):
     """Member ``i`` of all-to-all ``op`` sends its block for member i + step, skipping pairs outside it."""
     OP, GP, IDX = s.OP, s.GP, s.IDX
