@@ -1,75 +1,152 @@
-"""Replay speed and memory on the shipped traces, and how cost grows with the prompt.
+"""Replay speed and memory: shipped 16K traces, generated 64K traces, trains on and off.
 
-For each trace it runs `emu replay` in a fresh process, once per engine (the compiled
-loop, emu.replay.core, and the Python path), and prints the command's wall time (load,
-replay and summary), the replay loop alone, packet-hops per second, peak RSS, and the
-compiled loop's speed-up over the Python path measured in the same run. With --scaling it generates MARS traces of 2K, 4K, 8K and 16K tokens on 16
-boards and prints the time per op and per packet-hop of each: the work is ops (Python:
-NICs, DAG) plus frames (compiled engine), and neither cost per unit may grow with S. As a reference measured in the same run it prints the bare
-engine's rate on the ring benchmark scenario, and each replay's rate as a fraction
-of it (the price of the NICs and the op DAG).
+Every replay runs as its own `emu replay TRACE --json --no-results` process, as a
+user would run it, and the benchmark prints for each:
 
-    python benchmarks/replay.py [--json] [--scaling] [--engines compiled python] [--ring64k]
-                                [--traces traces/mars_16k.json ...]
+- the whole command's wall seconds (interpreter start, imports, trace load, the run,
+  the summary) and the replay loop's (the summary's ``wall_s``);
+- frame-hops, frame-hops per second of the loop, and the process's peak RSS;
+- the same figures with trains off (`--no-trains`): the plain per-frame run of the
+  same engine, measured in the same benchmark run, and the ratio between the two.
 
---ring64k adds a generated 64K-token Ring trace on 16 boards (compiled engine only, to keep
-the run short).
+Figures are medians of ``--repeat`` runs. With ``--scaling`` it also replays MARS at
+8K, 16K, 32K and 64K tokens on 16 boards and prints the loop's cost per op and per
+frame-hop at each size, plus a least-squares fit loop = a * ops + b * frame-hops over
+the four: cost is linear when the per-unit figures stay flat. ``--cold`` times the
+first run after install: the command with an empty numba cache.
+
+Generated traces are kept in ``$XDG_CACHE_HOME/mcf-emu/bench`` (made once, reused).
+
+    python benchmarks/replay.py                    # 16K shipped + 64K generated, trains on/off
+    python benchmarks/replay.py --scaling --cold   # plus cost per op/frame-hop, first-run cost
+    python benchmarks/replay.py --traces traces/mars_16k.json --repeat 5 --json
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import resource
+import os
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parent.parent
-SHIPPED = [ROOT / "traces" / f"{s}_16k.json" for s in ("mars", "ring", "zigzag", "pd")]
+SHIPPED = [ROOT / "traces" / f"{s}_16k.json" for s in ("mars", "ring")]
+LONG = [("mars", 65536), ("ring", 65536)]
+SCALING = (8192, 16384, 32768, 65536)
+
+# Issue 13's goals on the project's 2-core reference machine.
+GOALS = {
+    "mars_16k command s": 5.0,
+    "mars_16k loop s": 3.0,
+    "ring_64k command s": 60.0,
+    "ring_64k peak RSS MiB": 2048.0,
+    "loop frame-hops/s, trains": 10e6,
+    "loop frame-hops/s, per frame": 3e6,
+    "first run after install s": 30.0,
+}
 
 
-def one(trace: str, engine: str) -> dict:
-    """Run in a child process: replay one trace, report its own wall time and peak RSS."""
-    t0 = time.perf_counter()
-    from emu.replay.results import summarize
-    from emu.replay.run import Options, Replay
+def cache_dir() -> Path:
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    d = base / "mcf-emu" / "bench"
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def generated(scheme: str, seq: int) -> Path:
+    """A 16-board trace of ``scheme`` at ``seq`` tokens (chunk 1024, 32 decode tokens), made once."""
+    path = cache_dir() / f"{scheme}_{seq // 1024}k.json"
+    if not path.exists():
+        tmp = path.with_suffix(".part.json")
+        subprocess.run([sys.executable, "-m", "emu", "trace", scheme, "--seq", str(seq), "--nodes", "16",
+                        "--chunk", "1024", "--decode-tokens", "32", "-o", str(tmp)],
+                       check=True, capture_output=True)
+        tmp.replace(path)
+    return path
+
+
+def replay(trace: Path, trains: bool, env: dict | None = None) -> dict:
+    """One `emu replay` process: its wall time, its own peak RSS (from wait4), its summary."""
+    cmd = [sys.executable, "-m", "emu", "replay", str(trace), "--json", "--no-results"]
+    if not trains:
+        cmd.append("--no-trains")
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t0
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        if proc.returncode:
+            last = err.read().decode(errors="replace").strip().splitlines()[-1:] or [f"exit {proc.returncode}"]
+            raise SystemExit(f"{' '.join(cmd)}: {last[0]}")
+        s = json.loads(out.read())
+    return {"command_s": wall, "loop_s": float(s["wall_s"]), "frame_hops": int(s["frames"]),
+            "peak_rss_mib": usage.ru_maxrss / 1024, "ttft_s": s["ttft_s"], "summary": s}
+
+
+def measured(trace: Path, repeat: int) -> dict:
+    """Medians over ``repeat`` runs with trains and as many without."""
+    row = {"trace": trace.name.removesuffix(".json"), "ops": ops_of(trace)}
+    for trains in (True, False):
+        runs = [replay(trace, trains) for _ in range(repeat)]
+        tag = "trains" if trains else "frames"
+        for key in ("command_s", "loop_s", "peak_rss_mib"):
+            row[f"{key}_{tag}"] = statistics.median(r[key] for r in runs)
+        row["frame_hops"] = runs[0]["frame_hops"]
+        row["ttft_s"] = runs[0]["ttft_s"]
+        row[f"hops_per_s_{tag}"] = row["frame_hops"] / row[f"loop_s_{tag}"]
+        row[f"summary_{tag}"] = _comparable(runs[0]["summary"])
+    row["same_results"] = row.pop("summary_trains") == row.pop("summary_frames")
+    row["trains_speedup"] = row["loop_s_frames"] / row["loop_s_trains"]
+    return row
+
+
+def _comparable(summary: dict) -> dict:
+    """A summary without what describes the run rather than its result."""
+    return {k: v for k, v in summary.items() if k not in ("wall_s", "engine", "trains")}
+
+
+def ops_of(trace: Path) -> int:
     from emu.workload.trace import load_trace
 
-    rp = Replay(load_trace(trace), Options(engine=engine)).run()
-    s = summarize(rp)
-    wall = time.perf_counter() - t0
-    return {
-        "trace": Path(trace).name,
-        "engine": rp.engine,
-        "scheme": s["scheme"],
-        "seq": s["seq"],
-        "ttft_s": s["ttft_s"],
-        "wire_bytes": s["wire_bytes"],
-        "kv_bytes": s["kv_bytes"],
-        "packet_hops": s["frames"],
-        "ops": rp.trace.n_ops,
-        "wall_s": wall,
-        "replay_s": s["wall_s"],
-        "packet_hops_per_s": s["frames"] / s["wall_s"],
-        "us_per_packet_hop": 1e6 * s["wall_s"] / max(s["frames"], 1),
-        "us_per_op": 1e6 * s["wall_s"] / rp.trace.n_ops,
-        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-        "owner_only": s["final_layout_owner_only"],
-    }
+    return load_trace(trace).n_ops
 
 
-def child(trace, engine: str = "compiled") -> dict:
-    proc = subprocess.run([sys.executable, __file__, "--one", str(trace), "--engine", engine],
-                          capture_output=True, text=True)
-    if proc.returncode:
-        raise SystemExit(f"replay of {trace} failed: {proc.stderr.strip().splitlines()[-1:]}")
-    return json.loads(proc.stdout)
+def scaling(repeat: int) -> dict:
+    rows = []
+    for seq in SCALING:
+        path = generated("mars", seq)
+        runs = [replay(path, True) for _ in range(repeat)]
+        loop = statistics.median(r["loop_s"] for r in runs)
+        ops, hops = ops_of(path), runs[0]["frame_hops"]
+        rows.append({"seq": seq, "ops": ops, "frame_hops": hops, "loop_s": loop,
+                     "us_per_op": 1e6 * loop / ops, "ns_per_frame_hop": 1e9 * loop / hops})
+    A = np.array([[r["ops"], r["frame_hops"]] for r in rows], float)
+    y = np.array([r["loop_s"] for r in rows])
+    (a, b), *_ = np.linalg.lstsq(A, y, rcond=None)
+    fit = A @ np.array([a, b])
+    return {"rows": rows, "fit_us_per_op": a * 1e6, "fit_ns_per_frame_hop": b * 1e9,
+            "fit_max_rel_error": float(np.max(np.abs(fit - y) / y))}
+
+
+def cold() -> float:
+    """The first `emu replay traces/mars_16k.json` after install: nothing compiled yet."""
+    with tempfile.TemporaryDirectory() as d:
+        env = dict(os.environ, NUMBA_CACHE_DIR=d)
+        return replay(ROOT / "traces" / "mars_16k.json", True, env=env)["command_s"]
 
 
 def engine_reference() -> float:
+    """The bare engine's per-frame rate on the ring scenario, measured in this run."""
     sys.path.insert(0, str(Path(__file__).parent))
     import ring
 
@@ -77,58 +154,73 @@ def engine_reference() -> float:
     return ring.run(16, 8, 4)["packet_hops_per_s"]
 
 
+def goals(rows: list[dict], first_run: float | None) -> list[tuple[str, float, float, bool]]:
+    by = {r["trace"]: r for r in rows}
+    got = {}
+    if "mars_16k" in by:
+        got["mars_16k command s"] = by["mars_16k"]["command_s_trains"]
+        got["mars_16k loop s"] = by["mars_16k"]["loop_s_trains"]
+    if "ring_64k" in by:
+        got["ring_64k command s"] = by["ring_64k"]["command_s_trains"]
+        got["ring_64k peak RSS MiB"] = by["ring_64k"]["peak_rss_mib_trains"]
+    if rows:
+        got["loop frame-hops/s, trains"] = statistics.median(r["hops_per_s_trains"] for r in rows)
+        got["loop frame-hops/s, per frame"] = statistics.median(r["hops_per_s_frames"] for r in rows)
+    if first_run is not None:
+        got["first run after install s"] = first_run
+    out = []
+    for name, value in got.items():
+        goal = GOALS[name]
+        ok = value >= goal if "/s" in name else value <= goal
+        out.append((name, value, goal, ok))
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--traces", nargs="*", default=[str(p) for p in SHIPPED])
-    ap.add_argument("--scaling", action="store_true", help="also time MARS at 2K, 4K, 8K and 16K tokens")
+    ap.add_argument("--traces", nargs="*", help="trace files (default: mars and ring 16K shipped, 64K generated)")
+    ap.add_argument("--no-long", action="store_true", help="skip the generated 64K traces")
+    ap.add_argument("--repeat", type=int, default=3, help="runs per figure; the median is reported")
+    ap.add_argument("--scaling", action="store_true", help="MARS at 8K-64K: cost per op and per frame-hop")
+    ap.add_argument("--cold", action="store_true", help="also time the first run with an empty numba cache")
     ap.add_argument("--json", action="store_true")
-    ap.add_argument("--engines", nargs="+", default=["compiled", "python"], choices=("compiled", "python"))
-    ap.add_argument("--ring64k", action="store_true", help="also a 64K-token Ring trace on 16 boards (compiled)")
-    ap.add_argument("--one", help=argparse.SUPPRESS)
-    ap.add_argument("--engine", default="compiled", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    if args.one:
-        print(json.dumps(one(args.one, args.engine)))
-        return 0
+    traces = [Path(t) for t in args.traces] if args.traces else list(SHIPPED)
+    if not args.traces and not args.no_long:
+        traces += [generated(s, n) for s, n in LONG]
     ref = engine_reference()
-    rows = [child(t, e) for t in args.traces for e in args.engines]
-    tmp = tempfile.TemporaryDirectory()
-    if args.ring64k:
-        path = Path(tmp.name) / "ring_64k.json"
-        subprocess.run([sys.executable, "-m", "emu", "trace", "ring", "--seq", "65536", "--nodes", "16",
-                        "--chunk", "1024", "-o", str(path)], check=True, capture_output=True)
-        rows.append(child(path, "compiled"))
-    by = {(r["trace"], r["engine"]): r for r in rows}
-    for r in rows:
-        py = by.get((r["trace"], "python"))
-        r["speedup_vs_python"] = py["wall_s"] / r["wall_s"] if py and r["engine"] == "compiled" else None
-    scaling = []
-    if args.scaling:
-        with tempfile.TemporaryDirectory() as d:
-            for seq in (2048, 4096, 8192, 16384):
-                path = Path(d) / f"mars_{seq}.json"
-                subprocess.run([sys.executable, "-m", "emu", "trace", "mars", "--seq", str(seq), "--nodes", "16",
-                                "--chunk", "1024", "--decode-tokens", "32", "-o", str(path)],
-                               check=True, capture_output=True)
-                scaling.append(child(path, args.engines[0]))
-    for r in rows + scaling:
-        r["fraction_of_engine_rate"] = r["packet_hops_per_s"] / ref
+    replay(traces[0], True)  # compile (or load the compiled cache) before timing
+    rows = [measured(t, args.repeat if t.stat().st_size < 8 << 20 else 1) for t in traces]
+    scale = scaling(1) if args.scaling else None
+    first = cold() if args.cold else None
+    checks = goals(rows, first)
     if args.json:
-        print(json.dumps({"engine_packet_hops_per_s": ref, "traces": rows, "scaling": scaling}, indent=2))
+        print(json.dumps({"engine_frame_hops_per_s": ref, "traces": rows, "scaling": scale, "first_run_s": first,
+                          "goals": [dict(zip(("goal", "value", "target", "met"), g)) for g in checks]}, indent=2))
         return 0
-    print(f"reference: bare engine on the ring scenario (16 nodes, 8 MiB, 4 hops): {ref:,.0f} packet-hops/s\n")
-    head = (f"{'trace':<18}{'engine':>9}{'ops':>9}{'packet-hops':>13}{'wall s':>8}{'replay s':>9}{'hops/s':>11}"
-            f"{'x engine':>9}{'RSS MiB':>9}{'TTFT s':>9}{'x python':>9}")
-    print(head)
+    print(f"reference: the bare engine per frame on the ring scenario (16 nodes, 8 MiB, 4 hops): "
+          f"{ref / 1e6:.2f}M frame-hops/s\n")
+    print(f"{'trace':<10}{'ops':>9}{'frame-hops':>13}  {'trains: command s':>17}{'loop s':>8}{'hops/s':>8}{'RSS MiB':>8}"
+          f"  {'per frame: loop s':>17}{'hops/s':>8}{'RSS MiB':>8}  {'speedup':>7}  same")
     for r in rows:
-        sp = f"{r['speedup_vs_python']:>9.2f}" if r["speedup_vs_python"] else f"{'':>9}"
-        print(f"{r['trace']:<18}{r['engine']:>9}{r['ops']:>9,}{r['packet_hops']:>13,}{r['wall_s']:>8.1f}{r['replay_s']:>9.1f}"
-              f"{r['packet_hops_per_s']:>11,.0f}{r['fraction_of_engine_rate']:>9.2f}{r['peak_rss_mib']:>9.0f}{r['ttft_s']:>9.3f}{sp}")
-    if scaling:
-        print(f"\n{'MARS, 16 boards':<18}{'seq':>7}{'ops':>9}{'packet-hops':>13}{'replay s':>9}{'us/op':>8}{'us/packet-hop':>15}")
-        for r in scaling:
-            print(f"{'':<18}{r['seq']:>7}{r['ops']:>9,}{r['packet_hops']:>13,}{r['replay_s']:>9.2f}{r['us_per_op']:>8.1f}"
-                  f"{r['us_per_packet_hop']:>15.3f}")
+        print(f"{r['trace']:<10}{r['ops']:>9,}{r['frame_hops']:>13,}  {r['command_s_trains']:>17.2f}"
+              f"{r['loop_s_trains']:>8.2f}{r['hops_per_s_trains'] / 1e6:>7.2f}M{r['peak_rss_mib_trains']:>8.0f}"
+              f"  {r['loop_s_frames']:>17.2f}{r['hops_per_s_frames'] / 1e6:>7.2f}M{r['peak_rss_mib_frames']:>8.0f}"
+              f"  {r['trains_speedup']:>6.2f}x  {'yes' if r['same_results'] else 'NO'}")
+    if scale:
+        print(f"\nMARS on 16 boards, trains on: loop cost per unit")
+        print(f"{'seq':>7}{'ops':>10}{'frame-hops':>13}{'loop s':>8}{'us/op':>8}{'ns/frame-hop':>14}")
+        for r in scale["rows"]:
+            print(f"{r['seq']:>7}{r['ops']:>10,}{r['frame_hops']:>13,}{r['loop_s']:>8.2f}{r['us_per_op']:>8.2f}"
+                  f"{r['ns_per_frame_hop']:>14.1f}")
+        print(f"fit: loop = {scale['fit_us_per_op']:.2f} us/op + {scale['fit_ns_per_frame_hop']:.1f} ns/frame-hop "
+              f"(largest error {scale['fit_max_rel_error']:.1%})")
+    if first is not None:
+        print(f"\nfirst run after install (empty numba cache): {first:.1f} s")
+    print("\ngoals (2-core machine):")
+    for name, value, goal, ok in checks:
+        print(f"  {name:<32}{value:>14,.2f}  goal {'>=' if '/s' in name else '<='} {goal:,.0f}  "
+              f"{'met' if ok else 'NOT met'}")
     return 0
 
 
