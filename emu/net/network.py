@@ -576,6 +576,7 @@ class Network:
         if self.LK[link, K.L_TRAIN]:
             self._heap_room(1)
             K.cut_port(self.SC, self.LK, self.FP, self.FREE, self.NS, self.SP, self.HP, link, *self._point())
+            self._rearm()  # the transmitter now looks when the last kept frame ends
 
     def _settle(self, point=(-1, 0)) -> None:
         """Every train cut at ``point`` (default: where the frame loop stopped, which is what
@@ -583,6 +584,7 @@ class Network:
         if self.LK[: len(self.links), K.L_TRAIN].any():
             self._heap_room(len(self.links))
             K.settle(self.SC, self.LK, self.FP, self.FREE, self.NS, self.SP, self.HP, *point)
+            self._rearm()
 
     def schedule_change(self, time: int, fn: Callable[[], None], before: str = BEFORE_GRANTS) -> None:
         """Call ``fn()`` at ``time``, at a fixed point of that instant (docs/engine.md):
