@@ -18,7 +18,7 @@ import pytest
 from emu.net import kernel as K
 from emu.net.linkstats import LinkStats
 from emu.sim import Simulator
-from emu.net import Network
+from emu.net import Loss, Network
 
 from test_engine_exact import (ARBITERS, bfs_next_hop, grid_multicast_scenario, random_changes, random_scenario,
                                reroutes_for, run_both)
@@ -129,3 +129,64 @@ def test_trains_on_and_off_give_identical_runs(seed):
     ca, cb = a.run_counters(), b.run_counters()
     assert ca["trains"] > 0 and cb["trains"] == 0
     assert ca["events"] < cb["events"]
+
+
+def run_ticking(trains, change=None):
+    """One long message 0 -> 1 -> 2 while Python has an event every 3 us (the frame loop
+    returns to it each time); ``change(net)`` is called directly from one of those events."""
+    import networkx as nx
+    D = nx.DiGraph()
+    for a, b in ((0, 1), (1, 0), (1, 2), (2, 1)):
+        D.add_edge(a, b, rate_bps=10**9, latency_ps=1_000_000, mtu=1500)
+    sim = Simulator()
+    net = Network(sim, D, bfs_next_hop(D, 3, 3), boards=3, trains=trains, nic_latency_ps=500_000)
+    stats = LinkStats.of(net, 20_000_000)
+    log, events = [], []
+    net.log_sinks.append(log.append)
+    on_event = lambda kind, m, node, frag, t: events.append((kind, m.id, node, frag, t))
+    net.send(0, [2], 200, 1462, 700, on_event=on_event)
+    net.send(2, [0], 30, 1462, 700, on_event=on_event, at=40_000_000)  # the other way, a train on 2->1
+
+    def tick(k):
+        if change is not None and k == 40:
+            change(net)
+        if k < 900:
+            sim.at(sim.now + 3_000_000 + 7 * k, tick, k + 1)  # not in step with the frames
+
+    sim.at(1_000_000, tick, 0)
+    net.run()
+    rows = np.concatenate(log)
+    return net, rows, events, stats.frame(net.links, None, sim.now)
+
+
+def assert_same_runs(a, b):
+    net_a, rows_a, ev_a, ls_a = a
+    net_b, rows_b, ev_b, ls_b = b
+    order = lambda r: r[np.lexsort((r[:, K.G_FRAG], r[:, K.G_MSG], r[:, K.G_LINK], r[:, K.G_ARR]))]
+    assert np.array_equal(order(rows_a), order(rows_b))
+    assert ev_a == ev_b
+    pd.testing.assert_frame_equal(net_a.counters(), net_b.counters())
+    pd.testing.assert_frame_equal(net_a.node_counters(), net_b.node_counters())
+    pd.testing.assert_frame_equal(ls_a, ls_b)
+
+
+def test_returning_to_python_does_not_cut_trains():
+    # Hundreds of returns to Python while message 0's 199-frame train is on 0->1: the
+    # train stays whole (one train, no cut), and the run equals the per-frame one.
+    a, b = run_ticking(True), run_ticking(False)
+    assert_same_runs(a, b)
+    c = a[0].run_counters()
+    assert c["train_cuts"] == 0
+    assert c["trains"] == 2 and c["train_frames"] == 199 + 29  # and message 1 on 2->1
+
+
+@pytest.mark.parametrize("what", ["rate", "down", "loss"])
+def test_a_direct_change_mid_train_cuts_it_where_the_per_frame_loop_is(what):
+    # The change is made from a Python event while the train is out, at an instant the
+    # frame loop has not stopped at since the train started: its grants up to now are made.
+    change = {"rate": lambda net: net.set_rate(0, 4 * 10**8),
+              "down": lambda net: net.link_down(0),
+              "loss": lambda net: net.set_loss(0, Loss(drops=(57, 58)))}[what]
+    a, b = run_ticking(True, change), run_ticking(False, change)
+    assert_same_runs(a, b)
+    assert a[0].run_counters()["train_cuts"] == 1

@@ -16,7 +16,9 @@ Why it is shaped this way (htsim's lessons):
   emu.net.tables); the column constants below are derived from the declarations.
 - Trains: a port grants a stream's consecutive full frames as one event while
   nothing else can be granted in between, and cuts the train back to per-frame
-  state where that stops being true (docs/engine.md, "Trains").
+  state where that stops being true: a transit frame joins the port, or the caller
+  touches the port or reads the counters (``cut_port``, ``settle``; docs/engine.md,
+  "Trains"). Returning from ``advance`` cuts nothing.
 - Routes are precomputed forwarding tables: a row per (route, node) listing
   egress links and whether the node delivers the frame locally. Unicast and
   multicast are the same mechanism.
@@ -57,8 +59,10 @@ SC_TRAINS = 14    # 1: a port grants a stream's consecutive frames as one train 
 SC_NTRAINS = 15   # trains granted (of two frames or more)
 SC_TRAIN_FRAMES = 16  # frames granted in trains (net of cuts)
 SC_TRAIN_HELD = 17    # frames that train entries stand for beyond their one pool row
-SC_TRAIN_CUTS = 18    # trains split before their end (a transit frame, or the caller looks)
-SC_SIZE = 19
+SC_TRAIN_CUTS = 18    # trains split before their end (a transit frame, or the caller touches the port)
+SC_AT_T = 19          # the point the loop has reached when advance returned: its time ...
+SC_AT_KEY = 20        # ... and heap key (events before (SC_AT_T, SC_AT_KEY) are done)
+SC_SIZE = 21
 
 ARB_RR = 0        # round robin per frame between the local and the transit queue
 ARB_TRANSIT = 1   # transit first
@@ -581,10 +585,36 @@ def _cut_train(SC, LK, FP, FREE, NS, SP, HP, link, t, key):
 
 
 @_inline
-def _cut_all_trains(SC, LK, FP, FREE, NS, SP, HP, t, key):
+def _cut_at(SC, LK, FP, FREE, NS, SP, HP, link, t, key):
+    """Cut the train on ``link`` at the later of (t, key) and the point the loop reached.
+
+    A train's grants are not heap events, so the loop may have stopped before grants
+    the per-frame loop would already have made: a caller at (t, key) (a change at that
+    point of its instant, or after everything at now) sees them made."""
+    if LK[link, L_TRAIN] == 0:
+        return
+    at = SC[SC_AT_T]
+    akey = SC[SC_AT_KEY]
+    if at > t or (at == t and akey > key):
+        t = at
+        key = akey
+    _cut_train(SC, LK, FP, FREE, NS, SP, HP, link, t, key)
+
+
+@_entry
+def cut_port(SC, LK, FP, FREE, NS, SP, HP, link, t, key):
+    """Before the caller changes port ``link`` at (t, key) (rate, loss, a stream at the head
+    of its local queue): its train, if any, back to per-frame state there. Pushes at most
+    one heap entry."""
+    _cut_at(SC, LK, FP, FREE, NS, SP, HP, link, t, key)
+
+
+@_entry
+def settle(SC, LK, FP, FREE, NS, SP, HP, t, key):
+    """Every train cut at (t, key) (or the point reached): the counters, stream positions
+    and wires are exactly the per-frame loop's. Pushes at most one heap entry per link."""
     for link in range(SC[SC_NLINKS]):
-        if LK[link, L_TRAIN] > 0:
-            _cut_train(SC, LK, FP, FREE, NS, SP, HP, link, t, key)
+        _cut_at(SC, LK, FP, FREE, NS, SP, HP, link, t, key)
 
 
 @_inline
@@ -886,7 +916,10 @@ def add_stream(SC, LK, HP, MS, SP, SFREE, link, msg, route, pos, end, lst, ready
     SP[s, S_READY] = ready
     SP[s, S_NEXT] = -1
     # The local queue is in ready-time order, ties in hand-over order: a send is handed
-    # to the packetizer at its ready time.
+    # to the packetizer at its ready time. A train out on this port is not affected: its
+    # stream is the head, ready at or before now, so a stream handed over now or later
+    # goes behind it (a caller adding one that would go ahead cuts the train first,
+    # cut_port), and the transmitter's look at the train's end is already pending.
     tail = LK[link, L_STAIL]
     if tail == -1:
         LK[link, L_SHEAD] = s
@@ -912,8 +945,9 @@ def add_stream(SC, LK, HP, MS, SP, SFREE, link, msg, route, pos, end, lst, ready
 
 
 @_entry
-def remove_stream(SC, LK, MS, SP, SFREE, link, s):
-    """Take stream ``s`` out of ``link``'s local queue (re-routing); it is not 'sent'."""
+def remove_stream(SC, LK, FP, FREE, NS, HP, MS, SP, SFREE, link, s, t, key):
+    """Take stream ``s`` out of ``link``'s local queue at (t, key) (re-routing); it is not 'sent'."""
+    _cut_at(SC, LK, FP, FREE, NS, SP, HP, link, t, key)
     prev = -1
     p = LK[link, L_SHEAD]
     while p != s:
@@ -929,6 +963,12 @@ def remove_stream(SC, LK, MS, SP, SFREE, link, s):
     MS[SP[s, S_MSG], M_LIVE] -= 1
     SFREE[SC[SC_SFREE]] = s
     SC[SC_SFREE] += 1
+
+
+@_inline
+def _reached(SC, t, key):
+    SC[SC_AT_T] = t
+    SC[SC_AT_KEY] = key
 
 
 @_entry
@@ -951,8 +991,10 @@ def advance_binned(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, LG, FW, MS, MD,
     buffer might overflow (``margin`` rows of frames, upcalls and log records),
     so Python can grow or flush it and call again; and after the last event of a
     time that produced upcalls, so Python handles them at the right simulated time.
-    Before returning at a stop point or for upcalls, trains are cut there, so the
-    caller sees exactly the per-frame loop's tables. With SC[SC_BIN_PS] > 0 every
+    The point reached is kept in SC (SC_AT_T, SC_AT_KEY); trains are not cut on
+    return: the entry points that touch a port (``cut_port``, ``remove_stream``,
+    ``link_down*``, ``link_up``) and ``settle`` (before the counters are read) cut
+    them there, so the caller sees exactly the per-frame loop's tables. With SC[SC_BIN_PS] > 0 every
     transmission is also folded into the link statistics ``LB``.
     """
     # Upcalls left from a call that stopped to grow a buffer keep their time.
@@ -960,29 +1002,34 @@ def advance_binned(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, LG, FW, MS, MD,
     while True:
         if SC[SC_HEAP] == 0:
             if SC[SC_UP] > 0:
-                _cut_all_trains(SC, LK, FP, FREE, NS, SP, HP, up_time, KEY_ALL)
+                _reached(SC, up_time, KEY_ALL)
                 return ST_UPCALLS, up_time
+            _reached(SC, SC[SC_NOW], KEY_ALL)
             return ST_IDLE, SC[SC_NOW]
         t = HP[0, 0]
         key = HP[0, 1]
-        # Before the caller looks at the tables, every train is cut at the point reached:
-        # what it sees (streams, counters, wires) is what the per-frame loop would leave.
+        # Trains stay out across returns: what the caller touches (a port, the counters)
+        # is cut back to per-frame state then, at the point recorded here (_cut_at).
         if SC[SC_UP] > 0 and t > up_time:
-            _cut_all_trains(SC, LK, FP, FREE, NS, SP, HP, up_time, KEY_ALL)
+            _reached(SC, up_time, KEY_ALL)
             return ST_UPCALLS, up_time
         if t > limit or (t == limit and key >= limit_key):
-            _cut_all_trains(SC, LK, FP, FREE, NS, SP, HP, limit, limit_key)
+            _reached(SC, limit, limit_key)
             return ST_LIMIT, HP[0, 0]
+        need = 0  # a buffer to grow first: the next event is not done
         if SC[SC_FREE] < margin:
-            return ST_NEED_FRAMES, t
-        if SC[SC_UP] + margin > UP.shape[0]:
-            return ST_NEED_UPCALLS, t
-        if SC[SC_LOGGING] == 1 and SC[SC_LOG] + margin > LG.shape[0]:
-            return ST_NEED_LOG, t
-        if SC[SC_HEAP] + margin > HP.shape[0]:
-            return ST_NEED_HEAP, t
-        if SC[SC_BIN_PS] > 0 and (t // SC[SC_BIN_PS] + 1) * SC[SC_NLINKS] > LB.shape[0]:
-            return ST_NEED_BINS, t
+            need = ST_NEED_FRAMES
+        elif SC[SC_UP] + margin > UP.shape[0]:
+            need = ST_NEED_UPCALLS
+        elif SC[SC_LOGGING] == 1 and SC[SC_LOG] + margin > LG.shape[0]:
+            need = ST_NEED_LOG
+        elif SC[SC_HEAP] + margin > HP.shape[0]:
+            need = ST_NEED_HEAP
+        elif SC[SC_BIN_PS] > 0 and (t // SC[SC_BIN_PS] + 1) * SC[SC_NLINKS] > LB.shape[0]:
+            need = ST_NEED_BINS
+        if need != 0:
+            _reached(SC, t, key)
+            return need, t
         _heap_pop(HP, SC)
         SC[SC_NOW] = t
         if key >= _KIND_SHIFT:
@@ -1005,14 +1052,14 @@ def advance_binned(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, LG, FW, MS, MD,
 
 
 @_entry
-def link_down(SC, LK, LD, LG, FP, FREE, MS, UP, link, t):
+def link_down(SC, LK, LD, LG, FP, FREE, NS, SP, HP, MS, UP, link, t, key):
     """``link_down_binned`` without a statistics table (SC[SC_BIN_PS] must be 0)."""
-    link_down_binned(SC, LK, LD, LG, FP, FREE, MS, UP, LG, link, t)  # LG stands in for the unused table
+    link_down_binned(SC, LK, LD, LG, FP, FREE, NS, SP, HP, MS, UP, LG, link, t, key)  # LG: the unused table
 
 
 @_entry
-def link_down_binned(SC, LK, LD, LG, FP, FREE, MS, UP, LB, link, t):
-    """Take a link down at ``t``: every frame on its wire or in its transit queue is dropped.
+def link_down_binned(SC, LK, LD, LG, FP, FREE, NS, SP, HP, MS, UP, LB, link, t, key):
+    """Take a link down at (``t``, ``key``): every frame on its wire or in its transit queue is dropped.
 
     A frame that had started transmitting (on the wire or propagating) was a transmission:
     it is counted as sent (whole, also when cut mid-frame), its busy time ends at ``t`` at
@@ -1066,8 +1113,9 @@ def link_down_binned(SC, LK, LD, LG, FP, FREE, MS, UP, LB, link, t):
 
 
 @_entry
-def link_up(SC, LK, HP, link, t):
-    """The port is usable at ``t``: its local queue resumes at once."""
+def link_up(SC, LK, FP, FREE, NS, SP, HP, link, t, key):
+    """The port is usable at (``t``, ``key``): its local queue resumes at once."""
+    _cut_at(SC, LK, FP, FREE, NS, SP, HP, link, t, key)  # an up port (a no-op repair) keeps no train
     LK[link, L_UP] = 1
     if LK[link, L_TX_END] < t:
         LK[link, L_TX_END] = t

@@ -239,6 +239,7 @@ class Network:
         self._upcall_ev = None
         self._changes: list = []          # (time, phase key, seq, fn): see schedule_change
         self._in_change = False
+        self._change_key = K.KEY_ALL       # the point of its instant the change being applied runs at
         self._change_seq = 0
         self._replaced: dict[int, int] = {}  # multicast route -> its replacement (re-routing)
         self.max_out = max((topology.out_degree(n) for n in topology.nodes), default=1)
@@ -345,6 +346,7 @@ class Network:
         its waiting streams on every first-hop port of the new tree. A message with no
         route left drops its unsent fragments at its source (``no_route``)."""
         self._sync()
+        self._settle(self._point())  # stream positions as the per-frame loop has them
         now = self.sim.now
         SP, MS = self.SP, self.MS
         streams = self._streams()
@@ -368,7 +370,7 @@ class Network:
                     dropped = True
                     continue
                 for l, x in mine:
-                    K.remove_stream(self.SC, self.LK, MS, SP, self.SFREE, l, x)
+                    self._remove_stream(l, x)
                 self.messages[mid].route = new
                 for l in hops:
                     self._add_stream(l, mid, new, pos, self.messages[mid].nfrags, -1, ready)
@@ -382,7 +384,7 @@ class Network:
                     continue
                 pos, end, lst = int(SP[s, K.S_POS]), int(SP[s, K.S_END]), int(SP[s, K.S_LIST])
                 ready = max(now, int(SP[s, K.S_READY]))
-                K.remove_stream(self.SC, self.LK, MS, SP, self.SFREE, link, s)
+                self._remove_stream(link, s)
                 self._add_stream(hops[0], mid, route, pos, end, lst, ready)
         self._replaced.clear()
         if dropped and self._upcall_ev is None:
@@ -396,13 +398,14 @@ class Network:
 
     def _drop_at_source(self, link: int, s: int) -> None:
         """The unsent fragments of stream ``s`` have no route: dropped at the source node."""
+        self._cut_port(link)  # its position as the per-frame loop has it
         SP = self.SP
         mid, pos, end, lst = (int(SP[s, c]) for c in (K.S_MSG, K.S_POS, K.S_END, K.S_LIST))
         frags = np.arange(pos, end) if lst < 0 else self.SL[lst + pos : lst + end]
         src = self.messages[mid].src
         nbytes = self._frag_bytes(mid, frags)
         self._count_source_drop(src, len(frags), nbytes)
-        K.remove_stream(self.SC, self.LK, self.MS, SP, self.SFREE, link, s)
+        self._remove_stream(link, s)
         if self.SC[K.SC_UP] + 1 > self.UP.shape[0]:
             self.UP = _grow(self.UP, 2 * self.UP.shape[0], 0)
         # remove_stream already took it off the message's live streams: report it as sent.
@@ -541,12 +544,47 @@ class Network:
             self.SP, self.SFREE = _grow_pool(self.SP, self.SFREE, self.SC, K.SC_SFREE)
         if self.SC[K.SC_HEAP] + self.margin > self.HP.shape[0]:
             self.HP = _grow(self.HP, 2 * self.HP.shape[0], 0)
+        head = int(self.LK[link, K.L_SHEAD])
+        if self.LK[link, K.L_TRAIN] and t < self.SP[head, K.S_READY]:
+            self._cut_port(link)  # it goes ahead of the stream the port's train is sending
         K.add_stream(self.SC, self.LK, self.HP, self.MS, self.SP, self.SFREE, link, mid, route, pos, end, lst, t)
 
     # ---- link conditions --------------------------------------------------------
 
+    def _remove_stream(self, link, s):
+        self._heap_room(1)
+        t, key = self._point()
+        K.remove_stream(self.SC, self.LK, self.FP, self.FREE, self.NS, self.HP, self.MS, self.SP, self.SFREE, link,
+                        s, t, key)
+
     def link(self, u: int, v: int) -> int:
         return self._out_link(u, v)
+
+    # ---- trains: cut where the caller needs per-frame state (docs/engine.md, "Trains") ----
+
+    def _point(self) -> tuple[int, int]:
+        """Where in the event order a change made from Python now applies: inside a
+        scheduled change its point of the instant, else after everything at now."""
+        return self.sim.now, (self._change_key if self._in_change else K.KEY_ALL)
+
+    def _heap_room(self, n: int) -> None:
+        if self.SC[K.SC_HEAP] + n + self.margin > self.HP.shape[0]:
+            self.HP = _grow(self.HP, self.SC[K.SC_HEAP] + n + self.margin, 0)
+
+    def _cut_port(self, link: int) -> None:
+        """Before Python changes port ``link``: its train back to per-frame state at this point."""
+        if self.LK[link, K.L_TRAIN]:
+            self._heap_room(1)
+            K.cut_port(self.SC, self.LK, self.FP, self.FREE, self.NS, self.SP, self.HP, link, *self._point())
+            self._rearm()  # the transmitter now looks when the last kept frame ends
+
+    def _settle(self, point=(-1, 0)) -> None:
+        """Every train cut at ``point`` (default: where the frame loop stopped, which is what
+        the per-frame loop's tables show to a reader), so counters are the per-frame loop's."""
+        if self.LK[: len(self.links), K.L_TRAIN].any():
+            self._heap_room(len(self.links))
+            K.settle(self.SC, self.LK, self.FP, self.FREE, self.NS, self.SP, self.HP, *point)
+            self._rearm()
 
     def schedule_change(self, time: int, fn: Callable[[], None], before: str = BEFORE_GRANTS) -> None:
         """Call ``fn()`` at ``time``, at a fixed point of that instant (docs/engine.md):
@@ -564,16 +602,17 @@ class Network:
             _t, key, _seq, fn = self._changes[0]
             self._run(now, key)  # the frame loop up to this change's point of the instant
             heapq.heappop(self._changes)
-            self._in_change = True
+            self._in_change, self._change_key = True, key
             try:
                 fn()
             finally:
-                self._in_change = False
+                self._in_change, self._change_key = False, K.KEY_ALL
         self._advance()
 
     def set_loss(self, link: int, loss: Loss) -> None:
         """The loss model of frames starting on ``link`` from now on."""
         self._sync()
+        self._cut_port(link)
         lk, lf = self.LK[link], self.LF[link]
         if loss.r is not None:
             lk[K.L_LOSS] = 2
@@ -598,6 +637,7 @@ class Network:
 
     def link_down(self, link: int) -> None:
         self._sync()
+        self._cut_port(link)  # a train's frames not started by now go back to its stream
         if self.SC[K.SC_UP] + 1 > self.UP.shape[0]:
             self.UP = _grow(self.UP, 2 * self.UP.shape[0], 0)
         self._logging()
@@ -610,8 +650,9 @@ class Network:
             self.flush_log()
             if on_wire > self.LG.shape[0]:
                 self.LG = _grow(self.LG, on_wire, 0)
-        K.link_down_binned(self.SC, self.LK, self.LD, self.LG, self.FP, self.FREE, self.MS, self.UP, self.LB, link,
-                           self.sim.now)
+        t, key = self._point()
+        K.link_down_binned(self.SC, self.LK, self.LD, self.LG, self.FP, self.FREE, self.NS, self.SP, self.HP, self.MS,
+                           self.UP, self.LB, link, t, key)
         if self.SC[K.SC_UP] and self._upcall_ev is None:
             self._upcall_ev = self.sim.at(self.sim.now, self._upcalls_due)
         self._rearm()
@@ -620,7 +661,9 @@ class Network:
         self._sync()
         if self.SC[K.SC_HEAP] + self.margin > self.HP.shape[0]:
             self.HP = _grow(self.HP, 2 * self.HP.shape[0], 0)
-        K.link_up(self.SC, self.LK, self.HP, link, self.sim.now)
+        self._heap_room(1)
+        t, key = self._point()
+        K.link_up(self.SC, self.LK, self.FP, self.FREE, self.NS, self.SP, self.HP, link, t, key)
         self._rearm()
 
     def set_rate(self, link: int, rate_bps: int) -> None:
@@ -628,6 +671,7 @@ class Network:
         if rate_bps <= 0:
             raise ConfigError(f"link rate must be positive, got {rate_bps}")
         self._sync()
+        self._cut_port(link)  # the train's frames from now on start at the new rate
         self.LK[link, K.L_RATE] = int(rate_bps)
         self.LK[link, K.L_SER_LEN] = -1
 
@@ -764,6 +808,7 @@ class Network:
         """Run the simulator (and so this network) to completion or ``until``."""
         self._rearm()
         end = self.sim.run(until)
+        self._settle()
         self.flush_log()
         return end
 
@@ -776,6 +821,7 @@ class Network:
 
     def run_counters(self) -> dict[str, int]:
         """The frame loop's own work: events processed and skipped, trains, frames sent in trains."""
+        self._settle()
         return {"events": int(self.SC[K.SC_EVENTS]), "stale": int(self.SC[K.SC_STALE]),
                 "trains": int(self.SC[K.SC_NTRAINS]), "train_frames": int(self.SC[K.SC_TRAIN_FRAMES]),
                 "train_cuts": int(self.SC[K.SC_TRAIN_CUTS])}
@@ -790,6 +836,7 @@ class Network:
         ``node_counters``), busy time and peak transit queue."""
         import pandas as pd
 
+        self._settle()
         nl = len(self.links)
         LK, LD = self.LK[:nl], self.LD[:nl]
         data = {
@@ -816,6 +863,7 @@ class Network:
         duplicate; mtu and no_route at a source; a node's datapath queue never drops)."""
         import pandas as pd
 
+        self._settle()
         V = self.nodes
         NS, ND = self.NS[:V], self.ND[:V]
         kinds = dict(self.topology.nodes(data="kind", default="board"))
@@ -840,6 +888,7 @@ class Network:
 
         ``in_flight`` counts copies on a wire or in a queue (frames in the pool); when
         the run is idle it is 0 and the balance is exact."""
+        self._settle()
         c = {
             "offered": int(self.NS[:, K.N_OFF_F].sum()),
             "replicated": int(self.NS[:, K.N_REPL_F].sum()),
