@@ -29,6 +29,7 @@ class State(enum.IntEnum):
 OP_KV_REPLICA = int(Op.kv_replica)
 OP_DRAIN = int(Op.drain)
 OP_INVALIDATE = int(Op.invalidate)
+_INVALID, _VALID, _DRAINING = int(State.INVALID), int(State.VALID), int(State.DRAINING)  # as numba constants
 
 
 @njit(cache=True)
@@ -40,17 +41,17 @@ def replica_transition(state, op):
     leave the state alone. One compiled function: ``Directory`` (the Python path, ``emu hw
     serve``) and the compiled replay (emu.replay.core_dir) both call it. (emu.nic.protocol
     re-exports it: it is part of the board's protocol.)"""
-    live = state != 0  # State.INVALID
+    live = state != _INVALID
     if op == OP_KV_REPLICA:
-        return (state if live else 1), True  # State.VALID
+        return (state if live else _VALID), True
     if op == OP_DRAIN:
-        return (2 if live else state), live  # State.DRAINING
+        return (_DRAINING if live else state), live
     if op == OP_INVALIDATE:
-        return (0 if live else state), live
+        return (_INVALID if live else state), live
     return state, False
 
 
-def _transition(state: State | None, op: int) -> State:
+def _transition(state: State | None, op: int) -> tuple[State, bool]:
     new, ok = replica_transition(int(State.INVALID if state is None else state), op)
     return State(new), ok
 
