@@ -14,6 +14,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
+from numba import njit
+
+from ..codec import Op
 
 
 class State(enum.IntEnum):
@@ -22,19 +25,35 @@ class State(enum.IntEnum):
     DRAINING = 2
 
 
-def replica_transition(state: State | None, op: str) -> tuple[State | None, bool]:
-    """The state a replica moves to when ``op`` ("replica", "drain", "invalidate") arrives in
-    ``state`` (None: no entry), and whether that is legal. A second copy of a live replica
-    changes nothing; draining or invalidating a block a node does not hold is an error and
-    changes nothing. (emu.nic.protocol re-exports it: it is part of the board's protocol.)"""
-    live = state is not None and state != State.INVALID
-    if op == "replica":
-        return (state if live else State.VALID), True
-    if op == "drain":
-        return (State.DRAINING, True) if live else (state, False)
-    if op == "invalidate":
-        return (State.INVALID, True) if live else (state, False)
-    raise ValueError(f"no replica transition {op!r}")
+# The ops a replica moves on (emu.codec.Op values, as frames and traces carry them).
+OP_KV_REPLICA = int(Op.kv_replica)
+OP_DRAIN = int(Op.drain)
+OP_INVALIDATE = int(Op.invalidate)
+_INVALID, _VALID, _DRAINING = int(State.INVALID), int(State.VALID), int(State.DRAINING)  # as numba constants
+
+
+@njit(cache=True)
+def replica_transition(state, op):
+    """The state (a ``State`` value; INVALID also for a block the node never held) a replica
+    moves to when a message with ``op`` (OP_KV_REPLICA, OP_DRAIN, OP_INVALIDATE) arrives,
+    and whether that is legal. A second copy of a live replica changes nothing; draining or
+    invalidating a block a node does not hold is an error and changes nothing; other ops
+    leave the state alone. One compiled function: ``Directory`` (the Python path, ``emu hw
+    serve``) and the compiled replay (emu.replay.core_dir) both call it. (emu.nic.protocol
+    re-exports it: it is part of the board's protocol.)"""
+    live = state != _INVALID
+    if op == OP_KV_REPLICA:
+        return (state if live else _VALID), True
+    if op == OP_DRAIN:
+        return (_DRAINING if live else state), live
+    if op == OP_INVALIDATE:
+        return (_INVALID if live else state), live
+    return state, False
+
+
+def _transition(state: State | None, op: int) -> tuple[State, bool]:
+    new, ok = replica_transition(int(State.INVALID if state is None else state), op)
+    return State(new), ok
 
 
 @dataclass
@@ -93,8 +112,8 @@ class Directory:
 
     def add_replica(self, node: int, kv_id: int, nbytes: int, t: int) -> None:
         state, _ = self._state_of(node, kv_id)
-        new, _ = replica_transition(state, "replica")
-        if new == state:
+        new, _ = _transition(state, OP_KV_REPLICA)
+        if new == (State.INVALID if state is None else state):
             return  # a duplicate copy changes nothing
         self.replicas[(node, kv_id)] = [new, nbytes]
         self.memory[node].replica += nbytes
@@ -103,7 +122,7 @@ class Directory:
 
     def drain(self, node: int, kv_id: int, t: int) -> None:
         state, entry = self._state_of(node, kv_id)
-        new, ok = replica_transition(state, "drain")
+        new, ok = _transition(state, OP_DRAIN)
         if not ok:
             self.errors.append(f"t={t}ps: drain of block {kv_id} at node {node}, which holds no valid replica")
             return
@@ -111,7 +130,7 @@ class Directory:
 
     def invalidate(self, node: int, kv_id: int, t: int) -> None:
         state, entry = self._state_of(node, kv_id)
-        new, ok = replica_transition(state, "invalidate")
+        new, ok = _transition(state, OP_INVALIDATE)
         if not ok:
             self.errors.append(f"t={t}ps: invalidate of block {kv_id} at node {node}, which holds no replica")
             return

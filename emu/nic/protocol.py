@@ -27,7 +27,10 @@ Plus the rules both drivers call as functions: ``tree_rows`` / ``unicast_rows`` 
 node's forwarding row from ``emu.topology`` trees and routes (the same rows the network
 kernel's FW table holds) and ``forward`` reads one; ``replica_transition`` is the
 directory's state change; ``nack_payload`` / ``nack_frags`` the nack bitmap;
-``reduction_result`` where a complete reduction goes.
+``reduction_complete`` when a board's reduction is complete and ``reduction_next`` /
+``reduction_result`` where it goes. ``replica_transition``, ``reduction_complete`` and
+``reduction_next`` are compiled: the compiled replay (emu.replay.core_dir, core_nic)
+calls these same dispatchers.
 
 State lives in plain int64 tables: the sender's messages (``OUT``, one row per message
 awaiting acks: columns ``O_*``), their receivers (``OD``: node, acked) and the RTO table
@@ -240,14 +243,44 @@ def forward(row, ttl: int):
 # ---- reductions ----------------------------------------------------------------------------
 
 
+# Where a complete reduction goes (reduction_next's second value)
+RED_HERE = 0      # delivered here: the root of a reduce
+RED_PARENT = 1    # partial_state to the parent in the reduction tree
+RED_GROUP = 2     # reduce_result to the rest of the group (the root of an all_reduce)
+_OP_PARTIAL = int(Op.partial_state)
+_OP_RESULT = int(Op.reduce_result)
+_ALL_REDUCE = int(Collective.all_reduce)
+
+
+@njit(cache=True)
+def reduction_complete(got, expected):
+    """A board's reduction is complete once all ``expected`` contributions are in: its own
+    and each of its children's in the reduction tree. Compiled: ``BoardProtocol.contribute``
+    and the compiled replay (emu.replay.core_nic.fold) call this function."""
+    return got >= expected
+
+
+@njit(cache=True)
+def reduction_next(is_root, collective):
+    """Where a complete reduction goes from a board: (op, RED_HERE | RED_PARENT | RED_GROUP),
+    op -1 for RED_HERE. Below the root ``partial_state`` to the parent; at the root of an
+    all_reduce ``reduce_result`` to the rest of the group; at the root of a reduce it is
+    delivered. Compiled: ``reduction_result`` and the compiled replay call this function."""
+    if not is_root:
+        return _OP_PARTIAL, RED_PARENT
+    if collective == _ALL_REDUCE:
+        return _OP_RESULT, RED_GROUP
+    return -1, RED_HERE
+
+
 def reduction_result(node: int, root: int, parent: int | None, collective: int, group) -> tuple:
     """Where a complete reduction goes from ``node``: (op, destinations), or (None, ()) when
-    it is delivered here (the root of a reduce). Below the root ``partial_state`` to the
-    parent; at the root of an all_reduce ``reduce_result`` to the rest of the group."""
-    if node != root:
-        return Op.partial_state, (parent,)
-    if collective == Collective.all_reduce:
-        return Op.reduce_result, tuple(b for b in group if b != node)
+    it is delivered here (``reduction_next``'s rule, with the destinations named)."""
+    op, where = reduction_next(node == root, int(collective))
+    if where == RED_PARENT:
+        return Op(op), (parent,)
+    if where == RED_GROUP:
+        return Op(op), tuple(b for b in group if b != node)
     return None, ()
 
 
@@ -465,7 +498,7 @@ class BoardProtocol:
             red.nodata = True
         elif not red.nodata:
             red.acc = data if red.acc is None else combine(red.acc, data)
-        if len(red.got) < len(red.expected):
+        if not reduction_complete(len(red.got), len(red.expected)):
             return out + [(WAITING, key, len(red.got), len(red.expected))]
         del self.reductions[key]
         return out + [(REDUCED, key, None if red.nodata else red.acc, red.ack_req, red.msg_len)]
@@ -492,6 +525,8 @@ __all__ = [
     "forward",
     "nack_frags",
     "nack_payload",
+    "reduction_complete",
+    "reduction_next",
     "reduction_result",
     "replica_transition",
     "tree_rows",

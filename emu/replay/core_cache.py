@@ -4,8 +4,8 @@ numba caches a compiled function with the machine code of every compiled functio
 calls (the frame kernel's included), but checks only its own file for changes. A change
 to emu/net/kernel.py would leave the replay loop running the old kernel. So the cached
 functions of the emu/replay/core*.py modules are stamped with a hash of all the sources
-they are compiled from: the kernel, the Ethernet arithmetic and every compiled core module
-(``COMPILED``). Any change to one of them recompiles the loop. Imported (by emu.replay.core_state) before any
+they are compiled from: the kernel, the Ethernet arithmetic, every compiled core module
+(``COMPILED``) and the board protocol's rules it calls (``NIC_COMPILED``). Any change to one of them recompiles the loop. Imported (by emu.replay.core_state) before any
 of those functions is defined.
 """
 
@@ -18,6 +18,10 @@ from numba.core import caching
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _NET = os.path.join(os.path.dirname(_HERE), "net")
+_NIC = os.path.join(os.path.dirname(_HERE), "nic")
+# The board protocol's compiled rules the loop calls (replica_transition, reduction_complete/_next)
+# and what they import (the RTO functions protocol.py compiles).
+NIC_COMPILED = ("directory.py", "protocol.py", "rto.py")
 
 
 # The modules with compiled code or constants compiled into it (not core_tables/core_run: Python).
@@ -26,7 +30,8 @@ COMPILED = ("core.py", "core_compute.py", "core_dir.py", "core_events.py", "core
 
 
 def _sources() -> list[str]:
-    return [os.path.join(_HERE, f) for f in COMPILED] + [os.path.join(_NET, f) for f in ("kernel.py", "ethernet.py")]
+    return ([os.path.join(_HERE, f) for f in COMPILED] + [os.path.join(_NET, f) for f in ("kernel.py", "ethernet.py")]
+            + [os.path.join(_NIC, f) for f in NIC_COMPILED])
 
 
 _seen: dict[tuple, bytes] = {}

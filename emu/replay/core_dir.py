@@ -1,4 +1,7 @@
-"""The replica directory inside the compiled replay: the same state changes as emu.nic.directory.
+"""The replica directory inside the compiled replay: the state changes of emu.nic.directory.
+
+A replica's state change is ``emu.nic.directory.replica_transition`` itself (the compiled
+function ``Directory`` calls); this module keeps the tables it changes.
 
 Per KV block its owner and bytes (KB), per (node, block) a replica state and bytes
 (KR, row node * nkv + block), per node its owner / replica / transient bytes (NT),
@@ -12,14 +15,15 @@ from __future__ import annotations
 
 from numba import njit
 
+from ..nic.directory import OP_DRAIN, OP_INVALIDATE, OP_KV_REPLICA, State, replica_transition
 from .core_layout import (ERR_DRAIN, ERR_INVALIDATE, ERR_READ, K_BYTES, K_OWNER, N_OWNER, N_REPLICA,
                           N_TRANSIENT, R_KVMIN, R_LIVE_REP, R_NERR, R_NHIST, R_NKV, R_NOWNERS, RP_BYTES,
                           RP_STATE, S_TRANS)
 from .core_state import grown
 
-INVALID = 0
-VALID = 1
-DRAINING = 2
+INVALID = int(State.INVALID)
+VALID = int(State.VALID)
+DRAINING = int(State.DRAINING)
 
 
 @njit(cache=True)
@@ -85,9 +89,10 @@ def _rep(s, node, kv):
 def add_replica(s, node, kv, nbytes, t):
     KR = s.KR
     r = _rep(s, node, kv)
-    if KR[r, RP_STATE] != INVALID:
+    new, _ = replica_transition(KR[r, RP_STATE], OP_KV_REPLICA)
+    if new == KR[r, RP_STATE]:
         return  # a duplicate copy changes nothing
-    KR[r, RP_STATE] = VALID
+    KR[r, RP_STATE] = new
     KR[r, RP_BYTES] = nbytes
     s.NT[node, N_REPLICA] += nbytes
     s.RS[R_LIVE_REP] += 1
@@ -97,20 +102,22 @@ def add_replica(s, node, kv, nbytes, t):
 @njit(cache=True)
 def drain(s, node, kv, t):
     r = _rep(s, node, kv)
-    if s.KR[r, RP_STATE] == INVALID:
-        error(s, t, ERR_DRAIN, node, kv, INVALID)
+    new, ok = replica_transition(s.KR[r, RP_STATE], OP_DRAIN)
+    if not ok:
+        error(s, t, ERR_DRAIN, node, kv, s.KR[r, RP_STATE])
         return
-    s.KR[r, RP_STATE] = DRAINING
+    s.KR[r, RP_STATE] = new
 
 
 @njit(cache=True)
 def invalidate(s, node, kv, t):
     KR = s.KR
     r = _rep(s, node, kv)
-    if KR[r, RP_STATE] == INVALID:
-        error(s, t, ERR_INVALIDATE, node, kv, INVALID)
+    new, ok = replica_transition(KR[r, RP_STATE], OP_INVALIDATE)
+    if not ok:
+        error(s, t, ERR_INVALIDATE, node, kv, KR[r, RP_STATE])
         return
-    KR[r, RP_STATE] = INVALID
+    KR[r, RP_STATE] = new
     s.NT[node, N_REPLICA] -= KR[r, RP_BYTES]
     s.RS[R_LIVE_REP] -= 1
     record(s, t, node)

@@ -12,10 +12,12 @@ Each function is the compiled twin of a step of ``emu.nic.cluster`` in a lossles
 - ``message_sent`` / ``message_done``: the kernel's UP_SENT and UP_DONE upcalls;
   a send's FIFO room is freed when all its messages have left, it is delivered at a
   board when all its messages are whole there (Cluster._on_event/_delivered_part);
-- ``delivered``: the directory follows the Meta (replica, drain, invalidate), then
+- ``delivered``: the directory follows the Meta (replica, drain, invalidate: core_dir,
+  with ``emu.nic.directory.replica_transition``), then
   the owner hears of it: an op's part, a control op, a reduction fold, an all-to-all pair;
-- ``fold``: a reduction member's contributions (own + children's); when all are in it
-  sends its combined state to its parent, or the root completes the op (Reduction);
+- ``fold``: a reduction member's contributions (own + children's); when all are in
+  (``emu.nic.protocol.reduction_complete``) it sends its combined state where
+  ``reduction_next`` says: to its parent, or the root completes the op (Reduction);
 - ``a2a_step``: an exchange member's next pair of the shift schedule (AllToAll._step).
 
 What the Python path would call next in the replay (Replay._part_delivered, _delivered)
@@ -27,6 +29,8 @@ from __future__ import annotations
 from numba import njit
 
 from ..net import kernel as K
+from ..nic.directory import OP_DRAIN, OP_INVALIDATE, OP_KV_REPLICA  # Meta ops the directory acts on
+from ..nic.protocol import RED_HERE, RED_PARENT, reduction_complete, reduction_next
 from .core_compute import slot_of, try_compute
 from .core_dir import add_replica, drain, invalidate
 from .core_events import at, push, rearm
@@ -37,11 +41,7 @@ from .core_layout import (CB_A2A, CB_CTRL, CB_RED, CB_SEND, E_LOCAL, G_MEMBER, G
                           T_MSGOP, T_NBYTES, T_NEXT, T_OP, T_ROUTE, T_SENT, T_SRC, W_A2A_STEP, W_OP_DLV,
                           W_PART_DLV, X_SENT, X_TR)
 
-# Meta ops the directory acts on (emu.codec.Op values, the trace's MsgOp)
-OP_KV_REPLICA = 1
-OP_DRAIN = 5
-OP_INVALIDATE = 6
-OP_PARTIAL_STATE = 8
+COLL_REDUCE = 3  # emu.codec.Collective.reduce: the trace's reductions end at their root
 
 
 @njit(cache=True, inline="always")
@@ -267,17 +267,25 @@ def delivered(s, tr, node):
 def fold(s, op, node):
     """A contribution to reduction ``op`` is in at member ``node`` (its own or a child's)."""
     OP, GP = s.OP, s.GP
-    g = OP[op, O_GRP]
+    g0 = OP[op, O_GRP]
+    g = g0
     while GP[g, G_MEMBER] != node:
         g += 1
     GP[g, G_WAIT] -= 1
-    if GP[g, G_WAIT] != 0:
+    expected = 1  # its own and each child's in the reduction tree
+    for c in range(g0, OP[op, O_GRPEND]):
+        if GP[c, G_PARENT] == node:
+            expected += 1
+    if not reduction_complete(expected - GP[g, G_WAIT], expected):
         return
     parent = GP[g, G_PARENT]
-    if parent < 0:
+    mop, where = reduction_next(parent < 0, COLL_REDUCE)  # the board protocol's rule
+    if where == RED_HERE:
         push(s, W_OP_DLV, op, node, 0)  # the root has the result
+    elif where == RED_PARENT:
+        send(s, node, bit(parent), OP[op, O_BYTES], mop, 0, CB_RED, op, 0, 0, parent)
     else:
-        send(s, node, bit(parent), OP[op, O_BYTES], OP_PARTIAL_STATE, 0, CB_RED, op, 0, 0, parent)
+        raise ValueError("compiled replay: a reduction result for the whole group (all_reduce) is not modelled")
 
 
 @njit(cache=True, inline="always")

@@ -1,0 +1,135 @@
+"""The compiled replay loop, the emulator's Python path and ``emu hw serve`` run one NIC protocol.
+
+The compiled loop (emu.replay.core_dir, core_nic) references the very numba dispatchers
+emu.nic.directory / emu.nic.protocol export, and ``Directory`` / ``BoardProtocol`` (which
+serve and the Python Cluster drive) call those same objects; on a table of cases the rules
+decide as the paper's directory (VALID -> DRAINING -> INVALID) and reduction trees do; and
+the forwarding rows the compiled loop's kernel reads are the rows ``protocol.tree_rows`` /
+``unicast_rows`` build.
+"""
+
+import numpy as np
+import pytest
+from numba.core.registry import CPUDispatcher as Dispatcher
+
+import emu
+from emu.codec import Collective, Op
+from emu.nic import directory as D
+from emu.nic import protocol as P
+from emu.replay import core_dir, core_nic
+from emu.replay import core_layout as L
+from emu.replay.core_tables import Tables
+from emu.replay.run import Options, Replay
+from emu.topology import multicast_tree
+
+I, V, DR = int(D.State.INVALID), int(D.State.VALID), int(D.State.DRAINING)
+RE, DRAIN, INV = int(Op.kv_replica), int(Op.drain), int(Op.invalidate)
+
+# (state before, op) -> (state after, legal): written from the directory's rules, not from the code
+TRANSITIONS = {
+    (I, RE): (V, True), (V, RE): (V, True), (DR, RE): (DR, True),     # a second copy changes nothing
+    (I, DRAIN): (I, False), (V, DRAIN): (DR, True), (DR, DRAIN): (DR, True),
+    (I, INV): (I, False), (V, INV): (I, True), (DR, INV): (I, True),
+    (V, int(Op.partial_state)): (V, False),                           # not a directory op
+}
+
+
+def test_the_compiled_loop_references_the_protocols_own_dispatchers():
+    assert core_dir.replica_transition is D.replica_transition is P.replica_transition
+    assert core_nic.reduction_complete is P.reduction_complete
+    assert core_nic.reduction_next is P.reduction_next
+    assert (core_nic.OP_KV_REPLICA, core_nic.OP_DRAIN, core_nic.OP_INVALIDATE) == (RE, DRAIN, INV)
+    for f in (D.replica_transition, P.reduction_complete, P.reduction_next):
+        assert isinstance(f, Dispatcher), f"{f} is not compiled: the loop could not call it"
+
+
+@pytest.mark.parametrize("case", sorted(TRANSITIONS))
+def test_replica_transition_decides_as_the_directory_rules_compiled_and_in_python(case):
+    state, op = case
+    assert D.replica_transition(state, op) == TRANSITIONS[case]
+    assert D.replica_transition.py_func(state, op) == TRANSITIONS[case]
+
+
+class _Recorder:
+    """Wraps a dispatcher and records its calls (to show who calls it)."""
+
+    def __init__(self, f):
+        self.f, self.calls = f, []
+
+    def __call__(self, *a):
+        self.calls.append(a)
+        return self.f(*a)
+
+
+@pytest.mark.parametrize("case", sorted(k for k in TRANSITIONS if k[1] in (RE, DRAIN, INV)))
+def test_directory_and_board_protocol_follow_replica_transition(case, monkeypatch):
+    """BoardProtocol.delivered (serve's and the Python path's) goes through the one function and
+    ends in the state the table gives, with an error exactly when the change is illegal."""
+    state, op = case
+    rec = _Recorder(D.replica_transition)
+    monkeypatch.setattr(D, "replica_transition", rec)
+    d = D.Directory(nodes=2)
+    if state != I:
+        d.add_replica(1, 7, 100, 0)
+        if state == DR:
+            d.drain(1, 7, 0)
+    rec.calls.clear()
+    p = P.BoardProtocol(1, 2, directory=d)
+    (kind, kv, new, err), = p.delivered(op, 7, 100, 5)
+    want, ok = TRANSITIONS[case]
+    assert (kind, kv, int(new)) == (P.DIRECTORY, 7, want)
+    assert (err is None) == ok
+    assert rec.calls == [(state, op)]
+    assert d.memory[1].replica == (100 if want != I else 0)
+
+
+@pytest.mark.parametrize("got,expected,done", [(0, 1, False), (1, 1, True), (1, 3, False), (2, 3, False),
+                                                (3, 3, True)])
+def test_reduction_complete_is_own_plus_childrens(got, expected, done, monkeypatch):
+    assert P.reduction_complete(got, expected) is done
+    rec = _Recorder(P.reduction_complete)
+    monkeypatch.setattr(P, "reduction_complete", rec)
+    p = P.BoardProtocol(1, 4)
+    members = [1, 2, 3][:expected]
+    acts = [p.contribute("k", m, None, 8, expected=members, combine=None) for m in members[:got]]
+    assert len(rec.calls) == got
+    assert (bool(acts) and acts[-1][0][0] == P.REDUCED) is done
+
+
+@pytest.mark.parametrize("node,root,parent,coll,want,where", [
+    (1, 0, 0, Collective.reduce, (Op.partial_state, (0,)), P.RED_PARENT),
+    (3, 0, 1, Collective.all_reduce, (Op.partial_state, (1,)), P.RED_PARENT),
+    (0, 0, None, Collective.all_reduce, (Op.reduce_result, (1, 2, 3)), P.RED_GROUP),
+    (0, 0, None, Collective.reduce, (None, ()), P.RED_HERE),
+])
+def test_reduction_next_is_where_the_result_goes(node, root, parent, coll, want, where, monkeypatch):
+    op, w = P.reduction_next(node == root, int(coll))
+    assert w == where and (op == -1 if want[0] is None else op == int(want[0]))
+    rec = _Recorder(P.reduction_next)
+    monkeypatch.setattr(P, "reduction_next", rec)
+    assert P.reduction_result(node, root, parent, coll, range(4)) == want
+    assert rec.calls == [(node == root, int(coll))]
+
+
+@pytest.mark.parametrize("scheme,topology", [("mars", "ring"), ("pd", "torus:2x4"), ("ring", "star:8")])
+def test_the_compiled_loops_forwarding_rows_are_tree_rows_and_unicast_rows(scheme, topology):
+    """Every route a send of the compiled loop takes reads rows equal to the protocol's."""
+    trace = emu.trace(scheme, seq=2048, nodes=8, chunk=256, decode_tokens=2)
+    rp = Replay(trace, Options(engine="compiled", topology=topology))
+    tables = Tables(rp)
+    net, N, Vn = rp.net, rp.nodes, rp.net.nodes
+    FW = tables.state.table("FW")  # the table the compiled loop reads
+    assert np.array_equal(FW[: N * Vn], P.unicast_rows(rp.routes.next_hop, Vn, N, net.max_out, net._out_link))
+    PT, OP = tables.state.table("PT"), tables.OP
+    checked = set()
+    for part in np.flatnonzero(PT[:, L.P_ROUTE] >= 0).tolist():
+        route, src = int(PT[part, L.P_ROUTE]), int(PT[part, L.P_NODE])
+        dmask = int(OP[PT[part, L.P_OP], L.O_DMASK]) & ~(1 << src)
+        members = [d for d in range(N) if (dmask >> d) & 1]
+        if (route, src) in checked or len(members) < 2:
+            continue
+        checked.add((route, src))
+        rows = P.tree_rows(multicast_tree(rp.G, rp.routes, src, members), members, Vn, net.max_out, net._out_link)
+        assert np.array_equal(FW[route * Vn : (route + 1) * Vn], rows)
+    if scheme == "mars":
+        assert checked, "the MARS trace multicasts its replicas"
