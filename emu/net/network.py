@@ -25,6 +25,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..sim import Simulator
+from ..topology.forwarding import tree_rows, unicast_rows
 from . import kernel as K
 
 # Default transit queue when the topology gives none: what a 1 GbE MAC on the KR260
@@ -265,14 +266,7 @@ class Network:
         V, N = self.nodes, self.boards
         if next_hop.shape[0] < V or next_hop.shape[1] < N:
             raise ConfigError(f"next_hop table is {next_hop.shape}, need at least ({V}, {N})")
-        rows = np.full((N * V, self.max_out + 1), -1, np.int32)
-        rows[:, 0] = 0
-        for d in range(N):
-            rows[d * V + d, 0] = 1
-            for v in range(V):
-                h = next_hop[v, d]
-                if v != d and h >= 0:
-                    rows[d * V + v, 1] = self._out_link(v, int(h))
+        rows = unicast_rows(next_hop, V, N, self.max_out, self._out_link)
         self._hops = {}
         if self.FW.shape[0] >= N * V:
             self.FW[: N * V] = rows
@@ -282,14 +276,7 @@ class Network:
         self.next_hop = next_hop
 
     def _tree_rows(self, tree: dict[int, Iterable[int]], members: Iterable[int]) -> np.ndarray:
-        rows = np.full((self.nodes, self.max_out + 1), -1, np.int32)
-        rows[:, 0] = 0
-        for m in members:
-            rows[m, 0] = 1
-        for u, children in tree.items():
-            for k, c in enumerate(sorted(children)):
-                rows[u, 1 + k] = self._out_link(u, c)
-        return rows
+        return tree_rows(tree, members, self.nodes, self.max_out, self._out_link)
 
     def add_tree(self, tree: dict[int, Iterable[int]], members: Iterable[int]) -> int:
         """Install a multicast tree (node -> children) delivering at ``members``; return its route id."""

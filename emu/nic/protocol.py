@@ -51,6 +51,7 @@ from numba import njit
 
 from ..codec import Collective, Op
 from .directory import State, replica_transition  # noqa: F401  (the directory's rule, re-exported)
+from ..topology.forwarding import tree_rows, unicast_rows  # noqa: F401  (the forwarding rule, re-exported)
 from .rto import RTO, rto_backoff, rto_sample, rto_table
 
 # ---- parameters -------------------------------------------------------------------------------
@@ -200,34 +201,6 @@ def nack_frags(payload, nfrags: int) -> np.ndarray:
 
 
 # ---- forwarding -----------------------------------------------------------------------------
-
-
-def tree_rows(tree: dict, members, nodes: int, max_out: int, out_link) -> np.ndarray:
-    """Forwarding rows of a multicast tree (node -> children, ``emu.topology.multicast_tree``):
-    row v = [v is a member, egress link to each child in ascending child order, -1 ...].
-    ``out_link(u, v)`` is the link id of u -> v. These are the rows the network kernel's
-    FW table holds for the tree (``tests/test_nic_protocol.py`` checks it)."""
-    rows = np.full((nodes, max_out + 1), -1, np.int32)
-    rows[:, 0] = 0
-    for m in members:
-        rows[m, 0] = 1
-    for u, children in tree.items():
-        for k, c in enumerate(sorted(children)):
-            rows[u, 1 + k] = out_link(u, c)
-    return rows
-
-
-def unicast_rows(next_hop: np.ndarray, nodes: int, boards: int, max_out: int, out_link) -> np.ndarray:
-    """Forwarding rows of the unicast routes: row d * nodes + v = [v == d, link v -> next hop]."""
-    rows = np.full((boards * nodes, max_out + 1), -1, np.int32)
-    rows[:, 0] = 0
-    for d in range(boards):
-        rows[d * nodes + d, 0] = 1
-        for v in range(nodes):
-            h = next_hop[v, d]
-            if v != d and h >= 0:
-                rows[d * nodes + v, 1] = out_link(v, int(h))
-    return rows
 
 
 def forward(row, ttl: int):
