@@ -22,7 +22,7 @@ import pandas as pd
 
 from .. import __version__
 from ..outputs import OutputFolder
-from ..net import kernel as K
+from ..net.kernel import LINKS
 from ..topology import to_json
 from ..workload.enums import Kind
 from ..workload.enums import Stage as TStage
@@ -132,7 +132,7 @@ def nodes_frame(rp) -> pd.DataFrame:
 
 
 def links_frame(rp) -> pd.DataFrame:
-    return rp.linkstats.frame(rp.net.links, rp.net.LK[:, K.L_RATE], max(rp.sim.now, 1))
+    return rp.linkstats.frame(rp.net.links, rp.net.LK[:, LINKS.col("rate")], max(rp.sim.now, 1))
 
 
 def deliveries_frame(rp) -> pd.DataFrame:
