@@ -903,6 +903,30 @@ def _forward(SC, LK, LD, FP, FREE, HP, NS, SP, FW, row, n, only, e, t):
 
 
 @_entry
+def open_message(MS, MD, mid, src, nfrags, flen, llen, flags, dptr, nd, bits_at):
+    """Row ``mid`` of MS for a message whose destinations are MD rows dptr..dptr+nd-1
+    (D_NODE filled by the caller); returns the BITS bytes its received bitmaps take.
+
+    A destination keeps a received bitmap (the NIC's reassembly state) wherever a
+    duplicate can arrive: resends (tracked messages) and re-routed multicasts. It is
+    discarded and counted, never delivered. (A re-homed unicast stream moves its
+    unsent fragments without repeating any, so untracked unicast needs none.)"""
+    MS[mid, M_SRC] = src
+    MS[mid, M_NFRAGS] = nfrags
+    MS[mid, M_FLEN] = flen
+    MS[mid, M_LLEN] = llen
+    MS[mid, M_FLAGS] = flags
+    MS[mid, M_DPTR] = dptr
+    MS[mid, M_DEND] = dptr + nd
+    MS[mid, M_LIVE] = 0
+    nb = (nfrags + 7) // 8 if (flags & MF_TRACK or nd > 1) else 0
+    for j in range(nd):
+        MD[dptr + j, D_GOT] = 0
+        MD[dptr + j, D_BITS] = bits_at + j * nb if nb else -1
+    return nd * nb
+
+
+@_entry
 def add_stream(SC, LK, HP, MS, SP, SFREE, link, msg, route, pos, end, lst, ready):
     """Queue a stream on port ``link``'s local queue; returns its row."""
     n = SC[SC_SFREE] - 1

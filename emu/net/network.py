@@ -450,23 +450,12 @@ class Network:
         if self._nmd + nd > self.MD.shape[0]:
             self.MD = _grow(self.MD, self._nmd + nd, 0)
         flags = (K.MF_FRAME_UPCALL if frame_upcalls else 0) | (K.MF_TRACK if track else 0)
-        # Whole-row assignments: one numpy call per row instead of one per field.
-        self.MS[mid] = (src, nfrags, frame_len, last_len, flags, self._nmd, self._nmd + nd, 0)
-        md = self.MD[self._nmd : self._nmd + nd]
-        md[:, K.D_NODE] = dsts
-        md[:, K.D_GOT] = 0
-        # A destination keeps a received bitmap (the NIC's reassembly state) wherever a
-        # duplicate can arrive: resends (tracked messages) and re-routed multicasts. It is
-        # discarded and counted, never delivered. (A re-homed unicast stream moves its
-        # unsent fragments without repeating any, so untracked unicast needs none.)
-        if track or nd > 1:
-            nbytes = (nfrags + 7) // 8
-            if self._nbits + nd * nbytes > self.BITS.shape[0]:
-                self.BITS = _grow(self.BITS, self._nbits + nd * nbytes, 0)
-            md[:, K.D_BITS] = np.arange(self._nbits, self._nbits + nd * nbytes, nbytes)
-            self._nbits += nd * nbytes
-        else:
-            md[:, K.D_BITS] = -1
+        room = self._nbits + nd * ((nfrags + 7) // 8)  # the most its bitmaps can take
+        if room > self.BITS.shape[0]:
+            self.BITS = _grow(self.BITS, room, 0)
+        self.MD[self._nmd : self._nmd + nd, K.D_NODE] = dsts
+        self._nbits += K.open_message(self.MS, self.MD, mid, src, nfrags, frame_len, last_len, flags,
+                                      self._nmd, nd, self._nbits)
         self._nmd += nd
         msg = Message(mid, src, dsts, route, nfrags, frame_len, last_len, on_event, meta)
         self.messages.append(msg)

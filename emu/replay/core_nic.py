@@ -166,23 +166,8 @@ def net_send(s, src, remote, nfrags, full, last, route):
     for d in range(RS[R_NODES]):  # destinations in ascending order, as Cluster hands them over
         if (remote >> d) & 1:
             MD[nmd + nd, K.D_NODE] = d
-            MD[nmd + nd, K.D_GOT] = 0
-            MD[nmd + nd, K.D_BITS] = -1
             nd += 1
-    MS[mid, K.M_SRC] = src
-    MS[mid, K.M_NFRAGS] = nfrags
-    MS[mid, K.M_FLEN] = full
-    MS[mid, K.M_LLEN] = last
-    MS[mid, K.M_FLAGS] = 0
-    MS[mid, K.M_DPTR] = nmd
-    MS[mid, K.M_DEND] = nmd + nd
-    MS[mid, K.M_LIVE] = 0
-    if nd > 1:
-        # A multicast keeps a received bitmap per destination (duplicates after a re-route).
-        nb = (nfrags + 7) // 8
-        for j in range(nd):
-            MD[nmd + j, K.D_BITS] = RS[R_NBITS] + j * nb
-        RS[R_NBITS] += nd * nb
+    RS[R_NBITS] += K.open_message(MS, MD, mid, src, nfrags, full, last, 0, nmd, nd, RS[R_NBITS])
     RS[R_NMD] = nmd + nd
     row = route * RS[R_V] + src
     now = RS[R_NOW]
