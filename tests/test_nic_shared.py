@@ -133,3 +133,62 @@ def test_the_compiled_loops_forwarding_rows_are_tree_rows_and_unicast_rows(schem
         assert np.array_equal(FW[route * Vn : (route + 1) * Vn], rows)
     if scheme == "mars":
         assert checked, "the MARS trace multicasts its replicas"
+
+
+# ---- reliable delivery ------------------------------------------------------------------------
+
+SENDER = ("arm", "ack", "timeout", "nack_accepted", "left_wire", "resend_left", "resend_started",
+          "nack_bitmap", "nack_named")
+
+
+def test_the_compiled_loops_reliable_delivery_calls_the_protocols_dispatchers():
+    """core_reliable decides with the very functions BoardProtocol calls (acks, timers,
+    back-off, retries, nack acceptance, the nack bitmap), not copies of them."""
+    from emu.nic import rto
+    from emu.replay import core_reliable
+
+    for name in SENDER:
+        f = getattr(P, name)
+        assert getattr(core_reliable, name) is f, name
+        assert isinstance(f, Dispatcher), f"{name} is not compiled: the loop could not call it"
+    for f in (rto.rto_sample, rto.rto_backoff):
+        assert isinstance(f, Dispatcher)
+
+
+def test_board_protocol_goes_through_the_same_sender_functions(monkeypatch):
+    """BoardProtocol's events (which the Python Cluster and serve drive) call left_wire,
+    resend_started, resend_left, timeout and nack_named: one code for all three drivers."""
+    recs = {n: _Recorder(getattr(P, n)) for n in ("left_wire", "resend_left", "resend_started", "timeout",
+                                                    "nack_named", "ack", "arm")}
+    for n, r in recs.items():
+        monkeypatch.setattr(P, n, r)
+    p = P.BoardProtocol(0, 4)
+    s = p.track(7, 100, 20, [1, 2])
+    (_, _, due), = p.left(s, 1000)
+    assert due == 1000 + P.ProtocolConfig.rto_initial_ps and recs["left_wire"].calls
+    assert p.ack_arrived(s, 1, 5000) == [] and recs["ack"].calls
+    acts = p.timer_due(s, due)
+    assert [a[0] for a in acts] == [P.PROBE, P.ARM] and acts[0][2] == 2 and recs["timeout"].calls
+    nack = P.nack_payload(20, [3, 17])
+    (kind, _, node, frags), (_, _, stop) = p.nack_arrived(s, 2, nack, due + 10)
+    assert (kind, node, frags.tolist(), stop) == (P.RESEND, 2, [3, 17], -1)
+    assert recs["resend_started"].calls and recs["nack_named"].calls
+    (_, _, again), = p.resend_left(s, due + 50)
+    assert again > due + 50 and recs["resend_left"].calls
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_the_compiled_nack_bitmap_is_the_wire_payload(seed):
+    """nack_bitmap (what the compiled loop's receivers write from the kernel's received bitmap)
+    is byte for byte nack_payload of the missing fragments; nack_named reads back exactly them."""
+    rng = np.random.default_rng(seed)
+    nfrags = int(rng.integers(1, 200))
+    got = rng.random(nfrags) < 0.7
+    recv = np.packbits(np.r_[got, np.zeros(-nfrags % 8, bool)].astype(np.uint8), bitorder="little")
+    out = np.zeros(len(recv) + 3, np.uint8)
+    n = P.nack_bitmap(recv, 0, nfrags, out, 2)
+    missing = np.flatnonzero(~got)
+    assert bytes(out[2 : 2 + n]) == P.nack_payload(nfrags, missing)
+    frags = np.zeros(nfrags, np.int64)
+    k = P.nack_named(out, 2, n, nfrags, frags, 0)
+    assert frags[:k].tolist() == missing.tolist() == P.nack_frags(P.nack_payload(nfrags, missing), nfrags).tolist()

@@ -80,15 +80,15 @@ def test_randomized_scenarios_replay_identically(seed):
         assert_same(run(trace, "python", **kw), run(trace, "compiled", **kw))
 
 
-def test_auto_picks_compiled_for_lossless_timing_runs_only(traces):
+def test_auto_picks_compiled_for_timing_runs_without_a_timeline(traces):
     t = traces["ring"]
     assert Replay(t, Options()).engine == "compiled"
-    assert Replay(t, Options(loss=0.01)).engine == "python"
+    assert Replay(t, Options(loss=0.01)).engine == "compiled"
+    assert Replay(t, Options(reliable=True)).engine == "compiled"
     assert Replay(t, Options(scenario=("link 0-1 down at 1ms",))).engine == "python"
     assert Replay(t, Options(functional=True)).engine == "python"
-    assert Replay(t, Options(reliable=True)).engine == "python"
-    with pytest.raises(ConfigError, match="frame loss"):
-        Replay(t, Options(engine="compiled", loss=0.01))
+    with pytest.raises(ConfigError, match="timeline scenario"):
+        Replay(t, Options(engine="compiled", scenario=("link 0-1 down at 1ms",)))
     with pytest.raises(ConfigError, match="engine 'fast'"):
         Replay(t, Options(engine="fast"))
 
@@ -106,8 +106,8 @@ def test_cli_engine_option_and_summary_field(tmp_path, capsys):
         assert out[engine].pop("engine") == engine
         out[engine].pop("wall_s")
     assert out["python"] == out["compiled"]
-    assert main(["replay", str(path), "--no-results", "--engine", "compiled", "--loss", "0.1"]) == 2
-    assert "frame loss" in capsys.readouterr().err
+    assert main(["replay", str(path), "--no-results", "--engine", "compiled", "--fail", "link 0-1 down at 1ms"]) == 2
+    assert "timeline scenario" in capsys.readouterr().err
     assert main(["replay", str(path), "--no-results", "--engine", "compiled", "--capture", "/tmp/x.pcap"]) == 2
     assert "--capture" in capsys.readouterr().err
 
@@ -182,3 +182,87 @@ def test_a_capture_attached_to_a_replay_runs_it_on_the_python_path(traces, tmp_p
     Capture(tmp_path / "d.pcap").attach(rp)
     with pytest.raises(ConfigError, match="capture"):
         rp.run()
+
+
+# ---- reliable delivery (emu.replay.core_reliable) --------------------------------------------
+
+def _exercised(rp):
+    """The run went through every part of reliable delivery: probes, nacks, resends."""
+    c = rp.cluster
+    return (c.retransmitted_frames > 0 and c.control_frames_by_op["probe"] > 0
+            and c.control_frames_by_op["nack"] > 0 and rp.net.duplicates >= 0)
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_every_scheme_with_frame_loss_replays_identically(traces, scheme):
+    """Loss on every link: acks, probes, nacks, resends, RTO back-off, all as the Python path."""
+    kw = {"loss": 0.02, "seed": 5}
+    a, b = run(traces[scheme], "python", **kw), run(traces[scheme], "compiled", **kw)
+    assert b.engine == "compiled" and _exercised(b) and b.incomplete() == []
+    assert_same(a, b)
+
+
+@pytest.mark.parametrize("scheme", ["mars", "pd", "ulysses"])
+def test_reliable_delivery_without_loss_replays_identically(traces, scheme):
+    """Acks and RTT samples only: the same acks, the same timers (spurious probes included)."""
+    a, b = run(traces[scheme], "python", reliable=True), run(traces[scheme], "compiled", reliable=True)
+    c = summarize(b)["control_frames_by_op"]
+    assert c["ack"] > 0 and c["nack"] == 0 and summarize(b)["retransmitted_frames"] == 0
+    assert_same(a, b)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_randomized_lossy_scenarios_replay_identically(seed):
+    """Random schemes, topologies, packetizers, arbiters, seeds and loss rates; on some links
+    Gilbert-Elliott bursts or corruption instead of Bernoulli loss."""
+    from emu.net import Loss
+
+    rng = np.random.default_rng(100 + seed)
+    for i in rng.permutation(len(CASES))[:2]:
+        scheme, nodes, chunk, topo, ov = CASES[i]
+        trace = emu.trace(scheme, seq=int(rng.choice([512, 1024])), nodes=nodes, chunk=chunk,
+                          decode_tokens=int(rng.integers(0, 3)))
+        kw = {"topology": topo, "overrides": ov, "seed": int(rng.integers(0, 1000)),
+              "loss": float(rng.choice([1e-3, 5e-3, 0.02, 0.05]))}
+        special = {}
+        nl = len(Replay(trace, Options(engine="python", **kw)).net.links)
+        for link in rng.choice(nl, size=min(3, nl), replace=False).tolist():
+            special[link] = (Loss(p=0.05, r=0.3, loss_good=0.0, loss_bad=0.5) if rng.random() < 0.5
+                             else Loss(p=kw["loss"], corrupt=0.02))
+
+        def go(engine):
+            rp = Replay(trace, Options(engine=engine, **kw))
+            for link, loss in special.items():
+                rp.net.set_loss(link, loss)
+            return rp.run()
+
+        a, b = go("python"), go("compiled")
+        assert b.engine == "compiled" and b.cluster.retransmitted_frames > 0
+        assert_same(a, b)
+
+
+def test_loss_without_reliable_delivery_leaves_the_same_sends_incomplete(traces):
+    """--reliable off with loss: lost frames are never resent; both name the same sends."""
+    a = run(traces["mars"], "python", loss=0.01, reliable=False)
+    b = run(traces["mars"], "compiled", loss=0.01, reliable=False)
+    assert b.engine == "compiled" and b.cluster.incomplete() and "frames lost" in b.cluster.incomplete()[0]
+    assert summarize(b)["control_frames_by_op"]["ack"] == 0
+    assert_same(a, b)
+
+
+def test_retries_used_up_fail_the_same_sends(traces):
+    """A board that hears nothing after max_retries timeouts gives up: the same sends fail,
+    with the same silent boards and retry counts."""
+    from dataclasses import replace
+
+    def failing(engine):
+        rp = Replay(traces["ring"], Options(engine=engine, loss=0.3, seed=1))
+        rp.cluster.config = replace(rp.cluster.config, max_retries=1)
+        for p in rp.cluster.proto:
+            p.cfg = replace(p.cfg, max_retries=1)
+        return rp.run()
+
+    a, b = failing("python"), failing("compiled")
+    assert b.engine == "compiled"
+    assert any("no acknowledgement from" in x for x in b.cluster.incomplete())
+    assert_same(a, b)

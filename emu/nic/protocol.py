@@ -177,7 +177,64 @@ def nack_accepted(OUT, OD, s, node):
     return False
 
 
+@njit(cache=True)
+def left_wire(OUT, OD, RT, s, now, max_retries):
+    """Message ``s``'s last fragment left the wire at ``now``: its timer starts, and the RTT
+    clock (``ack``'s sample) from the same instant. Returns the due time (``arm``)."""
+    OUT[s, O_LEFT_AT] = now
+    return arm(OUT, OD, RT, s, now, max_retries)
+
+
+@njit(cache=True)
+def resend_left(OUT, OD, RT, s, now, max_retries):
+    """The fragments a nack named have left the wire: the timer starts again from ``now``."""
+    OUT[s, O_RESENDING] = 0
+    return arm(OUT, OD, RT, s, now, max_retries)
+
+
+@njit(cache=True)
+def resend_started(OUT, OD, RT, s, now, routed, max_retries):
+    """An accepted nack's fragments are being resent. The timer stops while they leave
+    (``resend_left`` restarts it); with no route (``routed`` False) nothing leaves, so it
+    restarts now unless an earlier resend is still leaving. Returns the due time (-1: stopped)."""
+    OUT[s, O_DUE] = -1
+    if routed:
+        OUT[s, O_RESENDING] = 1
+        return -1
+    if OUT[s, O_RESENDING] == 0:
+        return arm(OUT, OD, RT, s, now, max_retries)
+    return -1
+
+
 # ---- nack bitmaps -----------------------------------------------------------------------------
+
+
+@njit(cache=True)
+def nack_bitmap(recv, r0, nfrags, out, o0):
+    """A nack's payload from a receiver's received bitmap ``recv[r0:]`` (bit i set: fragment i
+    is here) into ``out[o0:]``: bit i set where fragment i is missing, the padding bits clear,
+    ceil(nfrags / 8) bytes (returned). Compiled: the compiled replay's receivers answer with it."""
+    nb = (nfrags + 7) // 8
+    for j in range(nb):
+        byte = ~recv[r0 + j] & 0xFF
+        if j == nb - 1 and nfrags % 8:
+            byte &= (1 << (nfrags % 8)) - 1
+        out[o0 + j] = byte
+    return nb
+
+
+@njit(cache=True)
+def nack_named(payload, p0, nbytes, nfrags, out, o0):
+    """The fragments a nack of ``nbytes`` bytes at ``payload[p0:]`` names, ascending, into
+    ``out[o0:]``: its set bits below ``nfrags``. Returns how many. (``nack_frags`` is this
+    with an empty payload naming every fragment.)"""
+    n = 0
+    for i in range(min(nfrags, 8 * nbytes)):
+        if (payload[p0 + (i >> 3)] >> (i & 7)) & 1:
+            out[o0 + n] = i
+            n += 1
+    return n
+
 
 
 def nack_payload(frag_cnt: int, missing) -> bytes:
@@ -196,8 +253,9 @@ def nack_frags(payload, nfrags: int) -> np.ndarray:
     empty payload: all of them)."""
     if len(payload) == 0:
         return np.arange(nfrags, dtype=np.int64)
-    bits = np.unpackbits(np.frombuffer(bytes(payload), np.uint8), bitorder="little")[:nfrags]
-    return np.flatnonzero(bits).astype(np.int64)
+    raw = np.frombuffer(bytes(payload), np.uint8)
+    out = np.empty(min(nfrags, 8 * raw.size), np.int64)
+    return out[: nack_named(raw, 0, raw.size, nfrags, out, 0)]
 
 
 # ---- forwarding -----------------------------------------------------------------------------
@@ -346,13 +404,11 @@ class BoardProtocol:
 
     def left(self, s: int, now: int) -> list:
         """The message's last fragment has left the wire: its timer starts (the RTT clock too)."""
-        self.OUT[s, O_LEFT_AT] = now
-        return [self._arm(s, now)]
+        return [(ARM, s, int(left_wire(self.OUT, self.OD, self.RT, s, now, self.cfg.max_retries)))]
 
     def resend_left(self, s: int, now: int) -> list:
         """Resent fragments have left the wire: the timer starts again from now."""
-        self.OUT[s, O_RESENDING] = 0
-        return [self._arm(s, now)]
+        return [(ARM, s, int(resend_left(self.OUT, self.OD, self.RT, s, now, self.cfg.max_retries)))]
 
     def ack_arrived(self, s: int, node: int, now: int) -> list:
         c = self.cfg
@@ -368,13 +424,8 @@ class BoardProtocol:
         frags = nack_frags(payload, int(self.OUT[s, O_NFRAGS]))
         if not frags.size:
             return []
-        out = [(RESEND, s, node, frags), (ARM, s, -1)]
-        self.OUT[s, O_DUE] = -1
-        if routed:
-            self.OUT[s, O_RESENDING] = 1
-        elif not self.OUT[s, O_RESENDING]:
-            out[-1] = self._arm(s, now)
-        return out
+        due = resend_started(self.OUT, self.OD, self.RT, s, now, bool(routed), self.cfg.max_retries)
+        return [(RESEND, s, node, frags), (ARM, s, int(due))]
 
     def timer_due(self, s: int, now: int) -> list:
         """The timer of message ``s`` expired at ``now`` (the driver only calls it for the

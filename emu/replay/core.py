@@ -27,7 +27,7 @@ from ..workload.enums import Kind, Residency
 from .core_compute import ready_push, slot_of, try_compute
 from .core_dir import add_owner, add_transient, free_transient, owner_bytes
 from .core_events import at, cancelled, peek, pop, push, rearm
-from .core_layout import (CB_CTRL, CB_SEND, D_DONE, D_PROGRESS, DF_READS, E_FINISH, E_LOCAL, E_UPCALLS, E_WAKE,
+from .core_layout import (CB_CTRL, CB_SEND, D_DONE, D_PROGRESS, DF_READS, E_FINISH, E_LOCAL, E_TIMER, E_UPCALLS, E_WAKE,
                           N_BUSY, N_STALL, O_BLK, O_BLKEND, O_BYTES, O_CHUNK, O_COMM, O_DEP, O_DEPEND, O_DMASK,
                           O_DONE, O_DONEEND, O_DST, O_DSTEND, O_END, O_GRP, O_KIND, O_KV, O_LAYER, O_MSGOP,
                           O_NDLV, O_NODE, O_PART, O_PEND, O_RES, O_SRC, O_SRCEND, O_START, P_NEED, P_NODE,
@@ -36,6 +36,7 @@ from .core_layout import (CB_CTRL, CB_SEND, D_DONE, D_PROGRESS, DF_READS, E_FINI
                           S_GOT, S_READERS, S_TIME, W_A2A_STEP, W_CONSUMED, W_DELIVERED, W_OP_DLV,
                           W_PART_DLV, W_READY, W_RELEASE, W_TRY, W_UPCALLS)
 from .core_nic import a2a_step, delivered, fold, message_done, message_sent, send
+from .core_reliable import timer_due
 
 REDUCE, ALL_TO_ALL, DRAIN, INVALIDATE = int(Kind.reduce), int(Kind.all_to_all), int(Kind.drain), int(Kind.invalidate)
 QKV, DECODE_QKV = int(Kind.qkv), int(Kind.decode_qkv)
@@ -352,3 +353,5 @@ def drive(s):
         elif kind == E_LOCAL:
             delivered(s, a, b)
             work(s)
+        elif kind == E_TIMER:
+            timer_due(s, a)  # a retransmission timer (reliable delivery)

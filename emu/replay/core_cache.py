@@ -26,7 +26,7 @@ NIC_COMPILED = ("directory.py", "protocol.py", "rto.py")
 
 # The modules with compiled code or constants compiled into it (not core_tables/core_run: Python).
 COMPILED = ("core.py", "core_compute.py", "core_dir.py", "core_events.py", "core_layout.py", "core_nic.py",
-            "core_state.py")
+            "core_reliable.py", "core_state.py")
 
 
 def _sources() -> list[str]:

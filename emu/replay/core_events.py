@@ -12,7 +12,7 @@ from __future__ import annotations
 from numba import njit
 
 from ..net import kernel as K
-from .core_layout import E_WAKE, R_NOW, R_NSIM, R_NWORK, R_SEQ, R_WAKE_AT, R_WAKE_SEQ
+from .core_layout import E_TIMER, E_WAKE, X_TIMER, R_NOW, R_NSIM, R_NWORK, R_SEQ, R_WAKE_AT, R_WAKE_SEQ
 from .core_state import grown
 
 
@@ -77,8 +77,12 @@ def pop(s):
 
 @njit(cache=True)
 def cancelled(s, row):
-    """A network wake-up superseded by an earlier one (Event.cancel)."""
-    return s.SIM[row, 2] == E_WAKE and s.SIM[row, 1] != s.RS[R_WAKE_SEQ]
+    """A network wake-up superseded by an earlier one, or a retransmission timer re-armed or
+    stopped since (Event.cancel)."""
+    kind = s.SIM[row, 2]
+    if kind == E_WAKE:
+        return s.SIM[row, 1] != s.RS[R_WAKE_SEQ]
+    return kind == E_TIMER and s.MX[s.SIM[row, 3], X_TIMER] != s.SIM[row, 1] + 1
 
 
 @njit(cache=True)

@@ -97,7 +97,9 @@ T_DLV = 12        # boards delivered at, a bit each
 T_NEXT = 13       # next transfer waiting for the same packetizer
 T_ACCEPTED = 14   # when the packetizer took it (-1: still waiting)
 T_ROUTE = 15      # route of its messages to the boards other than its source
-T_NCOLS = 16
+T_FAIL = 16       # reliable delivery gave up on a message of it: the silent boards, a bit each ...
+T_FAIL_RETRIES = 17  # ... and 1 + the retries it had (0: not failed)
+T_NCOLS = 18
 
 CB_SEND = 0       # a communication op's part: the op counts its sources' payloads
 CB_CTRL = 1       # a drain or invalidate: delivered to the op at once
@@ -107,7 +109,16 @@ CB_A2A = 3        # one pair of an all-to-all: the member's next step follows
 # ---- messages (MX, beside the kernel's MS rows) -----------------------------------------
 X_TR = 0          # its transfer
 X_SENT = 1        # every stream of it has left the packetizer
-X_NCOLS = 2
+X_TIMER = 2       # reliable delivery: 1 + sequence number of its live retransmission timer (0: none)
+X_CTRL = 3        # what it is: a data message (CTRL_DATA) or a control frame of the NICs (CTRL_*)
+X_ABOUT = 4       # a control frame: the data message it is about
+X_PEER = 5        # a control frame: the receiver of that message it concerns (acker, probed, nacker)
+X_NACK = 6        # a nack: offset of its payload (the missing-fragment bitmap) in NKB
+X_NCOLS = 7
+CTRL_DATA = 0
+CTRL_ACK = 1
+CTRL_PROBE = 2
+CTRL_NACK = 3
 
 # ---- KV blocks (KB: owner per block; KR: replica per (node, block)) ---------------------
 K_OWNER = 0       # owning node (-1: none)
@@ -152,13 +163,24 @@ R_PROG_NEXT = 30
 R_CTRL_DRAIN = 31  # control frames put on the wire: drains ...
 R_CTRL_INV = 32    # ... and invalidates
 R_EVENTS = 33     # events processed
-R_NCOLS = 34
+R_RELIABLE = 34   # 1: reliable delivery (emu.replay.core_reliable; NicConfig.reliable)
+R_MAX_RETRIES = 35
+R_RTO_MIN = 36
+R_RTO_MAX = 37
+R_RETX = 38       # fragments resent (the summary's retransmitted_frames)
+R_CTRL_ACK = 39   # control frames put on the wire: acks, ...
+R_CTRL_NACK = 40  # ... nacks ...
+R_CTRL_PROBE = 41  # ... and probes
+R_NSL = 42        # SL entries used (resend fragment lists)
+R_NNKB = 43       # NKB bytes used (nack payloads)
+R_NCOLS = 44
 
 # ---- events (kinds in GT_SIM) ----------------------------------------------------------
 E_FINISH = 0      # a compute op ends (a = op, b = node)
 E_WAKE = 1        # the network's next frame event is due
 E_UPCALLS = 2     # the kernel's upcalls of a later instant are due
 E_LOCAL = 3       # a send's copy for its own source (a = transfer, b = node)
+E_TIMER = 4       # a message's retransmission timer (a = message; live while MX[a, X_TIMER] names it)
 
 # ---- work items (kinds in GT_WORK): the replay's callbacks, run depth first ---------------
 W_RELEASE = 0     # release IDX[a:b] one part at a time

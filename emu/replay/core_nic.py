@@ -34,12 +34,13 @@ from ..nic.protocol import RED_HERE, RED_PARENT, reduction_complete, reduction_n
 from .core_compute import slot_of, try_compute
 from .core_dir import add_replica, drain, invalidate
 from .core_events import at, push, rearm
+from .core_reliable import complete, control_done, message_room, sent, stream_room, track
 from .core_layout import (CB_A2A, CB_CTRL, CB_RED, CB_SEND, E_LOCAL, G_MEMBER, G_PARENT, G_WAIT, N_FIFO_B,
                           N_FIFO_E, N_QHEAD, N_QTAIL, N_STALL, O_BYTES, O_GRP, O_GRPEND, O_MSGOP, R_CHUNK,
                           R_CTRL_DRAIN, R_CTRL_INV, R_FIFO_B, R_FIFO_E, R_HDR, R_NBITS, R_NMD, R_NMSG, R_NODES, R_NOW,
                           R_NTR, R_PER, R_V, T_ACCEPTED, T_ARG, T_ARG2, T_CB, T_DLV, T_DMASK, T_KV, T_M0, T_M1,
                           T_MSGOP, T_NBYTES, T_NEXT, T_OP, T_ROUTE, T_SENT, T_SRC, W_A2A_STEP, W_OP_DLV,
-                          W_PART_DLV, X_SENT, X_TR)
+                          W_PART_DLV, X_SENT, X_TR, CTRL_DATA, R_RELIABLE, X_CTRL, X_TIMER)
 
 COLL_REDUCE = 3  # emu.codec.Collective.reduce: the trace's reductions end at their root
 
@@ -150,15 +151,22 @@ def send_part(s, tr, size, remote):
     elif TR[tr, T_MSGOP] == OP_INVALIDATE:
         RS[R_CTRL_INV] += nfrags * streams
     mid = net_send(s, src, remote, nfrags, full, last, route)
+    MX = s.MX  # reliable delivery may have grown it
     MX[mid, X_TR] = tr
     MX[mid, X_SENT] = 0
+    if RS[R_RELIABLE]:
+        MX[mid, X_TIMER] = 0
+        MX[mid, X_CTRL] = CTRL_DATA
+        track(s, mid)
 
 
 @njit(cache=True)
 def net_send(s, src, remote, nfrags, full, last, route):
-    """Network.send of an untracked message: its kernel rows and a stream per first-hop port."""
+    """Network.send: its kernel rows (tracked with reliable delivery) and a stream per first-hop port."""
     RS = s.RS
-    SC, LK, HP, MS, MD, SP, SFREE, FW = s.SC, s.LK, s.HP, s.MS, s.MD, s.SP, s.SFREE, s.FW
+    if RS[R_RELIABLE]:  # control frames take message rows the tables did not count
+        message_room(s, RS[R_NODES], RS[R_NODES] * ((nfrags + 7) // 8))
+    MS, MD, FW = s.MS, s.MD, s.FW
     mid = RS[R_NMSG]
     RS[R_NMSG] = mid + 1
     nmd = RS[R_NMD]
@@ -167,14 +175,17 @@ def net_send(s, src, remote, nfrags, full, last, route):
         if (remote >> d) & 1:
             MD[nmd + nd, K.D_NODE] = d
             nd += 1
-    RS[R_NBITS] += K.open_message(MS, MD, mid, src, nfrags, full, last, 0, nmd, nd, RS[R_NBITS])
+    flags = K.MF_TRACK if RS[R_RELIABLE] else 0
+    RS[R_NBITS] += K.open_message(MS, MD, mid, src, nfrags, full, last, flags, nmd, nd, RS[R_NBITS])
     RS[R_NMD] = nmd + nd
     row = route * RS[R_V] + src
     now = RS[R_NOW]
     for k in range(1, FW.shape[1]):
         link = FW[row, k]
         if link >= 0:
-            K.add_stream(SC, LK, HP, MS, SP, SFREE, link, mid, route, 0, nfrags, -1, now)
+            if RS[R_RELIABLE]:  # resends and control frames take streams the tables did not count
+                stream_room(s)
+            K.add_stream(s.SC, s.LK, s.HP, s.MS, s.SP, s.SFREE, link, mid, route, 0, nfrags, -1, now)
     rearm(s)
     return mid
 
@@ -186,6 +197,8 @@ def message_sent(s, mid, live):
         return
     TR, MX = s.TR, s.MX
     if MX[mid, X_SENT]:
+        if s.RS[R_RELIABLE]:
+            sent(s, mid, False)  # a resend has left (nothing for a control frame)
         return
     MX[mid, X_SENT] = 1
     tr = MX[mid, X_TR]
@@ -197,6 +210,8 @@ def message_sent(s, mid, live):
         NT[src, N_FIFO_E] -= 1
         NT[src, N_FIFO_B] -= TR[tr, T_NBYTES]
         admit(s, src)
+    if s.RS[R_RELIABLE]:
+        sent(s, mid, True)  # its retransmission timer starts
 
 
 @njit(cache=True)
@@ -210,6 +225,11 @@ def _whole(MS, MD, m, node):
 @njit(cache=True)
 def message_done(s, mid, node):
     """UP_DONE: message ``mid`` is whole at ``node``; its send is when all its messages are."""
+    if s.RS[R_RELIABLE]:
+        if s.MX[mid, X_CTRL] != CTRL_DATA:
+            control_done(s, mid)  # an ack, probe or nack
+            return
+        complete(s, mid, node)  # the receiver acks first (Cluster._delivered_part)
     TR = s.TR
     tr = s.MX[mid, X_TR]
     m0, m1 = TR[tr, T_M0], TR[tr, T_M1]

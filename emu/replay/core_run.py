@@ -63,9 +63,7 @@ def _error_text(t, code, node, kv, state) -> str:
 
 
 class ClusterView:
-    """What the NICs counted, as emu.nic.cluster.Cluster presents it (a lossless run: no resends)."""
-
-    retransmitted_frames = 0
+    """What the NICs counted, as emu.nic.cluster.Cluster presents it."""
 
     def __init__(self, tables: Tables, nics):
         RS, TR = tables.RS, tables.TR
@@ -75,7 +73,20 @@ class ClusterView:
         self.control_frames_by_op = dict.fromkeys(CONTROL_OPS, 0)
         self.control_frames_by_op["drain"] = int(RS[L.R_CTRL_DRAIN])
         self.control_frames_by_op["invalidate"] = int(RS[L.R_CTRL_INV])
+        self.control_frames_by_op["ack"] = int(RS[L.R_CTRL_ACK])
+        self.control_frames_by_op["nack"] = int(RS[L.R_CTRL_NACK])
+        self.control_frames_by_op["probe"] = int(RS[L.R_CTRL_PROBE])
+        self.retransmitted_frames = int(RS[L.R_RETX])
         self._tr = TR[: RS[L.R_NTR]]
+
+    def _failed(self, i: int) -> str | None:
+        """Cluster's Transfer.failed: reliable delivery gave up on (a message of) send ``i``."""
+        tr = self._tr
+        if not tr[i, L.T_FAIL_RETRIES]:
+            return None
+        silent = int(tr[i, L.T_FAIL]) & (2**64 - 1)
+        return (f"no acknowledgement from {[d for d in range(64) if (silent >> d) & 1]} after "
+                f"{int(tr[i, L.T_FAIL_RETRIES]) - 1} retries")
 
     @property
     def control_frames(self) -> int:
@@ -87,7 +98,8 @@ class ClusterView:
         for i in np.flatnonzero(tr[:, L.T_DLV] != tr[:, L.T_DMASK]).tolist():
             want, got = int(tr[i, L.T_DMASK]) & (2**64 - 1), int(tr[i, L.T_DLV]) & (2**64 - 1)
             missing = [d for d in range(64) if (want >> d) & 1 and not (got >> d) & 1]
-            why = "still waiting for the packetizer" if tr[i, L.T_ACCEPTED] < 0 else "frames lost"
+            why = self._failed(i) or ("still waiting for the packetizer" if tr[i, L.T_ACCEPTED] < 0
+                                      else "frames lost")
             out.append(f"send {i} (op {Op(int(tr[i, L.T_MSGOP])).name}, kv {int(tr[i, L.T_KV])}) from node "
                        f"{int(tr[i, L.T_SRC])} never reached {missing}: {why}")
         return out

@@ -23,7 +23,12 @@ REPLAY = ("RS", "OP", "PT", "SLOT", "NT", "RQ", "TR", "MX", "KB", "KR", "IDX", "
           "SIM",    # the event heap: time, seq, kind, a, b
           "WORK",   # the work stack: kind, a, b, c
           "HIST",   # directory history: t, node, owner, replica, transient, blocks, replicas
-          "ERR")    # directory errors: t, code, node, kv, state
+          "ERR",    # directory errors: t, code, node, kv, state
+          # reliable delivery (emu.replay.core_reliable): the protocol's sender tables
+          "OUT",    # per message: emu.nic.protocol's O_* columns
+          "OD",     # per message destination (rows as MD): node, acked
+          "RT",     # per board, per peer: emu.nic.rto's SRTT, RTTVAR, RTO
+          "NKB")    # nack payloads (missing-fragment bitmaps), bytes
 FIELDS = KERNEL + REPLAY
 
 
@@ -50,7 +55,7 @@ structref.define_proxy(State, StateType, list(FIELDS))
 def _tables(s):
     return (s.SC, s.LK, s.LF, s.LR, s.LD, s.ND, s.NS, s.DL, s.FP, s.FREE, s.HP, s.LG, s.FW, s.MS, s.MD,
             s.BITS, s.UP, s.SP, s.SL, s.SFREE, s.LB, s.RS, s.OP, s.PT, s.SLOT, s.NT, s.RQ, s.TR, s.MX, s.KB, s.KR,
-            s.IDX, s.DF, s.GP, s.SIM, s.WORK, s.HIST, s.ERR,)
+            s.IDX, s.DF, s.GP, s.SIM, s.WORK, s.HIST, s.ERR, s.OUT, s.OD, s.RT, s.NKB)
 
 
 @njit(cache=True)

@@ -17,6 +17,8 @@ import numpy as np
 from ..codec import FRAME_HEADER_LEN, max_payload
 from ..codec.fragment import MAX_FRAGS
 from ..net import kernel as K
+from ..nic.protocol import D_COLS, O_COLS
+from ..nic.rto import rto_table
 from ..topology import multicast_tree
 from ..workload.enums import COMM_KINDS, CONTROL_KINDS, Kind, MsgOp
 from . import core_layout as L
@@ -34,10 +36,8 @@ def unsupported(rp) -> str | None:
         return "functional mode"
     if o.scenario:
         return "a timeline scenario"
-    if o.loss:
-        return "frame loss"
-    if rp.cluster.config.reliable:
-        return "reliable delivery"
+    if rp.cluster.config.probe_answer_gap_ps:
+        return "a probe answer gap"
     if rp.nodes > MAX_NODES:
         return f"more than {MAX_NODES} boards"
     nh = rp.routes.next_hop[: rp.nodes, : rp.nodes]
@@ -276,6 +276,8 @@ class Tables:
         frags_of = -(-np.maximum(nbytes, 1) // per)
         multi = nd_of > 1
         n_bits = int((send_parts * nd_of * (frags_of // 8 + msgs_of))[multi].sum()) + 1
+        if cfg.reliable:  # every message is tracked: a bitmap at each destination
+            n_bits = int(((send_parts * nd_of + transfers - send_parts) * (frags_of // 8 + msgs_of)).sum()) + 1
 
         TR = np.zeros((n_tr, L.T_NCOLS), np.int64)
         MX = np.zeros((n_msg, L.X_NCOLS), np.int64)
@@ -318,12 +320,23 @@ class Tables:
         RS[L.R_LAYERS] = int(rp.model["layers"])
         RS[L.R_KVMIN] = lo
         RS[L.R_NKV] = nkv
+        RS[L.R_RELIABLE] = int(cfg.reliable)
+        RS[L.R_MAX_RETRIES] = cfg.max_retries
+        RS[L.R_RTO_MIN] = cfg.rto_min_ps
+        RS[L.R_RTO_MAX] = cfg.rto_max_ps
+        # The protocol's sender tables (emu.nic.protocol): a row per message and per message
+        # destination (rows as MS and MD), an RTO table per board.
+        rel_rows = (n_msg, n_md) if cfg.reliable else (1, 1)
+        OUT = np.zeros((rel_rows[0], O_COLS), np.int64)
+        OD = np.zeros((rel_rows[1], D_COLS), np.int64)
+        RT = np.stack([rto_table(N, cfg.rto_min_ps, cfg.rto_initial_ps, cfg.rto_max_ps) for _ in range(N)])
 
         self.state = State(
             **{name: getattr(net, name) for name in KERNEL},
             RS=RS, OP=OP, PT=PT, SLOT=SLOT, NT=NT, RQ=RQ, TR=TR, MX=MX, KB=KB, KR=KR, IDX=IDX, DF=DF, GP=GP,
             SIM=np.zeros((256, 5), np.int64), WORK=np.zeros((1024, 4), np.int64),
-            HIST=np.zeros((max(1024, n), 7), np.int64), ERR=np.zeros((16, 5), np.int64))
+            HIST=np.zeros((max(1024, n), 7), np.int64), ERR=np.zeros((16, 5), np.int64),
+            OUT=OUT, OD=OD, RT=RT, NKB=np.zeros(1024, np.uint8))
         # Python's own references, read back after the run
         self.RS, self.OP, self.SLOT, self.NT, self.TR, self.KB = RS, OP, SLOT, NT, TR, KB
         self.start_parts = np.flatnonzero(need == 0).astype(np.int64)

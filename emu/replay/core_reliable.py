@@ -1,0 +1,318 @@
+"""Reliable delivery inside the compiled replay: acks, probes, nacks, resends and timers.
+
+The compiled twin of the reliability half of ``emu.nic.cluster`` (``_send_part`` with
+``reliable``, ``_on_event``'s "sent", ``_control``, ``_act``, ``_answer_acts``, ``_acked``,
+``_timeout``, ``_probed``, ``_nacked``), changing the same state in the same order. Every
+decision is the board protocol's own compiled function, the dispatchers ``BoardProtocol``
+calls (so the Python Cluster and ``emu hw serve`` too): ``left_wire`` / ``resend_left`` /
+``resend_started`` / ``arm`` (when the timer is due), ``ack`` (Karn, RTT sample, who is still
+silent), ``timeout`` (probe, back off, or give up), ``nack_accepted`` and the nack bitmap
+(``nack_bitmap`` written by the receiver, ``nack_named`` read by the sender). What stays
+here is the driver's part, as in the Cluster: the sender tables' rows (one per kernel
+message, ``OUT``; one per message destination, ``OD``, rows as the kernel's MD; an RTO
+table per board, ``RT[board]``), the control frames as kernel messages, timers as events
+of the loop's heap, resends as kernel streams over a fragment list (SL), and the counters
+of the summary.
+
+A timer is an ``E_TIMER`` event; ``MX[m, X_TIMER]`` holds 1 + the sequence number of the
+live one, so re-arming or stopping it leaves the old event in the heap as a cancelled
+one (emu.replay.core_events.cancelled), as ``Event.cancel`` does.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from ..net import kernel as K
+from ..nic.protocol import (D_ACKED, D_NODE, O_DEND, O_DPTR, O_LEFT_AT, O_LIVE, O_MSG_ID, O_NFRAGS,
+                            O_RESENDING, O_RETRIES, O_SEQ, O_DUE, ack, arm, left_wire, nack_accepted,
+                            nack_bitmap, nack_named, resend_left, resend_started, timeout)
+from .core_events import at, rearm
+from .core_layout import (CTRL_ACK, CTRL_NACK, CTRL_PROBE, E_TIMER, R_CTRL_ACK, R_CTRL_NACK, R_CTRL_PROBE,
+                          R_HDR, R_MARGIN, R_MAX_RETRIES, R_NBITS, R_NMD, R_NMSG, R_NNKB, R_NODES, R_NOW,
+                          R_NSL, R_PER, R_RETX, R_RTO_MAX, R_RTO_MIN, R_V, T_FAIL, T_FAIL_RETRIES, X_ABOUT,
+                          X_CTRL, X_NACK, X_PEER, X_SENT, X_TIMER, X_TR)
+from .core_state import grown
+
+
+# ---- room: control frames and resends are not counted when the tables are built -----------
+
+@njit(cache=True)
+def _grown1(a, need):
+    if need <= a.shape[0]:
+        return a
+    b = np.zeros(max(need, 2 * a.shape[0]), a.dtype)
+    b[: a.shape[0]] = a
+    return b
+
+
+@njit(cache=True)
+def message_room(s, nd, nbits):
+    """Rows for one more message of at most ``nd`` destinations and ``nbits`` bitmap bytes."""
+    RS = s.RS
+    n = RS[R_NMSG] + 1
+    if n > s.MS.shape[0]:
+        s.MS = grown(s.MS, n)
+        s.MX = grown(s.MX, n)
+        s.OUT = grown(s.OUT, n)
+    m = RS[R_NMD] + nd
+    if m > s.MD.shape[0]:
+        s.MD = grown(s.MD, m)
+        s.OD = grown(s.OD, m)
+    if RS[R_NBITS] + nbits > s.BITS.shape[0]:
+        s.BITS = _grown1(s.BITS, RS[R_NBITS] + nbits)
+
+
+@njit(cache=True)
+def stream_room(s):
+    """Room for one more stream (emu.net.network.Network._add_stream grows the same way)."""
+    SC = s.SC
+    if SC[K.SC_SFREE] == 0:
+        n = s.SP.shape[0]
+        stack = np.empty(2 * n, np.int64)
+        stack[:n] = np.arange(2 * n - 1, n - 1, -1)
+        SC[K.SC_SFREE] = n
+        s.SP = grown(s.SP, 2 * n)
+        s.SFREE = stack
+    if SC[K.SC_HEAP] + s.RS[R_MARGIN] > s.HP.shape[0]:
+        s.HP = grown(s.HP, 2 * s.HP.shape[0])
+
+
+# ---- the sender -------------------------------------------------------------------------
+
+@njit(cache=True)
+def track(s, m):
+    """BoardProtocol.track: message ``m`` (just opened, ACK_REQ) waits for an ack of each destination."""
+    MS, MD, OUT, OD = s.MS, s.MD, s.OUT, s.OD
+    d0, d1 = MS[m, K.M_DPTR], MS[m, K.M_DEND]
+    for d in range(d0, d1):
+        OD[d, D_NODE] = MD[d, K.D_NODE]
+        OD[d, D_ACKED] = 0
+    OUT[m, O_MSG_ID] = m
+    OUT[m, O_SEQ] = 0
+    OUT[m, O_NFRAGS] = MS[m, K.M_NFRAGS]
+    OUT[m, O_RETRIES] = 0
+    OUT[m, O_LEFT_AT] = -1
+    OUT[m, O_DUE] = -1
+    OUT[m, O_RESENDING] = 0
+    OUT[m, O_DPTR] = d0
+    OUT[m, O_DEND] = d1
+    OUT[m, O_LIVE] = 1
+
+
+@njit(cache=True)
+def set_timer(s, m, due):
+    """The protocol's ARM: the old timer (if any) is cancelled, a new one runs if due >= 0."""
+    if due >= 0:
+        s.MX[m, X_TIMER] = at(s, due, E_TIMER, m, 0) + 1
+    else:
+        s.MX[m, X_TIMER] = 0
+
+
+@njit(cache=True)
+def sent(s, m, first):
+    """Every stream of data message ``m`` has left the wire: its first streams (``first``), or
+    a resend's. Its timer starts (Cluster._part_left / the "sent" of a resend)."""
+    OUT = s.OUT
+    if OUT[m, O_LIVE] == 0:
+        return  # every receiver acked already
+    RS = s.RS
+    rt = s.RT[s.MS[m, K.M_SRC]]
+    if first:
+        set_timer(s, m, left_wire(OUT, s.OD, rt, m, RS[R_NOW], RS[R_MAX_RETRIES]))
+    elif OUT[m, O_RESENDING]:
+        set_timer(s, m, resend_left(OUT, s.OD, rt, m, RS[R_NOW], RS[R_MAX_RETRIES]))
+
+
+@njit(cache=True)
+def timer_due(s, m):
+    """Message ``m``'s timer expired (BoardProtocol.timer_due, Cluster._act): probe each silent
+    receiver and re-arm, or give up after max_retries."""
+    RS, MS, MX, OUT, OD = s.RS, s.MS, s.MX, s.OUT, s.OD
+    MX[m, X_TIMER] = 0
+    src = MS[m, K.M_SRC]
+    rt = s.RT[src]
+    r = timeout(OUT, OD, rt, m, RS[R_MAX_RETRIES], RS[R_RTO_MAX])
+    if r == 0:
+        return
+    d0, d1 = OUT[m, O_DPTR], OUT[m, O_DEND]
+    if r < 0:
+        silent = 0
+        for d in range(d0, d1):
+            if OD[d, D_ACKED] == 0:
+                silent |= 1 << OD[d, D_NODE]
+        tr = MX[m, X_TR]
+        s.TR[tr, T_FAIL] = silent
+        s.TR[tr, T_FAIL_RETRIES] = OUT[m, O_RETRIES]  # 1 + the retries it had
+        return
+    for d in range(d0, d1):
+        if OD[d, D_ACKED] == 0:
+            control(s, src, OD[d, D_NODE], CTRL_PROBE, m, OD[d, D_NODE], 0, -1)
+    set_timer(s, m, arm(OUT, OD, rt, m, RS[R_NOW], RS[R_MAX_RETRIES]))
+
+
+@njit(cache=True)
+def acked(s, m, node):
+    """An ack of ``m`` from ``node`` reached the source (Cluster._acked)."""
+    OUT, OD, RS = s.OUT, s.OD, s.RS
+    if OUT[m, O_LIVE] == 0:
+        return  # every receiver had acked already
+    left = ack(OUT, OD, s.RT[s.MS[m, K.M_SRC]], m, node, RS[R_NOW], RS[R_RTO_MIN], RS[R_RTO_MAX])
+    if left == 0:
+        s.MX[m, X_TIMER] = 0
+    for d in range(OUT[m, O_DPTR], OUT[m, O_DEND]):
+        if OD[d, D_ACKED] == 0:
+            return
+    OUT[m, O_LIVE] = 0  # released
+
+
+@njit(cache=True)
+def nacked(s, m, node, c):
+    """Nack ``c`` of ``m`` from ``node`` reached the source: resend exactly what it names (Cluster._nacked)."""
+    RS, MS, OUT = s.RS, s.MS, s.OUT
+    if OUT[m, O_LIVE] == 0:
+        return  # an ack overtook this nack
+    src = MS[m, K.M_SRC]
+    FW = s.FW
+    row = node * RS[R_V] + src
+    routed = False
+    for k in range(1, FW.shape[1]):
+        if FW[row, k] >= 0:
+            routed = True
+    if not nack_accepted(OUT, s.OD, m, node):
+        return
+    nfr = MS[m, K.M_NFRAGS]
+    off = RS[R_NSL]
+    if off + nfr > s.SL.shape[0]:
+        s.SL = _grown1(s.SL, off + nfr)
+    n = nack_named(s.NKB, s.MX[c, X_NACK], (nfr + 7) // 8, nfr, s.SL, off)
+    if n == 0:
+        return
+    due = resend_started(OUT, s.OD, s.RT[src], m, RS[R_NOW], routed, RS[R_MAX_RETRIES])
+    RS[R_RETX] += n
+    RS[R_NSL] = off + n
+    resend(s, m, src, node, off, n)
+    set_timer(s, m, due)
+
+
+@njit(cache=True)
+def resend(s, m, src, dst, off, n):
+    """Network.resend: fragments SL[off:off+n] of ``m`` again, unicast towards ``dst``."""
+    RS, FW = s.RS, s.FW
+    row = dst * RS[R_V] + src
+    now = RS[R_NOW]
+    hops = 0
+    for k in range(1, FW.shape[1]):
+        link = FW[row, k]
+        if link >= 0:
+            hops += 1
+            stream_room(s)
+            K.add_stream(s.SC, s.LK, s.HP, s.MS, s.SP, s.SFREE, link, m, dst, 0, n, off, now)
+    if hops == 0:
+        MS, SL = s.MS, s.SL
+        nb = 0
+        for i in range(off, off + n):
+            nb += MS[m, K.M_LLEN] if SL[i] == MS[m, K.M_NFRAGS] - 1 else MS[m, K.M_FLEN]
+        source_drop(s, src, n, nb)
+    rearm(s)
+
+
+@njit(cache=True)
+def source_drop(s, src, frames, nbytes):
+    """Network._count_source_drop: frames with no way out of their source."""
+    NS, ND = s.NS, s.ND
+    NS[src, K.N_OFF_F] += frames
+    NS[src, K.N_OFF_B] += nbytes
+    ND[src, K.DROP_NOROUTE, 0] += frames
+    ND[src, K.DROP_NOROUTE, 1] += nbytes
+
+
+# ---- the receiver ---------------------------------------------------------------------------
+
+@njit(cache=True)
+def complete(s, m, node):
+    """Data message ``m`` is whole at ``node``: it asked for an ack (message_complete)."""
+    control(s, node, s.MS[m, K.M_SRC], CTRL_ACK, m, node, 0, -1)
+
+
+@njit(cache=True)
+def probed(s, m, node):
+    """A probe of ``m`` reached receiver ``node``: it answers from its bitmap as it is now
+    (BoardProtocol.probe_arrived; the emulator answers every probe)."""
+    RS, MS, MD = s.RS, s.MS, s.MD
+    d = MS[m, K.M_DPTR]
+    while MD[d, K.D_NODE] != node:
+        d += 1
+    src, nfr = MS[m, K.M_SRC], MS[m, K.M_NFRAGS]
+    if MD[d, K.D_GOT] == nfr:
+        control(s, node, src, CTRL_ACK, m, node, 0, -1)
+        return
+    nb = (nfr + 7) // 8
+    off = RS[R_NNKB]
+    if off + nb > s.NKB.shape[0]:
+        s.NKB = _grown1(s.NKB, off + nb)
+    RS[R_NNKB] = off + nack_bitmap(s.BITS, MD[d, K.D_BITS], nfr, s.NKB, off)
+    control(s, node, src, CTRL_NACK, m, node, nb, off)
+
+
+@njit(cache=True)
+def control_done(s, c):
+    """Control frame ``c`` arrived whole where it was sent."""
+    MX = s.MX
+    kind, m, peer = MX[c, X_CTRL], MX[c, X_ABOUT], MX[c, X_PEER]
+    if kind == CTRL_ACK:
+        acked(s, m, peer)
+    elif kind == CTRL_PROBE:
+        probed(s, m, peer)
+    else:
+        nacked(s, m, peer, c)
+
+
+# ---- control frames ---------------------------------------------------------------------
+
+@njit(cache=True)
+def control(s, src, dst, kind, about, peer, plen, nack):
+    """Cluster._control: an ack, probe or nack (``plen`` payload bytes) from ``src`` to ``dst``
+    about message ``about``, an untracked unicast message (Network.send)."""
+    RS = s.RS
+    per, hdr = RS[R_PER], RS[R_HDR]
+    nfrags = max(1, (plen + per - 1) // per)
+    full = hdr + min(per, plen)
+    last = hdr + plen - (nfrags - 1) * per
+    FW = s.FW
+    row = dst * RS[R_V] + src
+    hops = 0
+    for k in range(1, FW.shape[1]):
+        if FW[row, k] >= 0:
+            hops += 1
+    if kind == CTRL_ACK:
+        RS[R_CTRL_ACK] += nfrags * hops
+    elif kind == CTRL_PROBE:
+        RS[R_CTRL_PROBE] += nfrags * hops
+    else:
+        RS[R_CTRL_NACK] += nfrags * hops
+    message_room(s, 1, 0)
+    MS, MD, MX = s.MS, s.MD, s.MX
+    mid = RS[R_NMSG]
+    RS[R_NMSG] = mid + 1
+    nmd = RS[R_NMD]
+    MD[nmd, K.D_NODE] = dst
+    RS[R_NBITS] += K.open_message(MS, MD, mid, src, nfrags, full, last, 0, nmd, 1, RS[R_NBITS])
+    RS[R_NMD] = nmd + 1
+    MX[mid, X_TR] = -1
+    MX[mid, X_SENT] = 1  # its "sent" means nothing to the NIC
+    MX[mid, X_TIMER] = 0
+    MX[mid, X_CTRL] = kind
+    MX[mid, X_ABOUT] = about
+    MX[mid, X_PEER] = peer
+    MX[mid, X_NACK] = nack
+    now = RS[R_NOW]
+    for k in range(1, FW.shape[1]):
+        link = FW[row, k]
+        if link >= 0:
+            stream_room(s)
+            K.add_stream(s.SC, s.LK, s.HP, s.MS, s.SP, s.SFREE, link, mid, dst, 0, nfrags, -1, now)
+    if hops == 0:
+        source_drop(s, src, nfrags, (nfrags - 1) * full + last)
+    rearm(s)
