@@ -182,8 +182,10 @@ def test_the_replay_summary_counts_control_frames_by_op(tmp_path):
     path = tmp_path / "m.json"
     assert main(["trace", "mars", "--seq", "1024", "--nodes", "4", "--chunk", "256", "-o", str(path)]) == 0
     tr = load_trace(str(path))
-    rp = Replay(tr, Options(reliable=True)).run()
+    rp = Replay(tr, Options(reliable=True, engine="python")).run()  # its Transfer objects
     s = summarize(rp)
+    compiled = summarize(Replay(tr, Options(reliable=True)).run())
+    assert compiled["engine"] == "compiled" and compiled["control_frames_by_op"] == s["control_frames_by_op"]
     by = s["control_frames_by_op"]
     ops = tr.ops
     for kind in (Kind.drain, Kind.invalidate):
