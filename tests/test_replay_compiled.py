@@ -80,15 +80,15 @@ def test_randomized_scenarios_replay_identically(seed):
         assert_same(run(trace, "python", **kw), run(trace, "compiled", **kw))
 
 
-def test_auto_picks_compiled_for_timing_runs_without_a_timeline(traces):
+def test_auto_picks_compiled_for_every_timing_run(traces):
     t = traces["ring"]
     assert Replay(t, Options()).engine == "compiled"
     assert Replay(t, Options(loss=0.01)).engine == "compiled"
     assert Replay(t, Options(reliable=True)).engine == "compiled"
-    assert Replay(t, Options(scenario=("link 0-1 down at 1ms",))).engine == "python"
+    assert Replay(t, Options(scenario=("link 0-1 down at 1ms",))).engine == "compiled"
     assert Replay(t, Options(functional=True)).engine == "python"
-    with pytest.raises(ConfigError, match="timeline scenario"):
-        Replay(t, Options(engine="compiled", scenario=("link 0-1 down at 1ms",)))
+    with pytest.raises(ConfigError, match="functional mode"):
+        Replay(t, Options(engine="compiled", functional=True))
     with pytest.raises(ConfigError, match="engine 'fast'"):
         Replay(t, Options(engine="fast"))
 
@@ -106,8 +106,8 @@ def test_cli_engine_option_and_summary_field(tmp_path, capsys):
         assert out[engine].pop("engine") == engine
         out[engine].pop("wall_s")
     assert out["python"] == out["compiled"]
-    assert main(["replay", str(path), "--no-results", "--engine", "compiled", "--fail", "link 0-1 down at 1ms"]) == 2
-    assert "timeline scenario" in capsys.readouterr().err
+    assert main(["replay", str(path), "--no-results", "--engine", "compiled", "--functional"]) == 2
+    assert "functional mode" in capsys.readouterr().err
     assert main(["replay", str(path), "--no-results", "--engine", "compiled", "--capture", "/tmp/x.pcap"]) == 2
     assert "--capture" in capsys.readouterr().err
 
@@ -265,4 +265,80 @@ def test_retries_used_up_fail_the_same_sends(traces):
     a, b = failing("python"), failing("compiled")
     assert b.engine == "compiled"
     assert any("no acknowledgement from" in x for x in b.cluster.incomplete())
+    assert_same(a, b)
+
+
+# ---- timelines: failures, repairs, re-routes, rate and loss changes ------------------------------
+
+def _drops(rp):
+    return summarize(rp)["dropped_by_cause"]
+
+
+@pytest.mark.parametrize("scheme,nodes,topology,scenario,loss,cause", [
+    # a link of the torus fails while MARS multicasts its replicas over it: frames on the wire and
+    # in its queue are lost, the multicast trees are rebuilt and the unsent fragments re-homed
+    ("mars", 8, "torus:2x4", ("link 3-7 down at 912.3ms up at 913ms", "link 3-7 down at 970.7ms",
+                              "link 0-1 down at 0.5s up at 0.9s"), 0.0, "link_down"),
+    # a board goes down and comes back: sends to it have no route meanwhile and fail
+    ("pd", 8, "torus:2x4", ("node 3 down at 1ms up at 2ms",), 0.001, "no_route"),
+    # rate and loss changes while frames wait, on every link and on one direction
+    ("ulysses", 4, "full", ("link * loss 0.05 at 0.8s until 1.2s", "link 0-3 degrade 0.1 at 0.9s until 1.5s",
+                            "link 3>2 rate 10000000 at 2.3s"), 0.0, "loss"),
+])
+def test_failures_mid_transfer_replay_identically(scheme, nodes, topology, scenario, loss, cause):
+    trace = emu.trace(scheme, seq=1024, nodes=nodes, chunk=256, decode_tokens=1)
+    kw = {"topology": topology, "scenario": scenario, "loss": loss, "seed": 2}
+    a, b = run(trace, "python", **kw), run(trace, "compiled", **kw)
+    assert b.engine == "compiled" and _drops(b)[cause] > 0
+    assert_same(a, b)
+
+
+FAIL_CASES = [("mars", 8, "torus:2x4"), ("ring", 6, "full"), ("zigzag", 4, "mesh:2x2"), ("pd", 8, "torus:2x4"),
+              ("ulysses", 4, "full"), ("usp", 8, "torus:2x4"), ("mars", 4, "star"), ("full", 4, "full")]
+
+
+def _random_scenario(rng, rp):
+    """One to three changes at times when messages are arriving (so mostly mid-transfer)."""
+    edges = sorted((u, v) for u, v in rp.G.edges if u < v)
+    busy, end = rp.deliveries()[:, 2], int(rp.sim.now)
+    out = []
+    for _ in range(int(rng.integers(1, 4))):
+        u, v = edges[int(rng.integers(len(edges)))]
+        t0 = max(1, int(busy[int(rng.integers(len(busy)))]) - int(rng.integers(0, 20_000_000)))
+        us = lambda t: f"{t / 1e6:.3f}us"
+        kind = rng.choice(["down", "flap", "degrade", "loss", "node"])
+        if kind == "down":
+            out.append(f"link {u}-{v} down at {us(t0)}")
+        elif kind == "flap":
+            out.append(f"link {u}-{v} down at {us(t0)} up at {us(t0 + int(rng.integers(1, end // 3 + 2)))}")
+        elif kind == "degrade":
+            out.append(f"link {u}-{v} degrade {rng.choice([0.1, 0.5])} at {us(t0)} until {us(t0 + end // 4)}")
+        elif kind == "loss":
+            out.append(f"link {u}>{v} loss {rng.choice([0.05, 0.3])} at {us(t0)} until {us(t0 + end // 5)}")
+        else:
+            out.append(f"node {int(rng.integers(rp.nodes))} down at {us(t0)} up at {us(t0 + end // 6)}")
+    return tuple(out)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_randomized_timelines_replay_identically(seed):
+    """Random schemes, topologies, failures, flaps, node outages, degrades and loss windows at
+    busy times, detection delays, base loss, reliable delivery on or off: identical results,
+    or (a partition the schemes cannot route around) both engines refuse to go on."""
+    rng = np.random.default_rng(1000 + seed)
+    scheme, nodes, topo = FAIL_CASES[int(rng.integers(len(FAIL_CASES)))]
+    trace = emu.trace(scheme, seq=int(rng.choice([512, 1024])), nodes=nodes, chunk=256,
+                      decode_tokens=int(rng.integers(0, 2)))
+    healthy = run(trace, "compiled", topology=topo)
+    kw = {"topology": topo, "scenario": _random_scenario(rng, healthy), "seed": int(rng.integers(100)),
+          "loss": float(rng.choice([0, 0, 1e-3, 0.01])), "detect_ps": int(rng.choice([0, 10**6, 10**8])),
+          "reliable": None if rng.random() < 0.8 else False}
+    try:
+        a = run(trace, "python", **kw)
+    except ConfigError:
+        with pytest.raises(Exception):
+            run(trace, "compiled", **kw)
+        return
+    b = run(trace, "compiled", **kw)
+    assert b.engine == "compiled"
     assert_same(a, b)

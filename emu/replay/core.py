@@ -1,8 +1,9 @@
 """The compiled replay loop: op DAG, compute engines, NICs and the frame kernel in one numba loop.
 
 It is the Python path (emu.replay.run.Replay over emu.nic.Cluster, emu.net.Network and
-emu.sim.Simulator) for a lossless run without a timeline, step for step, so its
-results are identical (docs/engine.md, "The compiled replay loop"):
+emu.sim.Simulator) for a timing run (with loss, reliable delivery and a timeline or
+without), step for step, so its results are identical (docs/engine.md, "The compiled
+replay loop"):
 
 - events (compute ends, the network's wake-ups and upcall hand-overs, a send's local
   copy) run in (time, scheduling order), as the Simulator runs them;
@@ -14,7 +15,8 @@ results are identical (docs/engine.md, "The compiled replay loop"):
   work stack, in the order the Python calls nest.
 
 Python builds the tables (emu.replay.core_tables), calls ``drive`` and is called
-back only to flush the transmission log into the link statistics or draw the progress bar.
+back only to apply a timeline change (emu.replay.core_run), flush the transmission log
+into the link statistics or draw the progress bar.
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ from ..workload.enums import Kind, Residency
 from .core_compute import ready_push, slot_of, try_compute
 from .core_dir import add_owner, add_transient, free_transient, owner_bytes
 from .core_events import at, cancelled, peek, pop, push, rearm
-from .core_layout import (CB_CTRL, CB_SEND, D_DONE, D_PROGRESS, DF_READS, E_FINISH, E_LOCAL, E_TIMER, E_UPCALLS, E_WAKE,
+from .core_layout import (CB_CTRL, CB_SEND, D_CHANGE, D_DONE, D_PROGRESS, DF_READS, E_CHANGE, E_FINISH, E_LOCAL,
+                          E_PARTLEFT, E_TIMER, E_UPCALLS, E_WAKE, G_WAIT, R_CHG_KEY, R_CHG_T, R_IN_CHG,
                           N_BUSY, N_STALL, O_BLK, O_BLKEND, O_BYTES, O_CHUNK, O_COMM, O_DEP, O_DEPEND, O_DMASK,
                           O_DONE, O_DONEEND, O_DST, O_DSTEND, O_END, O_GRP, O_KIND, O_KV, O_LAYER, O_MSGOP,
                           O_NDLV, O_NODE, O_PART, O_PEND, O_RES, O_SRC, O_SRCEND, O_START, P_NEED, P_NODE,
@@ -35,7 +38,7 @@ from .core_layout import (CB_CTRL, CB_SEND, D_DONE, D_PROGRESS, DF_READS, E_FINI
                           R_NSIM, R_NWORK, R_PROG_NEXT, R_PROGRESS, R_UPCALL_EV, R_WAKE_SEQ, S_AT, S_ATEND,
                           S_GOT, S_READERS, S_TIME, W_A2A_STEP, W_CONSUMED, W_DELIVERED, W_OP_DLV,
                           W_PART_DLV, W_READY, W_RELEASE, W_TRY, W_UPCALLS)
-from .core_nic import a2a_step, delivered, fold, message_done, message_sent, send
+from .core_nic import a2a_step, delivered, fold, message_done, message_sent, part_left, send
 from .core_reliable import timer_due
 
 REDUCE, ALL_TO_ALL, DRAIN, INVALIDATE = int(Kind.reduce), int(Kind.all_to_all), int(Kind.drain), int(Kind.invalidate)
@@ -67,6 +70,8 @@ def start_comm(s, op, p):
         OP[op, O_START] = RS[R_NOW]
     kind = OP[op, O_KIND]
     if kind == REDUCE:
+        if s.GP[OP[op, O_GRP], G_WAIT] < 0:
+            raise ValueError("compiled replay: a reduction tree the re-route could not build")
         push(s, W_CONSUMED, op, src, 0)  # after the contribution and what it completes
         fold(s, op, src)
         return
@@ -277,16 +282,28 @@ def grow_frames(s):
 
 @njit(cache=True)
 def net_run(s):
-    """Advance the kernel to the next replay event; 0 when done, else ST_NEED_LOG (Python flushes it)."""
+    """Advance the kernel to the next replay event (or a timeline change's point); 0 when
+    done, else ST_NEED_LOG (Python flushes it)."""
+    return net_run_to(s, K.INF, K.KEY_ALL)
+
+
+@njit(cache=True)
+def net_run_to(s, stop_t, stop_key):
+    """Network._run(stop_t, stop_key): the kernel up to the earliest of that point, the next
+    replay event and the first pending timeline change."""
     RS = s.RS
     now = RS[R_NOW]
     while True:
         nxt = peek(s)
-        limit = nxt if nxt >= 0 else K.INF
+        limit, key = stop_t, stop_key
+        if nxt >= 0 and (nxt < limit or (nxt == limit and K.KEY_ALL < key)):
+            limit, key = nxt, K.KEY_ALL
+        if RS[R_CHG_T] < limit or (RS[R_CHG_T] == limit and RS[R_CHG_KEY] < key):
+            limit, key = RS[R_CHG_T], RS[R_CHG_KEY]
         status, t = K.advance_binned(s.SC, s.LK, s.LF, s.LR, s.LD, s.ND, s.NS,
                                      s.DL, s.FP, s.FREE, s.HP, s.LG, s.FW, s.MS,
                                      s.MD, s.BITS, s.UP, s.SP, s.SL, s.SFREE, s.LB,
-                                     limit, K.KEY_ALL, RS[R_MARGIN])
+                                     limit, key, RS[R_MARGIN])
         # A buffer the kernel needs before it goes on, as Network._run grows it.
         if status == K.ST_NEED_FRAMES:
             grow_frames(s)
@@ -305,7 +322,7 @@ def net_run(s):
         if status == K.ST_NEED_LOG:
             return status
         if status == K.ST_UPCALLS:
-            if t == now:
+            if t == now and RS[R_IN_CHG] == 0 and RS[R_CHG_T] != now:
                 # The application runs after the grants of its instant; what it sends
                 # now is considered in a further round of grants at now.
                 flush_upcalls(s)
@@ -323,6 +340,13 @@ def drive(s):
     """Run events until none are left (D_DONE), progress is due (D_PROGRESS) or the log is full (ST_NEED_LOG)."""
     RS = s.RS
     while True:
+        if RS[R_IN_CHG]:
+            # Network._changes_due: each change due now runs at its point of the instant
+            if RS[R_CHG_T] <= RS[R_NOW]:
+                status = net_run_to(s, RS[R_NOW], RS[R_CHG_KEY])
+                return status if status else D_CHANGE  # Python applies it and calls again
+            RS[R_IN_CHG] = 0
+            RS[R_IN_RUN] = 1
         if RS[R_IN_RUN]:
             status = net_run(s)
             if status:
@@ -348,10 +372,31 @@ def drive(s):
             RS[R_IN_RUN] = 1
         elif kind == E_UPCALLS:
             RS[R_UPCALL_EV] = 0
-            flush_upcalls(s)  # all frame events of this instant are done
+            if RS[R_CHG_T] != time:
+                flush_upcalls(s)  # all frame events of this instant are done
             RS[R_IN_RUN] = 1
         elif kind == E_LOCAL:
             delivered(s, a, b)
             work(s)
         elif kind == E_TIMER:
             timer_due(s, a)  # a retransmission timer (reliable delivery)
+        elif kind == E_CHANGE:
+            RS[R_IN_CHG] = 1
+        elif kind == E_PARTLEFT:
+            part_left(s, a)
+
+
+# ---- what Python calls while it applies a timeline change (emu.replay.core_run) ---------------
+
+@njit(cache=True)
+def schedule(s, time, kind):
+    """An event the network schedules from Python (a wake-up, a hand-over of upcalls, a
+    change): its sequence number, in the loop's order."""
+    return at(s, time, kind, 0, 0)
+
+
+@njit(cache=True)
+def set_kernel(s, SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, LG, FW, MS, MD, BITS, UP, SP, SL, SFREE, LB):
+    """The kernel tables as the Network holds them after a change (it may have replaced some)."""
+    s.SC, s.LK, s.LF, s.LR, s.LD, s.ND, s.NS, s.DL, s.FP, s.FREE, s.HP = SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP
+    s.LG, s.FW, s.MS, s.MD, s.BITS, s.UP, s.SP, s.SL, s.SFREE, s.LB = LG, FW, MS, MD, BITS, UP, SP, SL, SFREE, LB

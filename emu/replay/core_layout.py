@@ -98,7 +98,7 @@ T_NEXT = 13       # next transfer waiting for the same packetizer
 T_ACCEPTED = 14   # when the packetizer took it (-1: still waiting)
 T_ROUTE = 15      # route of its messages to the boards other than its source
 T_FAIL = 16       # reliable delivery gave up on a message of it: the silent boards, a bit each ...
-T_FAIL_RETRIES = 17  # ... and 1 + the retries it had (0: not failed)
+T_FAIL_RETRIES = 17  # ... and 1 + the retries it had (0: not failed; -1: no route, T_FAIL its boards)
 T_NCOLS = 18
 
 CB_SEND = 0       # a communication op's part: the op counts its sources' payloads
@@ -173,7 +173,10 @@ R_CTRL_NACK = 40  # ... nacks ...
 R_CTRL_PROBE = 41  # ... and probes
 R_NSL = 42        # SL entries used (resend fragment lists)
 R_NNKB = 43       # NKB bytes used (nack payloads)
-R_NCOLS = 44
+R_CHG_T = 44      # a timeline's first pending change: time (INF: none) ...
+R_CHG_KEY = 45    # ... and its point of that instant (emu.net.network.Network.schedule_change)
+R_IN_CHG = 46     # 1: applying the changes due now (Network._changes_due)
+R_NCOLS = 47
 
 # ---- events (kinds in GT_SIM) ----------------------------------------------------------
 E_FINISH = 0      # a compute op ends (a = op, b = node)
@@ -181,6 +184,8 @@ E_WAKE = 1        # the network's next frame event is due
 E_UPCALLS = 2     # the kernel's upcalls of a later instant are due
 E_LOCAL = 3       # a send's copy for its own source (a = transfer, b = node)
 E_TIMER = 4       # a message's retransmission timer (a = message; live while MX[a, X_TIMER] names it)
+E_CHANGE = 5      # a timeline's changes are due (Network._changes_due)
+E_PARTLEFT = 6    # a message with no first hop counts as sent (a = message; Cluster._part_left)
 
 # ---- work items (kinds in GT_WORK): the replay's callbacks, run depth first ---------------
 W_RELEASE = 0     # release IDX[a:b] one part at a time
@@ -196,6 +201,7 @@ W_OP_DLV = 8      # op a is delivered at node b
 # ---- statuses of drive() ---------------------------------------------------------------
 D_DONE = 0        # no events left
 D_PROGRESS = 1    # R_PROGRESS more ops are done (Python draws the bar and calls again)
+D_CHANGE = 8      # a timeline change is due now: Python applies it to the kernel tables and calls again
 # anything else: the kernel's ST_NEED_* (Python grows or flushes that buffer and calls again)
 
 # ---- directory error codes (rows of ERR) -----------------------------------------------------

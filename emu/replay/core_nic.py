@@ -1,7 +1,8 @@
 """The NICs inside the compiled replay: packetizer FIFO, messages, deliveries, reductions, all-to-all.
 
-Each function is the compiled twin of a step of ``emu.nic.cluster`` in a lossless run
-(no acks, no resends), changing the same state in the same order:
+Each function is the compiled twin of a step of ``emu.nic.cluster``, changing the same
+state in the same order (reliable delivery's acks, probes, nacks and timers:
+emu.replay.core_reliable):
 
 - ``send``: a payload with its Meta joins its source's packetizer wait line; ``admit``
   takes sends while they fit (entries and bytes, the first one always), the compute
@@ -34,13 +35,14 @@ from ..nic.protocol import RED_HERE, RED_PARENT, reduction_complete, reduction_n
 from .core_compute import slot_of, try_compute
 from .core_dir import add_replica, drain, invalidate
 from .core_events import at, push, rearm
-from .core_reliable import complete, control_done, message_room, sent, stream_room, track
+from .core_reliable import complete, control_done, message_room, sent, source_drop, stream_room, track
 from .core_layout import (CB_A2A, CB_CTRL, CB_RED, CB_SEND, E_LOCAL, G_MEMBER, G_PARENT, G_WAIT, N_FIFO_B,
                           N_FIFO_E, N_QHEAD, N_QTAIL, N_STALL, O_BYTES, O_GRP, O_GRPEND, O_MSGOP, R_CHUNK,
                           R_CTRL_DRAIN, R_CTRL_INV, R_FIFO_B, R_FIFO_E, R_HDR, R_NBITS, R_NMD, R_NMSG, R_NODES, R_NOW,
                           R_NTR, R_PER, R_V, T_ACCEPTED, T_ARG, T_ARG2, T_CB, T_DLV, T_DMASK, T_KV, T_M0, T_M1,
                           T_MSGOP, T_NBYTES, T_NEXT, T_OP, T_ROUTE, T_SENT, T_SRC, W_A2A_STEP, W_OP_DLV,
-                          W_PART_DLV, X_SENT, X_TR, CTRL_DATA, R_RELIABLE, X_CTRL, X_TIMER)
+                          W_PART_DLV, X_SENT, X_TR, CTRL_DATA, E_PARTLEFT, R_RELIABLE, T_FAIL, T_FAIL_RETRIES,
+                          X_CTRL, X_TIMER)
 
 COLL_REDUCE = 3  # emu.codec.Collective.reduce: the trace's reductions end at their root
 
@@ -138,14 +140,14 @@ def send_part(s, tr, size, remote):
     full = hdr + min(per, size)
     last = hdr + size - (nfrags - 1) * per
     src, route = TR[tr, T_SRC], TR[tr, T_ROUTE]
+    if route < 0:
+        raise ValueError("compiled replay: a multicast tree the re-route could not build")
     FW = s.FW
     row = route * RS[R_V] + src
     streams = 0
     for k in range(1, FW.shape[1]):
         if FW[row, k] >= 0:
             streams += 1
-    if streams == 0:
-        raise ValueError("compiled replay: a send without a first hop (the tables check routes)")
     if TR[tr, T_MSGOP] == OP_DRAIN:
         RS[R_CTRL_DRAIN] += nfrags * streams
     elif TR[tr, T_MSGOP] == OP_INVALIDATE:
@@ -157,7 +159,16 @@ def send_part(s, tr, size, remote):
     if RS[R_RELIABLE]:
         MX[mid, X_TIMER] = 0
         MX[mid, X_CTRL] = CTRL_DATA
-        track(s, mid)
+        if streams:
+            track(s, mid)
+    if streams == 0:
+        # No way out (a failure cut the source off): the send fails, its part counts as sent
+        # now and leaves the packetizer at an event of its own (Cluster._send_part).
+        TR[tr, T_FAIL] = remote
+        TR[tr, T_FAIL_RETRIES] = -1
+        MX[mid, X_SENT] = 1
+        TR[tr, T_SENT] += 1
+        at(s, RS[R_NOW], E_PARTLEFT, mid, 0)
 
 
 @njit(cache=True)
@@ -180,12 +191,16 @@ def net_send(s, src, remote, nfrags, full, last, route):
     RS[R_NMD] = nmd + nd
     row = route * RS[R_V] + src
     now = RS[R_NOW]
+    hops = 0
     for k in range(1, FW.shape[1]):
         link = FW[row, k]
         if link >= 0:
+            hops += 1
             if RS[R_RELIABLE]:  # resends and control frames take streams the tables did not count
                 stream_room(s)
             K.add_stream(s.SC, s.LK, s.HP, s.MS, s.SP, s.SFREE, link, mid, route, 0, nfrags, -1, now)
+    if hops == 0:  # every fragment is a no_route drop at the source
+        source_drop(s, src, nfrags, (nfrags - 1) * full + last)
     rearm(s)
     return mid
 
@@ -212,6 +227,20 @@ def message_sent(s, mid, live):
         admit(s, src)
     if s.RS[R_RELIABLE]:
         sent(s, mid, True)  # its retransmission timer starts
+
+
+@njit(cache=True)
+def part_left(s, mid):
+    """A message with no first hop has left (Cluster._part_left): the send's FIFO room is
+    freed once all its messages count as sent."""
+    TR = s.TR
+    tr = s.MX[mid, X_TR]
+    if TR[tr, T_SENT] == TR[tr, T_M1] - TR[tr, T_M0]:
+        NT = s.NT
+        src = TR[tr, T_SRC]
+        NT[src, N_FIFO_E] -= 1
+        NT[src, N_FIFO_B] -= TR[tr, T_NBYTES]
+        admit(s, src)
 
 
 @njit(cache=True)

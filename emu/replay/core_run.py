@@ -1,8 +1,9 @@
 """Run a replay on the compiled loop and read its tables back into what results.py reads.
 
 ``run(rp)`` builds the tables (emu.replay.core_tables), runs ``core.drive`` to the end,
-answering its rare calls back (the transmission log to flush into the link
-statistics, the progress bar), and then fills in the replay's
+answering its rare calls back (a timeline change, applied by the Network's and the
+Timeline's own code to the loop's kernel tables; the transmission log to flush into the
+link statistics; the progress bar), and then fills in the replay's
 results: op start/end times, KV bytes, the simulated end, and read-only views of the
 directory and the NICs with the attributes the Python path's objects have.
 """
@@ -19,7 +20,11 @@ from ..net import kernel as K
 from ..nic.cluster import CONTROL_OPS
 from ..nic.directory import NodeMemory, State
 from . import core_layout as L
-from .core import drive, start
+from ..errors import ConfigError
+from ..net.network import Message
+from ..topology import multicast_tree
+from .core import drive, schedule, set_kernel, start
+from .core_state import KERNEL
 from .core_tables import Tables
 
 PROGRESS_OPS = 2000
@@ -80,11 +85,14 @@ class ClusterView:
         self._tr = TR[: RS[L.R_NTR]]
 
     def _failed(self, i: int) -> str | None:
-        """Cluster's Transfer.failed: reliable delivery gave up on (a message of) send ``i``."""
+        """Cluster's Transfer.failed: send ``i`` had no route, or reliable delivery gave up on it."""
         tr = self._tr
         if not tr[i, L.T_FAIL_RETRIES]:
             return None
-        silent = int(tr[i, L.T_FAIL]) & (2**64 - 1)
+        boards = int(tr[i, L.T_FAIL]) & (2**64 - 1)
+        if tr[i, L.T_FAIL_RETRIES] < 0:
+            return f"no route from node {int(tr[i, L.T_SRC])} to {[d for d in range(64) if (boards >> d) & 1]}"
+        silent = boards
         return (f"no acknowledgement from {[d for d in range(64) if (silent >> d) & 1]} after "
                 f"{int(tr[i, L.T_FAIL_RETRIES]) - 1} retries")
 
@@ -105,18 +113,142 @@ class ClusterView:
         return out
 
 
+class _LoopSim:
+    """The simulator a Network sees while Python applies a timeline change for the compiled
+    loop: the loop's clock, and the events the network schedules (its wake-up, a hand-over
+    of upcalls, a change) go into the loop's heap in the order they are asked for."""
+
+    def __init__(self, tables: Tables, net):
+        self.st, self.RS, self.net = tables.state, tables.RS, net
+
+    @property
+    def now(self) -> int:
+        return int(self.RS[L.R_NOW])
+
+    def at(self, time: int, fn, *args):
+        net, RS = self.net, self.RS
+        if fn == net._wake:
+            RS[L.R_WAKE_AT] = time
+            RS[L.R_WAKE_SEQ] = schedule(self.st, int(time), L.E_WAKE)
+            return _Wake(RS)
+        if fn == net._upcalls_due:
+            RS[L.R_UPCALL_EV] = 1
+            schedule(self.st, int(time), L.E_UPCALLS)
+            return True
+        if fn == net._changes_due:
+            schedule(self.st, int(time), L.E_CHANGE)
+            return True
+        raise RuntimeError(f"compiled replay: the network scheduled {fn!r} during a change")
+
+
+class _Wake:
+    """The loop's pending network wake-up, as Network._rearm handles its Event."""
+
+    def __init__(self, RS):
+        self.RS = RS
+
+    def cancel(self) -> None:
+        self.RS[L.R_WAKE_SEQ] = -1
+
+
+class _Messages:
+    """Network.messages for Network.rehome: each message's facts from the kernel's MS row."""
+
+    def __init__(self, st):
+        self.MS = st.table("MS")
+
+    def __getitem__(self, mid: int) -> Message:
+        m = self.MS[mid]
+        return Message(mid, int(m[K.M_SRC]), (), -1, int(m[K.M_NFRAGS]), int(m[K.M_FLEN]), int(m[K.M_LLEN]))
+
+
+def _to_network(st, net) -> None:
+    for name in KERNEL:
+        setattr(net, name, st.table(name))
+
+
+def _apply_change(rp, tables: Tables) -> None:
+    """Network._changes_due for one change, which the loop has brought to its point of the
+    instant: it runs on the Network's own code over the loop's kernel tables."""
+    import heapq
+
+    st, RS, net = tables.state, tables.RS, rp.net
+    _to_network(st, net)
+    sim, msgs = net.sim, net.messages
+    net.sim, net.messages = _LoopSim(tables, net), _Messages(st)
+    net._wake_ev = _Wake(RS) if RS[L.R_WAKE_SEQ] >= 0 else None
+    net._wake_at = int(RS[L.R_WAKE_AT]) if RS[L.R_WAKE_SEQ] >= 0 else None
+    net._upcall_ev = True if RS[L.R_UPCALL_EV] else None
+    _t, key, _seq, fn = heapq.heappop(net._changes)
+    net._in_change, net._change_key = True, key
+    try:
+        fn()
+    finally:
+        net._in_change, net._change_key = False, K.KEY_ALL
+        net.sim, net.messages = sim, msgs
+    set_kernel(st, *(getattr(net, name) for name in KERNEL))
+    RS[L.R_CHG_T], RS[L.R_CHG_KEY] = net._changes[0][:2] if net._changes else (K.INF, K.KEY_ALL)
+
+
+def _reroute(rp, tables: Tables):
+    """Cluster.reroute for the compiled loop: the multicasts still in a packetizer get new
+    trees (Network.rehome moves them), every other (source, destinations) a tree on the new
+    routes as Cluster._route would build it at its next send, and reductions not yet started
+    a board tree on the new routes (Cluster.board_tree when their first contribution comes)."""
+    net, cluster = rp.net, rp.cluster
+    PT, OP, GP, TR = tables.state.table("PT"), tables.OP, tables.state.table("GP"), tables.TR
+
+    def reroute(routes):
+        cluster.routes = routes
+        active = net.active_routes()
+        moved = {}
+        for (src, dsts), route in list(tables.trees.items()):
+            try:
+                if route in active:
+                    reach = [d for d in dsts if d != src and routes.next_hop[src, d] >= 0]
+                    tree = multicast_tree(net.topology, routes, src, reach) if reach else {src: []}
+                    new = net.replace_tree(route, tree, dsts)
+                else:
+                    new = net.add_tree(multicast_tree(net.topology, routes, src, list(dsts)), dsts)
+            except ConfigError:
+                new = -1  # no tree on these routes: a send on it stops the run (the Python path raises)
+            tables.trees[(src, dsts)] = new
+            moved[route] = new
+        # Sends still to start, and those waiting for their packetizer (Cluster._launch picks
+        # the route when the packetizer takes the send), go on the new trees.
+        for col, table in ((L.P_ROUTE, PT), (L.T_ROUTE, TR)):
+            r = table[:, col]
+            hit = np.flatnonzero(np.isin(r, list(moved)))
+            r[hit] = [moved[int(x)] for x in r[hit]]
+        for op, root, group, g in tables.reductions:
+            if OP[op, L.O_START] < 0:  # its first contribution is still to come
+                try:
+                    parent = cluster.board_tree(root, group)
+                except ConfigError:  # no tree now: starting it stops the run (the Python path raises)
+                    GP[g, L.G_WAIT] = -1
+                    continue
+                for j, m in enumerate(group):
+                    GP[g + j] = (m, parent.get(m, -1), 1 + sum(1 for c in group if parent.get(c) == m))
+
+    return reroute
+
+
 def run(rp) -> None:
     """Run ``rp`` (an emu.replay.run.Replay) on the compiled loop and fill in its results."""
     tables = Tables(rp)
     st, RS, net = tables.state, tables.RS, rp.net
     if rp.opt.progress:
         RS[L.R_PROGRESS] = RS[L.R_PROG_NEXT] = PROGRESS_OPS
+    if rp.timeline is not None:
+        rp.timeline.on_reroute[:] = [_reroute(rp, tables)]
     start(st, tables.start_parts)
     while True:
         status = drive(st)
         if status == L.D_DONE:
             break
-        if status == L.D_PROGRESS:
+        if status == L.D_CHANGE:
+            _apply_change(rp, tables)
+        elif status == L.D_PROGRESS:
             rp.done_ops = int(RS[L.R_DONE_OPS])
             rp.sim.now = int(RS[L.R_NOW])
             rp._progress()
@@ -125,8 +257,7 @@ def run(rp) -> None:
         else:
             raise RuntimeError(f"compiled replay: unexpected status {status}")
     # The kernel's buffers the loop grew, back into the network (its counters read them).
-    for name in ("FP", "FREE", "UP", "HP", "LB"):
-        setattr(net, name, st.table(name))
+    _to_network(st, net)
     net.flush_log()
     OP = tables.OP
     rp.start = OP[:, L.O_START].copy()

@@ -34,8 +34,6 @@ def unsupported(rp) -> str | None:
     o = rp.opt
     if o.functional:
         return "functional mode"
-    if o.scenario:
-        return "a timeline scenario"
     if rp.cluster.config.probe_answer_gap_ps:
         return "a probe answer gap"
     if rp.nodes > MAX_NODES:
@@ -154,6 +152,7 @@ class Tables:
         del e_dep, first, y, x, p, at, xc, slot, to_at, gates_other, to_done, reads
 
         # Routes: unicast towards one board, a multicast tree per (source, destination set).
+        self.trees: dict[tuple, int] = {}  # (source, remote destinations) -> route (Cluster._trees)
         part_route = np.full(nparts, -1, np.int64)
         sends = np.isin(kind[part_op], [int(Kind.send), int(Kind.drain), int(Kind.invalidate)])
         pm = np.flatnonzero(sends)
@@ -170,10 +169,12 @@ class Tables:
                 members = [d for d in range(N) if (m >> d) & 1]
                 tree = multicast_tree(rp.G, rp.routes, s, members)
                 route_of[i] = net.add_tree(tree, members)
+                self.trees[(int(s), tuple(members))] = int(route_of[i])
             part_route[pm[many]] = route_of[inv.ravel()]
 
         # Groups: a reduction's members with parent and contributions awaited; an exchange's members.
         gp_rows, grp = [], np.zeros((n, 2), np.int64)
+        self.reductions: list[tuple] = []  # (op, root, group, first GP row): a re-route rebuilds unstarted ones
         trees: dict[tuple, tuple] = {}
         g = 0
         for op in np.flatnonzero((kind == Kind.reduce) | (kind == Kind.all_to_all)).tolist():
@@ -188,6 +189,7 @@ class Tables:
                     trees[key] = tuple((m, parent.get(m, -1), 1 + sum(1 for c in group if parent.get(c) == m))
                                        for m in group)
                 rows = trees[key]
+                self.reductions.append((op, root, group, g))
             else:
                 rows = tuple((m, -1, 0) for m in sorted(set(srcs) | set(dsts)))
             gp_rows.extend(rows)
@@ -331,10 +333,22 @@ class Tables:
         OD = np.zeros((rel_rows[1], D_COLS), np.int64)
         RT = np.stack([rto_table(N, cfg.rto_min_ps, cfg.rto_initial_ps, cfg.rto_max_ps) for _ in range(N)])
 
+        # Events already in the Python simulator: a timeline's changes (Network.schedule_change),
+        # with their sequence numbers; a sorted array is a heap.
+        SIM = np.zeros((max(256, 2 * len(rp.sim._heap)), 5), np.int64)
+        pending = sorted((t, q) for t, q, ev in rp.sim._heap if not ev.cancelled)
+        if any(ev.fn != net._changes_due for _t, _q, ev in rp.sim._heap):
+            raise ValueError("compiled replay: the simulator holds events other than timeline changes")
+        for i, (t, q) in enumerate(pending):
+            SIM[i, :3] = (t, q, L.E_CHANGE)
+        RS[L.R_NSIM] = len(pending)
+        RS[L.R_SEQ] = rp.sim._seq
+        RS[L.R_CHG_T], RS[L.R_CHG_KEY] = net._changes[0][:2] if net._changes else (K.INF, K.KEY_ALL)
+
         self.state = State(
             **{name: getattr(net, name) for name in KERNEL},
             RS=RS, OP=OP, PT=PT, SLOT=SLOT, NT=NT, RQ=RQ, TR=TR, MX=MX, KB=KB, KR=KR, IDX=IDX, DF=DF, GP=GP,
-            SIM=np.zeros((256, 5), np.int64), WORK=np.zeros((1024, 4), np.int64),
+            SIM=SIM, WORK=np.zeros((1024, 4), np.int64),
             HIST=np.zeros((max(1024, n), 7), np.int64), ERR=np.zeros((16, 5), np.int64),
             OUT=OUT, OD=OD, RT=RT, NKB=np.zeros(1024, np.uint8))
         # Python's own references, read back after the run
