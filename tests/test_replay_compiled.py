@@ -1,10 +1,12 @@
 """The compiled replay loop (emu.replay.core) gives exactly what the Python path gives.
 
 Every scheme's generated trace, and randomized scenarios (seeds, topologies, chunk sizes,
-packetizer sizes that make compute engines stall, link rates, port arbiters), are replayed
-with engine="python" and engine="compiled"; the summaries (all but wall time and the engine
-name), every op's start and end, the directory history, the per-link and per-node counters,
-the link time series and every delivery time must be identical.
+packetizer sizes that make compute engines stall, link rates, port arbiters), lossless, with
+frame loss and reliable delivery, and with timelines of failures, repairs, re-routes, rate
+and loss changes, are replayed with engine="python" and engine="compiled"; the summaries
+(all but wall time and the engine name), every op's start and end, the directory history,
+the per-link and per-node counters, the link time series, every delivery time and the
+incomplete sends must be identical.
 """
 
 import numpy as np
