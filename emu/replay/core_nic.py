@@ -35,7 +35,7 @@ from ..nic.protocol import RED_HERE, RED_PARENT, reduction_complete, reduction_n
 from .core_compute import slot_of, try_compute
 from .core_dir import add_replica, drain, invalidate
 from .core_events import at, push, rearm
-from .core_reliable import complete, control_done, message_room, sent, source_drop, stream_room, track
+from .core_reliable import complete, control_done, message_room, resent, sent, source_drop, stream_room, track
 from .core_layout import (CB_A2A, CB_CTRL, CB_RED, CB_SEND, E_LOCAL, G_MEMBER, G_PARENT, G_WAIT, N_FIFO_B,
                           N_FIFO_E, N_QHEAD, N_QTAIL, N_STALL, O_BYTES, O_GRP, O_GRPEND, O_MSGOP, R_CHUNK,
                           R_CTRL_DRAIN, R_CTRL_INV, R_FIFO_B, R_FIFO_E, R_HDR, R_NBITS, R_NMD, R_NMSG, R_NODES, R_NOW,
@@ -213,7 +213,7 @@ def message_sent(s, mid, live):
     TR, MX = s.TR, s.MX
     if MX[mid, X_SENT]:
         if s.RS[R_RELIABLE]:
-            sent(s, mid, False)  # a resend has left (nothing for a control frame)
+            resent(s, mid)  # a resend has left (nothing for a control frame)
         return
     MX[mid, X_SENT] = 1
     tr = MX[mid, X_TR]
@@ -226,7 +226,7 @@ def message_sent(s, mid, live):
         NT[src, N_FIFO_B] -= TR[tr, T_NBYTES]
         admit(s, src)
     if s.RS[R_RELIABLE]:
-        sent(s, mid, True)  # its retransmission timer starts
+        sent(s, mid)  # its retransmission timer starts
 
 
 @njit(cache=True)

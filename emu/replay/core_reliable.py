@@ -47,7 +47,7 @@ def _grown1(a, need):
     return b
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def message_room(s, nd, nbits):
     """Rows for one more message of at most ``nd`` destinations and ``nbits`` bitmap bytes."""
     RS = s.RS
@@ -111,18 +111,21 @@ def set_timer(s, m, due):
 
 
 @njit(cache=True)
-def sent(s, m, first):
-    """Every stream of data message ``m`` has left the wire: its first streams (``first``), or
-    a resend's. Its timer starts (Cluster._part_left / the "sent" of a resend)."""
-    OUT = s.OUT
-    if OUT[m, O_LIVE] == 0:
-        return  # every receiver acked already
-    RS = s.RS
-    rt = s.RT[s.MS[m, K.M_SRC]]
-    if first:
-        set_timer(s, m, left_wire(OUT, s.OD, rt, m, RS[R_NOW], RS[R_MAX_RETRIES]))
-    elif OUT[m, O_RESENDING]:
-        set_timer(s, m, resend_left(OUT, s.OD, rt, m, RS[R_NOW], RS[R_MAX_RETRIES]))
+def sent(s, m):
+    """Every first-hop stream of data message ``m`` has left the wire: its timer starts
+    (Cluster._part_left)."""
+    OUT, RS = s.OUT, s.RS
+    if OUT[m, O_LIVE]:  # (not if every receiver acked already)
+        set_timer(s, m, left_wire(OUT, s.OD, s.RT[s.MS[m, K.M_SRC]], m, RS[R_NOW], RS[R_MAX_RETRIES]))
+
+
+@njit(cache=True)
+def resent(s, m):
+    """A resend of data message ``m`` has left the wire: its timer starts again (the "sent"
+    of a resend; nothing for a control frame, which has no sender row)."""
+    OUT, RS = s.OUT, s.RS
+    if OUT[m, O_LIVE] and OUT[m, O_RESENDING]:
+        set_timer(s, m, resend_left(OUT, s.OD, s.RT[s.MS[m, K.M_SRC]], m, RS[R_NOW], RS[R_MAX_RETRIES]))
 
 
 @njit(cache=True)
@@ -218,7 +221,7 @@ def resend(s, m, src, dst, off, n):
     rearm(s)
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def source_drop(s, src, frames, nbytes):
     """Network._count_source_drop: frames with no way out of their source."""
     NS, ND = s.NS, s.ND
@@ -271,7 +274,7 @@ def control_done(s, c):
 
 # ---- control frames ---------------------------------------------------------------------
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def control(s, src, dst, kind, about, peer, plen, nack):
     """Cluster._control: an ack, probe or nack (``plen`` payload bytes) from ``src`` to ``dst``
     about message ``about``, an untracked unicast message (Network.send)."""
