@@ -138,6 +138,15 @@ def test_degrade_retimes_frames_not_yet_started():
     assert ev[-1][-1] == 11 * ser + 9 * serialization_ps(1462, GBPS // 2)
 
 
+def test_scenario_rates_keep_their_unit_case_and_keywords_take_any_case():
+    # the documented example: a unit's case is its meaning (Mb is bits, MB bytes)
+    (c,) = parse("link 3>4 rate 100Mbps at 1s")
+    assert (c.kind, c.items, c.both, c.value) == ("rate", ((3, 4),), False, 100_000_000)
+    assert parse("link 3>4 rate 100MB/s at 1s")[0].value == 800_000_000
+    down, up = parse("Link 3-4 DOWN at 1s UP at 2s")
+    assert (down.kind, down.time_ps, up.kind, up.time_ps) == ("down", 10**12, "up", 2 * 10**12)
+
+
 def test_scenario_errors_name_the_clause():
     for bad, what in [("link 1-2 sideways at 1s", "expected"), ("node x down at 1s", "expected"),
                       ("link 1-2 degrade 2 at 1s", "fraction"), ("link 1-2 down at 2s up at 1s", "ends before"),

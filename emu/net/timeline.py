@@ -43,10 +43,12 @@ class Change:
     clause: str = ""
 
 
-_TARGET = re.compile(r"^(link)\s+(\*|\d+\s*[->]\s*\d+)\s+(.*)$|^(node)\s+(\d+)\s+(.*)$")
+# keywords in any case; values keep theirs (a rate's unit is case-sensitive: Mb is not MB)
+_TARGET = re.compile(r"^(link)\s+(\*|\d+\s*[->]\s*\d+)\s+(.*)$|^(node)\s+(\d+)\s+(.*)$", re.I)
 _ACTION = re.compile(
     r"^(?:(?P<state>down|up)|(?P<what>rate|degrade|loss)\s+(?P<value>\S+))\s+at\s+(?P<at>\S+)"
-    r"(?:\s+(?:(?P<up>up|until)\s+(?:at\s+)?(?P<until>\S+)))?$"
+    r"(?:\s+(?:(?P<up>up|until)\s+(?:at\s+)?(?P<until>\S+)))?$",
+    re.I,
 )
 
 
@@ -63,7 +65,7 @@ def parse(clauses: Iterable[str] | str) -> list[Change]:
 
 
 def _parse_clause(clause: str) -> list[Change]:
-    m = _TARGET.match(clause.lower())
+    m = _TARGET.match(clause)
     if not m:
         raise ConfigError(f"scenario clause {clause!r}: expected 'link U-V ...', 'link * ...' or 'node N ...'")
     if m.group(1):
@@ -85,16 +87,17 @@ def _parse_clause(clause: str) -> list[Change]:
     at = parse_time(a["at"], f"{clause!r}: time")
     common = dict(target=target, items=items, all=every, both=both, clause=clause)
     out: list[Change] = []
-    if a["state"]:
-        if a["state"] == "up" and a["until"]:
+    state = (a["state"] or "").lower()
+    if state:
+        if state == "up" and a["until"]:
             raise ConfigError(f"scenario clause {clause!r}: 'up' takes no second time")
-        out.append(Change(at, a["state"], **common))
+        out.append(Change(at, state, **common))
         if a["until"]:
             out.append(Change(parse_time(a["until"], f"{clause!r}: time"), "up", **common))
     else:
         if target == "node":
             raise ConfigError(f"scenario clause {clause!r}: nodes only go down or up")
-        what = a["what"]
+        what = a["what"].lower()
         if what == "rate":
             value = parse_rate(a["value"], f"{clause!r}: rate")
             if value <= 0:
