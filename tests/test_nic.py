@@ -259,6 +259,25 @@ def test_a_full_packetizer_stalls_the_sender_until_room_frees():
     assert accepted[0][1] == accepted[1][1] == 0 and accepted[2][1] > 0 and accepted[3][1] > accepted[2][1]
 
 
+def test_a_failed_send_of_several_messages_frees_its_packetizer_room_once():
+    # Over MAX_FRAGS fragments a send is several messages; with no route each one fails
+    # at once, and the send still leaves the packetizer once: the next two sends of a
+    # one-entry packetizer still go one after the other.
+    from emu.codec.fragment import MAX_FRAGS, max_payload
+    c = cluster(ring(4, link=LINK), fifo_entries=1, fifo_bytes=1 << 40)
+    Timeline(parse("node 1 down at 0s"), detect_ps=0).install(c.net, c.routes)
+    sends, accepted = [], []
+
+    def later():  # once the board is down and the routes know it
+        sends.append(c.send(0, [1], 2 * max_payload(c.config.mtu) * MAX_FRAGS + 1))
+        for _ in range(2):
+            c.send(0, [3], 100_000, on_accept=lambda tr, t: accepted.append(t))
+    c.sim.at(1 * US, later)
+    c.net.run()
+    assert len(sends[0].parts) == 3 and sends[0].failed
+    assert len(accepted) == 2 and accepted[1] > accepted[0]
+
+
 def test_a_board_outside_the_group_forwards_but_does_not_reduce():
     # On a 5-board ring, 2 reports to 0 through 1 (or 3, 4): none of them is in the group.
     c = cluster(ring(5, link=LINK))

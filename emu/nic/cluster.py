@@ -93,6 +93,7 @@ class Transfer:
     delivered: dict = field(default_factory=dict)   # node -> time
     parts: list = field(default_factory=list)       # engine messages
     failed: str | None = None
+    left: bool = False      # out of the packetizer (its room freed once)
 
     @property
     def complete(self) -> bool:
@@ -290,13 +291,15 @@ class Cluster:
 
     def _part_left(self, part: _Part) -> None:
         tr = part.transfer
-        if all(p.sent for p in tr.parts):
+        # once: a send of several messages that all fail at once comes here for each
+        if not tr.left and all(p.sent for p in tr.parts):
             self._left(tr)
         if part.slot >= 0:
             self._act(part, part.proto.left(part.slot, self.sim.now))
 
     def _left(self, tr: Transfer) -> None:
         """Every frame of the send is out of the packetizer: its FIFO space is free again."""
+        tr.left = True
         self._fifo_entries[tr.src] -= 1
         self._fifo_bytes[tr.src] -= tr.nbytes
         self._admit(tr.src)

@@ -235,7 +235,8 @@ def part_left(s, mid):
     freed once all its messages count as sent."""
     TR = s.TR
     tr = s.MX[mid, X_TR]
-    if TR[tr, T_SENT] == TR[tr, T_M1] - TR[tr, T_M0]:
+    # its messages fail one after another, each with an event: the last one frees the room
+    if mid == TR[tr, T_M1] - 1 and TR[tr, T_SENT] == TR[tr, T_M1] - TR[tr, T_M0]:
         NT = s.NT
         src = TR[tr, T_SRC]
         NT[src, N_FIFO_E] -= 1
