@@ -36,6 +36,7 @@ from .core_layout import (CB_CTRL, CB_SEND, D_DONE, D_PROGRESS, DF_READS, E_FINI
                           S_GOT, S_READERS, S_TIME, W_A2A_STEP, W_CONSUMED, W_DELIVERED, W_OP_DLV,
                           W_PART_DLV, W_READY, W_RELEASE, W_TRY, W_UPCALLS)
 from .core_nic import a2a_step, delivered, fold, message_done, message_sent, send
+from .core_state import allocating, compiled
 
 REDUCE, ALL_TO_ALL, DRAIN, INVALIDATE = int(Kind.reduce), int(Kind.all_to_all), int(Kind.drain), int(Kind.invalidate)
 QKV, DECODE_QKV = int(Kind.qkv), int(Kind.decode_qkv)
@@ -45,7 +46,7 @@ KV_OPS_MASK = (1 << 1) | (1 << 3) | (1 << 4)  # kv_replica, kv_fetch_resp, kv_tr
 
 # ---- the replay's callbacks (Replay in emu.replay.run) ---------------------------------------
 
-@njit(cache=True)
+@compiled
 def ready(s, p):
     """Part ``p`` has all it needs: a compute op joins its node's queue, a communication part starts."""
     PT, OP = s.PT, s.OP
@@ -58,7 +59,7 @@ def ready(s, p):
         try_compute(s, node)
 
 
-@njit(cache=True)
+@compiled
 def start_comm(s, op, p):
     RS, OP, PT, NT = s.RS, s.OP, s.PT, s.NT
     src = PT[p, P_NODE]
@@ -85,7 +86,7 @@ def start_comm(s, op, p):
     consumed(s, op, src)
 
 
-@njit(cache=True)
+@compiled
 def consumed(s, op, node):
     """A reader of transient copies at ``node`` is done with them (Replay._consumed)."""
     RS, OP, SLOT, IDX, DF = s.RS, s.OP, s.SLOT, s.IDX, s.DF
@@ -99,7 +100,7 @@ def consumed(s, op, node):
                     free_transient(s, node, sl, RS[R_NOW])
 
 
-@njit(cache=True)
+@compiled
 def finish_compute(s, op, node):
     RS, OP, NT = s.RS, s.OP, s.NT
     now = RS[R_NOW]
@@ -113,14 +114,14 @@ def finish_compute(s, op, node):
     op_done(s, op)
 
 
-@njit(cache=True)
+@compiled
 def op_done(s, op):
     RS, OP = s.RS, s.OP
     RS[R_DONE_OPS] += 1
     push(s, W_RELEASE, OP[op, O_DONE], OP[op, O_DONEEND], 0)
 
 
-@njit(cache=True)
+@compiled
 def part_delivered(s, op, node):
     """One source's payload reached ``node``; the op is delivered there when every source's has."""
     OP, SLOT, IDX = s.OP, s.SLOT, s.IDX
@@ -136,7 +137,7 @@ def part_delivered(s, op, node):
         op_delivered(s, op, node)
 
 
-@njit(cache=True)
+@compiled
 def op_delivered(s, op, node):
     """Replay._delivered up to releasing what waits for the delivery here (W_DELIVERED goes on)."""
     RS, OP, SLOT, IDX = s.RS, s.OP, s.SLOT, s.IDX
@@ -175,7 +176,7 @@ def op_delivered(s, op, node):
     push(s, W_RELEASE, SLOT[sl, S_AT], SLOT[sl, S_ATEND], 0)
 
 
-@njit(cache=True)
+@compiled
 def delivered_tail(s, op, node):
     RS, OP, SLOT = s.RS, s.OP, s.SLOT
     sl = slot_of(OP, s.IDX, op, node)
@@ -186,7 +187,7 @@ def delivered_tail(s, op, node):
         op_done(s, op)
 
 
-@njit(cache=True)
+@compiled
 def upcall(s, i):
     UP = s.UP
     kind = UP[i, K.U_KIND]
@@ -196,7 +197,7 @@ def upcall(s, i):
         message_done(s, UP[i, K.U_MSG], UP[i, K.U_NODE])
 
 
-@njit(cache=True)
+@compiled
 def work(s):
     """Run the work stack until it is empty."""
     RS, PT, IDX = s.RS, s.PT, s.IDX
@@ -233,18 +234,23 @@ def work(s):
             ready(s, a)
 
 
-@njit(cache=True)
-def start(s, parts):
-    """The parts with no dependencies, in order, at time 0; then the network's first wake-up."""
+@compiled
+def _start(s, parts):
     for p in parts:
         ready(s, p)
         work(s)
     rearm(s)
 
 
+@njit(cache=True)
+def start(s, parts):
+    """The parts with no dependencies, in order, at time 0; then the network's first wake-up."""
+    _start(s, parts)
+
+
 # ---- the network's frame loop (Network._run) ------------------------------------------------
 
-@njit(cache=True)
+@compiled
 def flush_upcalls(s):
     SC = s.SC
     n = SC[K.SC_UP]
@@ -254,14 +260,29 @@ def flush_upcalls(s):
         work(s)
 
 
-@njit(cache=True)
+@allocating
 def _doubled(a, rows):
     b = np.zeros((max(rows, 2 * a.shape[0]),) + a.shape[1:], a.dtype)
     b[: a.shape[0]] = a
     return b
 
 
-@njit(cache=True)
+@allocating
+def grow_buffer(s, status, t):
+    """A buffer the kernel needs before it goes on, grown as Network._run grows it."""
+    if status == K.ST_NEED_FRAMES:
+        grow_frames(s)
+    elif status == K.ST_NEED_UPCALLS:
+        s.UP = _doubled(s.UP, 2 * s.UP.shape[0])
+    elif status == K.ST_NEED_HEAP:
+        s.HP = _doubled(s.HP, 2 * s.HP.shape[0])
+    else:
+        # one row per link per bin, up to the bin of the clock (as Network._ensure_bins)
+        need = (t // s.SC[K.SC_BIN_PS] + 1) * s.SC[K.SC_NLINKS]
+        s.LB = _doubled(s.LB, max(need, 2 * s.LB.shape[0]))
+
+
+@allocating
 def grow_frames(s):
     """Double the frame pool; its new rows go on the free stack (emu.net.network._grow_pool)."""
     n = s.FP.shape[0]
@@ -274,7 +295,7 @@ def grow_frames(s):
     s.FREE = stack
 
 
-@njit(cache=True)
+@compiled
 def net_run(s):
     """Advance the kernel to the next replay event; 0 when done, else ST_NEED_LOG (Python flushes it)."""
     RS = s.RS
@@ -286,20 +307,9 @@ def net_run(s):
                                      s.DL, s.FP, s.FREE, s.HP, s.LG, s.FW, s.MS,
                                      s.MD, s.BITS, s.UP, s.SP, s.SL, s.SFREE, s.LB,
                                      limit, K.KEY_ALL, RS[R_MARGIN])
-        # A buffer the kernel needs before it goes on, as Network._run grows it.
-        if status == K.ST_NEED_FRAMES:
-            grow_frames(s)
-            continue
-        if status == K.ST_NEED_UPCALLS:
-            s.UP = _doubled(s.UP, 2 * s.UP.shape[0])
-            continue
-        if status == K.ST_NEED_HEAP:
-            s.HP = _doubled(s.HP, 2 * s.HP.shape[0])
-            continue
-        if status == K.ST_NEED_BINS:
-            # one row per link per bin, up to the bin of the clock (as Network._ensure_bins)
-            need = (t // s.SC[K.SC_BIN_PS] + 1) * s.SC[K.SC_NLINKS]
-            s.LB = _doubled(s.LB, max(need, 2 * s.LB.shape[0]))
+        if (status == K.ST_NEED_FRAMES or status == K.ST_NEED_UPCALLS or status == K.ST_NEED_HEAP
+                or status == K.ST_NEED_BINS):
+            grow_buffer(s, status, t)
             continue
         if status == K.ST_NEED_LOG:
             return status
@@ -320,6 +330,11 @@ def net_run(s):
 @njit(cache=True)
 def drive(s):
     """Run events until none are left (D_DONE), progress is due (D_PROGRESS) or the log is full (ST_NEED_LOG)."""
+    return _drive(s)
+
+
+@compiled
+def _drive(s):
     RS = s.RS
     while True:
         if RS[R_IN_RUN]:

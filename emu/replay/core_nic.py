@@ -26,8 +26,6 @@ is pushed on the work stack instead, so this module needs nothing of the replay 
 
 from __future__ import annotations
 
-from numba import njit
-
 from ..net import kernel as K
 from ..nic.directory import OP_DRAIN, OP_INVALIDATE, OP_KV_REPLICA  # Meta ops the directory acts on
 from ..nic.protocol import RED_HERE, RED_PARENT, reduction_complete, reduction_next
@@ -40,16 +38,17 @@ from .core_layout import (CB_A2A, CB_CTRL, CB_RED, CB_SEND, E_LOCAL, G_MEMBER, G
                           R_NTR, R_PER, R_V, T_ACCEPTED, T_ARG, T_ARG2, T_CB, T_DLV, T_DMASK, T_KV, T_M0, T_M1,
                           T_MSGOP, T_NBYTES, T_NEXT, T_OP, T_ROUTE, T_SENT, T_SRC, W_A2A_STEP, W_OP_DLV,
                           W_PART_DLV, X_SENT, X_TR)
+from .core_state import compiled, compiled_inline
 
 COLL_REDUCE = 3  # emu.codec.Collective.reduce: the trace's reductions end at their root
 
 
-@njit(cache=True, inline="always")
+@compiled_inline
 def bit(node):
     return 1 << node
 
 
-@njit(cache=True, inline="always")
+@compiled_inline
 def send(s, src, dmask, nbytes, msgop, kv, cb, op, arg, arg2, route):
     """Cluster.send: hand a payload to ``src``'s NIC; returns the transfer."""
     RS, NT, TR = s.RS, s.NT, s.TR
@@ -81,7 +80,7 @@ def send(s, src, dmask, nbytes, msgop, kv, cb, op, arg, arg2, route):
     return tr
 
 
-@njit(cache=True)
+@compiled
 def admit(s, node):
     """Move sends from the packetizer's wait line into it while they fit."""
     RS, NT, TR = s.RS, s.NT, s.TR
@@ -105,7 +104,7 @@ def admit(s, node):
         launch(s, tr)
 
 
-@njit(cache=True)
+@compiled
 def launch(s, tr):
     RS, NT, TR = s.RS, s.NT, s.TR
     src = TR[tr, T_SRC]
@@ -128,7 +127,7 @@ def launch(s, tr):
     TR[tr, T_M1] = RS[R_NMSG]
 
 
-@njit(cache=True)
+@compiled
 def send_part(s, tr, size, remote):
     """One message of a transfer: header arithmetic (emu.net.ethernet.frame_sizes), then the wire."""
     RS, TR, MX = s.RS, s.TR, s.MX
@@ -154,7 +153,7 @@ def send_part(s, tr, size, remote):
     MX[mid, X_SENT] = 0
 
 
-@njit(cache=True)
+@compiled
 def net_send(s, src, remote, nfrags, full, last, route):
     """Network.send of an untracked message: its kernel rows and a stream per first-hop port."""
     RS = s.RS
@@ -179,7 +178,7 @@ def net_send(s, src, remote, nfrags, full, last, route):
     return mid
 
 
-@njit(cache=True)
+@compiled
 def message_sent(s, mid, live):
     """UP_SENT: a stream of ``mid`` has left; ``live`` of its streams are still unsent."""
     if live:
@@ -199,7 +198,7 @@ def message_sent(s, mid, live):
         admit(s, src)
 
 
-@njit(cache=True)
+@compiled
 def _whole(MS, MD, m, node):
     for d in range(MS[m, K.M_DPTR], MS[m, K.M_DEND]):
         if MD[d, K.D_NODE] == node:
@@ -207,7 +206,7 @@ def _whole(MS, MD, m, node):
     return False
 
 
-@njit(cache=True)
+@compiled
 def message_done(s, mid, node):
     """UP_DONE: message ``mid`` is whole at ``node``; its send is when all its messages are."""
     TR = s.TR
@@ -221,7 +220,7 @@ def message_done(s, mid, node):
     delivered(s, tr, node)
 
 
-@njit(cache=True)
+@compiled
 def delivered(s, tr, node):
     """Cluster._delivered: the directory follows the Meta of what arrived; the owner hears of it."""
     RS, TR = s.RS, s.TR
@@ -248,7 +247,7 @@ def delivered(s, tr, node):
         push(s, W_PART_DLV, op, node, 0)
 
 
-@njit(cache=True)
+@compiled
 def fold(s, op, node):
     """A contribution to reduction ``op`` is in at member ``node`` (its own or a child's)."""
     OP, GP = s.OP, s.GP
@@ -273,7 +272,7 @@ def fold(s, op, node):
         raise ValueError("compiled replay: a reduction result for the whole group (all_reduce) is not modelled")
 
 
-@njit(cache=True, inline="always")
+@compiled_inline
 def a2a_step(s, op, i, step):
     """Member ``i`` of all-to-all ``op`` sends its block for member i + step, skipping pairs outside it."""
     OP, GP, IDX = s.OP, s.GP, s.IDX
