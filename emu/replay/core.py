@@ -32,11 +32,11 @@ from .core_layout import (CB_CTRL, CB_SEND, D_DONE, D_PROGRESS, DF_READS, E_FINI
                           O_DONE, O_DONEEND, O_DST, O_DSTEND, O_END, O_GRP, O_KIND, O_KV, O_LAYER, O_MSGOP,
                           O_NDLV, O_NODE, O_PART, O_PEND, O_RES, O_SRC, O_SRCEND, O_START, P_NEED, P_NODE,
                           P_OP, P_ROUTE, R_DONE_OPS, R_IN_RUN, R_KV_BYTES, R_LAYERS, R_MARGIN, R_NODES, R_NOW,
-                          R_NSIM, R_NWORK, R_PROG_NEXT, R_PROGRESS, R_UPCALL_EV, R_WAKE_SEQ, S_AT, S_ATEND,
+                          R_NSIM, R_NWORK, R_PROG_NEXT, R_PROGRESS, R_STARTED, R_UPCALL_EV, R_WAKE_SEQ, S_AT, S_ATEND,
                           S_GOT, S_READERS, S_TIME, W_A2A_STEP, W_CONSUMED, W_DELIVERED, W_OP_DLV,
                           W_PART_DLV, W_READY, W_RELEASE, W_TRY, W_UPCALLS)
 from .core_nic import a2a_step, delivered, fold, message_done, message_sent, send
-from .core_state import allocating, compiled
+from .core_state import allocating, compiled, compiled_inline
 
 REDUCE, ALL_TO_ALL, DRAIN, INVALIDATE = int(Kind.reduce), int(Kind.all_to_all), int(Kind.drain), int(Kind.invalidate)
 QKV, DECODE_QKV = int(Kind.qkv), int(Kind.decode_qkv)
@@ -59,7 +59,7 @@ def ready(s, p):
         try_compute(s, node)
 
 
-@compiled
+@compiled_inline
 def start_comm(s, op, p):
     RS, OP, PT, NT = s.RS, s.OP, s.PT, s.NT
     src = PT[p, P_NODE]
@@ -100,7 +100,7 @@ def consumed(s, op, node):
                     free_transient(s, node, sl, RS[R_NOW])
 
 
-@compiled
+@compiled_inline
 def finish_compute(s, op, node):
     RS, OP, NT = s.RS, s.OP, s.NT
     now = RS[R_NOW]
@@ -121,7 +121,7 @@ def op_done(s, op):
     push(s, W_RELEASE, OP[op, O_DONE], OP[op, O_DONEEND], 0)
 
 
-@compiled
+@compiled_inline
 def part_delivered(s, op, node):
     """One source's payload reached ``node``; the op is delivered there when every source's has."""
     OP, SLOT, IDX = s.OP, s.SLOT, s.IDX
@@ -176,7 +176,7 @@ def op_delivered(s, op, node):
     push(s, W_RELEASE, SLOT[sl, S_AT], SLOT[sl, S_ATEND], 0)
 
 
-@compiled
+@compiled_inline
 def delivered_tail(s, op, node):
     RS, OP, SLOT = s.RS, s.OP, s.SLOT
     sl = slot_of(OP, s.IDX, op, node)
@@ -187,7 +187,7 @@ def delivered_tail(s, op, node):
         op_done(s, op)
 
 
-@compiled
+@compiled_inline
 def upcall(s, i):
     UP = s.UP
     kind = UP[i, K.U_KIND]
@@ -232,20 +232,6 @@ def work(s):
             a2a_step(s, a, b, c)
         elif kind == W_READY:
             ready(s, a)
-
-
-@compiled
-def _start(s, parts):
-    for p in parts:
-        ready(s, p)
-        work(s)
-    rearm(s)
-
-
-@njit(cache=True)
-def start(s, parts):
-    """The parts with no dependencies, in order, at time 0; then the network's first wake-up."""
-    _start(s, parts)
 
 
 # ---- the network's frame loop (Network._run) ------------------------------------------------
@@ -295,7 +281,7 @@ def grow_frames(s):
     s.FREE = stack
 
 
-@compiled
+@compiled_inline
 def net_run(s):
     """Advance the kernel to the next replay event; 0 when done, else ST_NEED_LOG (Python flushes it)."""
     RS = s.RS
@@ -327,15 +313,23 @@ def net_run(s):
         return 0
 
 
-@njit(cache=True)
-def drive(s):
-    """Run events until none are left (D_DONE), progress is due (D_PROGRESS) or the log is full (ST_NEED_LOG)."""
-    return _drive(s)
-
-
 @compiled
-def _drive(s):
+def drive(s, parts):
+    """Run events until none are left (D_DONE), progress is due (D_PROGRESS) or the log is full (ST_NEED_LOG).
+
+    The first call starts the replay: the parts with no dependencies, in order, at time 0,
+    then the network's first wake-up. The one function Python calls: every compiled
+    function it calls is compiled (and its machine code generated) once more into each
+    caller that is compiled on its own, so the loop has one such root, and the frame
+    loop is inlined into it.
+    """
     RS = s.RS
+    if RS[R_STARTED] == 0:
+        RS[R_STARTED] = 1
+        for p in parts:
+            ready(s, p)
+            work(s)
+        rearm(s)
     while True:
         if RS[R_IN_RUN]:
             status = net_run(s)

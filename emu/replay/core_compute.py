@@ -12,7 +12,7 @@ from .core_dir import read_in_flight
 from .core_events import at
 from .core_layout import (DF_REPLICA, E_FINISH, N_BUSY, N_RQ, N_RQLEN, N_STALL, O_DEP, O_DEPEND, O_DST,
                           O_DSTEND, O_DUR, O_KV, O_START, R_NOW)
-from .core_state import compiled
+from .core_state import compiled, compiled_inline
 
 
 @compiled
@@ -24,7 +24,7 @@ def slot_of(OP, IDX, op, node):
     return -1
 
 
-@compiled
+@compiled_inline
 def ready_push(NT, RQ, node, op):
     base = NT[node, N_RQ]
     i = NT[node, N_RQLEN]
@@ -38,7 +38,7 @@ def ready_push(NT, RQ, node, op):
     RQ[base + i] = op
 
 
-@compiled
+@compiled_inline
 def ready_pop(NT, RQ, node):
     base = NT[node, N_RQ]
     top = RQ[base]

@@ -74,7 +74,7 @@ def add_owner(s, node, kv, nbytes, t):
     record(s, t, node)
 
 
-@compiled
+@compiled_inline
 def owner_bytes(s, kv, default):
     b = kv - s.RS[R_KVMIN]
     return s.KB[b, K_BYTES] if s.KB[b, K_OWNER] >= 0 else default
@@ -85,7 +85,7 @@ def _rep(s, node, kv):
     return node * s.RS[R_NKV] + kv - s.RS[R_KVMIN]
 
 
-@compiled
+@compiled_inline
 def add_replica(s, node, kv, nbytes, t):
     KR = s.KR
     r = _rep(s, node, kv)
@@ -99,7 +99,7 @@ def add_replica(s, node, kv, nbytes, t):
     record(s, t, node)
 
 
-@compiled
+@compiled_inline
 def drain(s, node, kv, t):
     r = _rep(s, node, kv)
     new, ok = replica_transition(s.KR[r, RP_STATE], OP_DRAIN)
@@ -109,7 +109,7 @@ def drain(s, node, kv, t):
     s.KR[r, RP_STATE] = new
 
 
-@compiled
+@compiled_inline
 def invalidate(s, node, kv, t):
     KR = s.KR
     r = _rep(s, node, kv)
@@ -123,7 +123,7 @@ def invalidate(s, node, kv, t):
     record(s, t, node)
 
 
-@compiled
+@compiled_inline
 def read_in_flight(s, node, kv, t):
     """A read by attention already under way: an owner copy, a VALID or a DRAINING replica."""
     if s.KB[kv - s.RS[R_KVMIN], K_OWNER] == node:
@@ -134,7 +134,7 @@ def read_in_flight(s, node, kv, t):
     error(s, t, ERR_READ, node, kv, st)
 
 
-@compiled
+@compiled_inline
 def add_transient(s, node, slot, nbytes, t):
     s.SLOT[slot, S_TRANS] += nbytes
     s.NT[node, N_TRANSIENT] += nbytes

@@ -80,7 +80,7 @@ def cancelled(s, row):
     return s.SIM[row, 2] == E_WAKE and s.SIM[row, 1] != s.RS[R_WAKE_SEQ]
 
 
-@compiled
+@compiled_inline
 def peek(s):
     """Time of the next live event (-1: none), dropping cancelled ones (Simulator.peek)."""
     while s.RS[R_NSIM] > 0 and cancelled(s, 0):

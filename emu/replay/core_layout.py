@@ -152,7 +152,8 @@ R_PROG_NEXT = 30
 R_CTRL_DRAIN = 31  # control frames put on the wire: drains ...
 R_CTRL_INV = 32    # ... and invalidates
 R_EVENTS = 33     # events processed
-R_NCOLS = 34
+R_STARTED = 34    # 1: drive() has started the replay
+R_NCOLS = 35
 
 # ---- events (kinds in GT_SIM) ----------------------------------------------------------
 E_FINISH = 0      # a compute op ends (a = op, b = node)

@@ -104,7 +104,7 @@ def admit(s, node):
         launch(s, tr)
 
 
-@compiled
+@compiled_inline
 def launch(s, tr):
     RS, NT, TR = s.RS, s.NT, s.TR
     src = TR[tr, T_SRC]
@@ -127,7 +127,7 @@ def launch(s, tr):
     TR[tr, T_M1] = RS[R_NMSG]
 
 
-@compiled
+@compiled_inline
 def send_part(s, tr, size, remote):
     """One message of a transfer: header arithmetic (emu.net.ethernet.frame_sizes), then the wire."""
     RS, TR, MX = s.RS, s.TR, s.MX
@@ -153,7 +153,7 @@ def send_part(s, tr, size, remote):
     MX[mid, X_SENT] = 0
 
 
-@compiled
+@compiled_inline
 def net_send(s, src, remote, nfrags, full, last, route):
     """Network.send of an untracked message: its kernel rows and a stream per first-hop port."""
     RS = s.RS
@@ -178,7 +178,7 @@ def net_send(s, src, remote, nfrags, full, last, route):
     return mid
 
 
-@compiled
+@compiled_inline
 def message_sent(s, mid, live):
     """UP_SENT: a stream of ``mid`` has left; ``live`` of its streams are still unsent."""
     if live:
@@ -206,7 +206,7 @@ def _whole(MS, MD, m, node):
     return False
 
 
-@compiled
+@compiled_inline
 def message_done(s, mid, node):
     """UP_DONE: message ``mid`` is whole at ``node``; its send is when all its messages are."""
     TR = s.TR

@@ -9,6 +9,7 @@ directory and the NICs with the attributes the Python path's objects have.
 
 from __future__ import annotations
 
+import gc
 import sys
 
 import numpy as np
@@ -19,7 +20,7 @@ from ..net import kernel as K
 from ..nic.cluster import CONTROL_OPS
 from ..nic.directory import NodeMemory, State
 from . import core_layout as L
-from .core import drive, start
+from .core import drive
 from .core_tables import Tables
 
 PROGRESS_OPS = 2000
@@ -95,13 +96,26 @@ class ClusterView:
 
 def run(rp) -> None:
     """Run ``rp`` (an emu.replay.run.Replay) on the compiled loop and fill in its results."""
+    # Python's cycle collector off while the loop runs: the first run compiles it, and numba's
+    # compiler makes millions of objects, so the collector kept re-scanning them (a seventh
+    # of the compile time, more for the kernel's large inlined loop). The loop itself makes
+    # no Python objects; what the run leaves is freed by reference counting as before.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        _run(rp)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _run(rp) -> None:
     tables = Tables(rp)
     st, RS, net = tables.state, tables.RS, rp.net
     if rp.opt.progress:
         RS[L.R_PROGRESS] = RS[L.R_PROG_NEXT] = PROGRESS_OPS
-    start(st, tables.start_parts)
     while True:
-        status = drive(st)
+        status = drive(st, tables.start_parts)
         if status == L.D_DONE:
             break
         if status == L.D_PROGRESS:
