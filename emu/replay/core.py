@@ -28,9 +28,9 @@ from .core_compute import ready_push, slot_of, try_compute
 from .core_dir import add_owner, add_transient, free_transient, owner_bytes
 from .core_events import at, cancelled, peek, pop, push, rearm
 from .core_layout import (CB_CTRL, CB_SEND, D_DONE, D_PROGRESS, DF_READS, E_FINISH, E_LOCAL, E_UPCALLS, E_WAKE,
-                          N_BUSY, N_STALL, O_BLK, O_BLKEND, O_BYTES, O_CHUNK, O_COMM, O_DEP, O_DEPEND, O_DMASK,
-                          O_DONE, O_DONEEND, O_DST, O_DSTEND, O_END, O_GRP, O_KIND, O_KV, O_LAYER, O_MSGOP,
-                          O_NDLV, O_NODE, O_PART, O_PEND, O_RES, O_SRC, O_SRCEND, O_START, P_NEED, P_NODE,
+                          N_BUSY, N_STALL, O_BLK, O_BLKEND, OW_BYTES, O_CHUNK, O_COMM, O_DEP, O_DEPEND, OW_DMASK,
+                          O_DONE, O_DONEEND, O_DST, O_DSTEND, OW_END, O_GRP, O_KIND, OW_KV, O_LAYER, O_MSGOP,
+                          O_NDLV, O_NODE, O_PART, O_PEND, O_RES, O_SRC, O_SRCEND, OW_START, P_NEED, P_NODE,
                           P_OP, P_ROUTE, R_DONE_OPS, R_IN_RUN, R_KV_BYTES, R_LAYERS, R_MARGIN, R_NODES, R_NOW,
                           R_NSIM, R_NWORK, R_PROG_NEXT, R_PROGRESS, R_STARTED, R_UPCALL_EV, R_WAKE_SEQ, S_AT, S_ATEND,
                           S_GOT, S_READERS, S_TIME, W_A2A_STEP, W_CONSUMED, W_DELIVERED, W_OP_DLV,
@@ -61,17 +61,17 @@ def ready(s, p):
 
 @compiled_inline
 def start_comm(s, op, p):
-    RS, OP, PT, NT = s.RS, s.OP, s.PT, s.NT
+    RS, OP, OW, PT, NT = s.RS, s.OP, s.OW, s.PT, s.NT
     src = PT[p, P_NODE]
-    if OP[op, O_START] < 0:
-        OP[op, O_START] = RS[R_NOW]
+    if OW[op, OW_START] < 0:
+        OW[op, OW_START] = RS[R_NOW]
     kind = OP[op, O_KIND]
     if kind == REDUCE:
         push(s, W_CONSUMED, op, src, 0)  # after the contribution and what it completes
         fold(s, op, src)
         return
     if kind == DRAIN or kind == INVALIDATE:
-        send(s, src, OP[op, O_DMASK], 0, OP[op, O_MSGOP], OP[op, O_KV], CB_CTRL, op, src, 0, PT[p, P_ROUTE])
+        send(s, src, OW[op, OW_DMASK], 0, OP[op, O_MSGOP], OW[op, OW_KV], CB_CTRL, op, src, 0, PT[p, P_ROUTE])
         return
     if kind == ALL_TO_ALL:
         g = OP[op, O_GRP]
@@ -81,7 +81,7 @@ def start_comm(s, op, p):
         consumed(s, op, src)
         return
     NT[src, N_STALL] += 1  # the compute engine waits until the packetizer takes the payload
-    send(s, src, OP[op, O_DMASK], OP[op, O_BYTES], OP[op, O_MSGOP], max(OP[op, O_KV], 0), CB_SEND, op, src,
+    send(s, src, OW[op, OW_DMASK], OW[op, OW_BYTES], OP[op, O_MSGOP], max(OW[op, OW_KV], 0), CB_SEND, op, src,
          0, PT[p, P_ROUTE])
     consumed(s, op, src)
 
@@ -102,13 +102,13 @@ def consumed(s, op, node):
 
 @compiled_inline
 def finish_compute(s, op, node):
-    RS, OP, NT = s.RS, s.OP, s.NT
+    RS, OP, OW, NT = s.RS, s.OP, s.OW, s.NT
     now = RS[R_NOW]
-    OP[op, O_END] = now
+    OW[op, OW_END] = now
     NT[node, N_BUSY] = 0
     kind = OP[op, O_KIND]
-    if (kind == QKV or kind == DECODE_QKV) and OP[op, O_KV] >= 0 and OP[op, O_BYTES] > 0:
-        add_owner(s, node, OP[op, O_KV], OP[op, O_BYTES], now)
+    if (kind == QKV or kind == DECODE_QKV) and OW[op, OW_KV] >= 0 and OW[op, OW_BYTES] > 0:
+        add_owner(s, node, OW[op, OW_KV], OW[op, OW_BYTES], now)
     consumed(s, op, node)
     push(s, W_TRY, node, 0, 0)
     op_done(s, op)
@@ -140,10 +140,10 @@ def part_delivered(s, op, node):
 @compiled
 def op_delivered(s, op, node):
     """Replay._delivered up to releasing what waits for the delivery here (W_DELIVERED goes on)."""
-    RS, OP, SLOT, IDX = s.RS, s.OP, s.SLOT, s.IDX
+    RS, OP, OW, SLOT, IDX = s.RS, s.OP, s.OW, s.SLOT, s.IDX
     now = RS[R_NOW]
     kind = OP[op, O_KIND]
-    nbytes = OP[op, O_BYTES]
+    nbytes = OW[op, OW_BYTES]
     nsrcs = OP[op, O_SRCEND] - OP[op, O_SRC]
     if kind == ALL_TO_ALL:  # one block from every other source
         here = 0
@@ -163,15 +163,15 @@ def op_delivered(s, op, node):
     elif res == OWNER and kind == ALL_TO_ALL:
         # a head shard: node owns block (chunk, node, layer), its own part included
         kv = (OP[op, O_CHUNK] * RS[R_NODES] + node) * RS[R_LAYERS] + OP[op, O_LAYER]
-        add_owner(s, node, kv, OP[op, O_BYTES] * nsrcs, now)
-    elif res == OWNER and OP[op, O_KV] >= 0:
+        add_owner(s, node, kv, OW[op, OW_BYTES] * nsrcs, now)
+    elif res == OWNER and OW[op, OW_KV] >= 0:
         nb = OP[op, O_BLKEND] - OP[op, O_BLK]
         if nb:  # a bulk handoff: each block moves with the size its owner holds
             for e in range(OP[op, O_BLK], OP[op, O_BLKEND]):
                 kv = IDX[e]
                 add_owner(s, node, kv, owner_bytes(s, kv, nbytes // nb), now)
         else:
-            add_owner(s, node, OP[op, O_KV], nbytes, now)
+            add_owner(s, node, OW[op, OW_KV], nbytes, now)
     push(s, W_DELIVERED, op, node, 0)
     push(s, W_RELEASE, SLOT[sl, S_AT], SLOT[sl, S_ATEND], 0)
 
@@ -183,7 +183,7 @@ def delivered_tail(s, op, node):
     SLOT[sl, S_TIME] = RS[R_NOW]
     OP[op, O_NDLV] += 1
     if OP[op, O_NDLV] == OP[op, O_DSTEND] - OP[op, O_DST]:
-        OP[op, O_END] = RS[R_NOW]
+        s.OW[op, OW_END] = RS[R_NOW]
         op_done(s, op)
 
 

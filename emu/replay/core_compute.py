@@ -11,7 +11,7 @@ from __future__ import annotations
 from .core_dir import read_in_flight
 from .core_events import at
 from .core_layout import (DF_REPLICA, E_FINISH, N_BUSY, N_RQ, N_RQLEN, N_STALL, O_DEP, O_DEPEND, O_DST,
-                          O_DSTEND, O_DUR, O_KV, O_START, R_NOW)
+                          O_DSTEND, OW_DUR, OW_KV, OW_START, R_NOW)
 from .core_state import compiled, compiled_inline
 
 
@@ -64,17 +64,17 @@ def ready_pop(NT, RQ, node):
 
 @compiled
 def try_compute(s, node):
-    RS, OP, NT, RQ, IDX, DF = s.RS, s.OP, s.NT, s.RQ, s.IDX, s.DF
+    RS, OP, OW, NT, RQ, IDX, DF = s.RS, s.OP, s.OW, s.NT, s.RQ, s.IDX, s.DF
     if NT[node, N_BUSY] or NT[node, N_STALL] or NT[node, N_RQLEN] == 0:
         return
     op = ready_pop(NT, RQ, node)
     NT[node, N_BUSY] = 1
     now = RS[R_NOW]
-    OP[op, O_START] = now
+    OW[op, OW_START] = now
     # Attention reading a replica multicast here: the directory must still hold it.
     for e in range(OP[op, O_DEP], OP[op, O_DEPEND]):
         if DF[e] & DF_REPLICA:
             x = IDX[e]
             if slot_of(OP, IDX, x, node) >= 0:
-                read_in_flight(s, node, OP[x, O_KV], now)
-    at(s, now + OP[op, O_DUR], E_FINISH, op, node)
+                read_in_flight(s, node, OW[x, OW_KV], now)
+    at(s, now + OW[op, OW_DUR], E_FINISH, op, node)

@@ -33,7 +33,7 @@ from .core_compute import slot_of, try_compute
 from .core_dir import add_replica, drain, invalidate
 from .core_events import at, push, rearm
 from .core_layout import (CB_A2A, CB_CTRL, CB_RED, CB_SEND, E_LOCAL, G_MEMBER, G_PARENT, G_WAIT, N_FIFO_B,
-                          N_FIFO_E, N_QHEAD, N_QTAIL, N_STALL, O_BYTES, O_GRP, O_GRPEND, O_MSGOP, R_CHUNK,
+                          N_FIFO_E, N_QHEAD, N_QTAIL, N_STALL, OW_BYTES, O_GRP, O_GRPEND, O_MSGOP, R_CHUNK,
                           R_CTRL_DRAIN, R_CTRL_INV, R_FIFO_B, R_FIFO_E, R_HDR, R_NBITS, R_NMD, R_NMSG, R_NODES, R_NOW,
                           R_NTR, R_PER, R_V, T_ACCEPTED, T_ARG, T_ARG2, T_CB, T_DLV, T_DMASK, T_KV, T_M0, T_M1,
                           T_MSGOP, T_NBYTES, T_NEXT, T_OP, T_ROUTE, T_SENT, T_SRC, W_A2A_STEP, W_OP_DLV,
@@ -267,7 +267,7 @@ def fold(s, op, node):
     if where == RED_HERE:
         push(s, W_OP_DLV, op, node, 0)  # the root has the result
     elif where == RED_PARENT:
-        send(s, node, bit(parent), OP[op, O_BYTES], mop, 0, CB_RED, op, 0, 0, parent)
+        send(s, node, bit(parent), s.OW[op, OW_BYTES], mop, 0, CB_RED, op, 0, 0, parent)
     else:
         raise ValueError("compiled replay: a reduction result for the whole group (all_reduce) is not modelled")
 
@@ -287,4 +287,4 @@ def a2a_step(s, op, i, step):
         step += 1
     if step >= n:
         return
-    send(s, a, bit(b), OP[op, O_BYTES], OP[op, O_MSGOP], 0, CB_A2A, op, i, step, b)
+    send(s, a, bit(b), s.OW[op, OW_BYTES], OP[op, O_MSGOP], 0, CB_A2A, op, i, step, b)

@@ -130,9 +130,9 @@ def _run(rp) -> None:
     for name in ("FP", "FREE", "UP", "HP", "LB"):
         setattr(net, name, st.table(name))
     net.flush_log()
-    OP = tables.OP
-    rp.start = OP[:, L.O_START].copy()
-    rp.end = OP[:, L.O_END].copy()
+    OP, OW = tables.OP, tables.OW
+    rp.start = OW[:, L.OW_START].copy()
+    rp.end = OW[:, L.OW_END].copy()
     rp.kv_bytes = int(RS[L.R_KV_BYTES])
     rp.done_ops = int(RS[L.R_DONE_OPS])
     rp.sim.now = int(RS[L.R_NOW])

@@ -40,7 +40,7 @@ allocating = njit(cache=True, _nrt=True)
 KERNEL = ("SC", "LK", "LF", "LR", "LD", "ND", "NS", "DL", "FP", "FREE", "HP", "LG", "FW", "MS", "MD", "BITS",
           "UP", "SP", "SL", "SFREE",
           "LB")     # per-link statistics bins, accumulated in the frame loop
-REPLAY = ("RS", "OP", "PT", "SLOT", "NT", "RQ", "TR", "MX", "KB", "KR", "IDX", "DF", "GP",
+REPLAY = ("RS", "OP", "OW", "PT", "SLOT", "NT", "RQ", "TR", "MX", "KB", "KR", "IDX", "DF", "GP",
           "SIM",    # the event heap: time, seq, kind, a, b
           "WORK",   # the work stack: kind, a, b, c
           "HIST",   # directory history: t, node, owner, replica, transient, blocks, replicas
@@ -117,7 +117,7 @@ def _new_state(*tables):
 @njit(cache=True)
 def _tables(s):
     return (s.SC, s.LK, s.LF, s.LR, s.LD, s.ND, s.NS, s.DL, s.FP, s.FREE, s.HP, s.LG, s.FW, s.MS, s.MD,
-            s.BITS, s.UP, s.SP, s.SL, s.SFREE, s.LB, s.RS, s.OP, s.PT, s.SLOT, s.NT, s.RQ, s.TR, s.MX, s.KB, s.KR,
+            s.BITS, s.UP, s.SP, s.SL, s.SFREE, s.LB, s.RS, s.OP, s.OW, s.PT, s.SLOT, s.NT, s.RQ, s.TR, s.MX, s.KB, s.KR,
             s.IDX, s.DF, s.GP, s.SIM, s.WORK, s.HIST, s.ERR,)
 
 
