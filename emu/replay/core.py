@@ -54,7 +54,7 @@ def ready(s, p):
     if OP[op, O_COMM]:
         start_comm(s, op, p)
     else:
-        node = OP[op, O_NODE]
+        node = np.int64(OP[op, O_NODE])  # an int64 argument, as everywhere else (one compiled try_compute)
         ready_push(s.NT, s.RQ, node, op)
         try_compute(s, node)
 

@@ -86,14 +86,15 @@ def _fits32(a: np.ndarray) -> bool:
     return a.size == 0 or (int(a.min()) >= i32.min and int(a.max()) <= i32.max)
 
 
-def _narrow(a: np.ndarray) -> np.ndarray:
-    """``a`` as int32 when every value fits (ids, counts and positions in IDX: any run that
-    fits in memory), else as int64; the compiled loop is compiled for either."""
-    return a.astype(np.int32 if _fits32(a) else np.int64)
-
-
 def _table(rows: int, ncols: int, cols: dict) -> np.ndarray:
-    """A table of ``ncols`` columns filled from ``cols`` (column -> values), int32 when every value fits."""
+    """A table of ``ncols`` columns filled from ``cols`` (column -> values), int32 when every
+    value fits (ids, counts and positions in IDX: any run that fits in memory), else int64;
+    the compiled loop is compiled for either.
+
+    Only OP is narrowed: values read from it that the loop passes on to a compiled function
+    are made int64 first (``core.ready``), since numba compiles a function once more for
+    every argument type it is called with, and the parts and the index pool, whose values
+    are passed on everywhere, stay int64."""
     wide = not all(_fits32(np.asarray(v)) for v in cols.values())
     t = np.zeros((rows, ncols), np.int64 if wide else np.int32)
     for col, values in cols.items():
@@ -221,8 +222,8 @@ class Tables:
         b_blk = b_src + tr.src_idx.size
         b_done = b_blk + tr.blk_idx.size
         b_at = b_done + done_idx.size
-        IDX = _narrow(np.concatenate([dst, x_of_dep, tr.src_idx.astype(np.int64), tr.blk_idx.astype(np.int64),
-                                      done_idx, at_idx]))
+        IDX = np.concatenate([dst, x_of_dep, tr.src_idx.astype(np.int64), tr.blk_idx.astype(np.int64),
+                              done_idx, at_idx]).astype(np.int64)
         DF = np.zeros(IDX.size, np.int8)
         DF[b_dep:b_src] = (reads_dep * L.DF_READS
                            | (is_comm[x_of_dep] & (msgop[x_of_dep] == int(MsgOp.kv_replica))) * L.DF_REPLICA)
@@ -246,7 +247,11 @@ class Tables:
                 L.O_COMM: is_comm}
         OP = _table(n, L.O_NCOLS, cols)
 
-        PT = _table(nparts, L.P_NCOLS, {L.P_OP: part_op, L.P_NODE: part_node, L.P_NEED: need, L.P_ROUTE: part_route})
+        PT = np.zeros((nparts, L.P_NCOLS), np.int64)
+        PT[:, L.P_OP] = part_op
+        PT[:, L.P_NODE] = part_node
+        PT[:, L.P_NEED] = need
+        PT[:, L.P_ROUTE] = part_route
 
         SLOT = np.zeros((nslots, L.S_NCOLS), np.int64)
         SLOT[:, L.S_NODE] = dst
