@@ -132,14 +132,13 @@ def test_full_packetizers_stall_compute_identically(traces, scheme):
     assert summarize(b)["ttft_s"] > summarize(roomy)["ttft_s"]  # the stalls cost time
 
 
-def test_directory_errors_are_the_same(traces):
-    """Drains and invalidates naming blocks their holders never got: both engines report the
-    same errors, in the same order, and leave the same replicas behind."""
+def with_unheld_blocks(trace):
+    """``trace`` with three drains and three invalidates naming blocks nobody holds."""
     import copy
 
     from emu.workload.enums import Kind
 
-    t = copy.copy(traces["mars"])
+    t = copy.copy(trace)
     t.ops = dict(t.ops)
     kv = t.ops["kv_id"].copy()
     kind = t.ops["kind"]
@@ -147,10 +146,47 @@ def test_directory_errors_are_the_same(traces):
         ops = np.flatnonzero(kind == k)[:3]
         kv[ops] = kv.max() + 1 + np.arange(len(ops))  # blocks nobody holds
     t.ops["kv_id"] = kv
+    return t
+
+
+def test_directory_errors_are_the_same(traces):
+    """Drains and invalidates naming blocks their holders never got: both engines report the
+    same errors, in the same order, and leave the same replicas behind."""
+    t = with_unheld_blocks(traces["mars"])
     a, b = run(t, "python"), run(t, "compiled")
     assert len(a.cluster.directory.errors) >= 6
     assert_same(a, b)
     assert not summarize(b)["final_layout_owner_only"]
+
+
+@pytest.mark.parametrize("scheme", ["mars", "pd", "ulysses"])
+def test_tables_the_loop_replaces_when_full_grow_without_changing_results(traces, scheme, monkeypatch):
+    """The loop, compiled without reference counting, replaces a full table by a bigger one
+    through the few functions that allocate, and reads it from the State again afterwards.
+    Started at one row, the event heap, the work stack, the history and the error list are
+    each replaced several times during the run; the results stay the Python path's."""
+    from emu.replay import core_tables
+    from emu.replay.core_state import State
+
+    grown = ("SIM", "WORK", "HIST", "ERR")
+    states = []
+
+    def one_row_state(**tables):
+        for name in grown:
+            tables[name] = np.zeros((1, tables[name].shape[1]), tables[name].dtype)
+        states.append(State(**tables))
+        return states[-1]
+
+    t = with_unheld_blocks(traces[scheme]) if scheme == "mars" else traces[scheme]
+    a = run(t, "python")
+    monkeypatch.setattr(core_tables, "State", one_row_state)
+    b = run(t, "compiled")
+    assert_same(a, b)
+    (st,) = states
+    used = {"SIM": 2, "WORK": 2, "HIST": len(b.cluster.directory.history()), "ERR": len(b.cluster.directory.errors)}
+    for name in grown:
+        if used[name] > 1:
+            assert st.table(name).shape[0] >= used[name] > 1
 
 
 def test_the_loops_disk_cache_goes_stale_with_the_kernel_source(tmp_path, monkeypatch):

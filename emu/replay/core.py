@@ -22,7 +22,6 @@ into the link statistics or draw the progress bar.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from ..net import kernel as K
 from ..workload.enums import Kind, Residency
@@ -31,15 +30,16 @@ from .core_dir import add_owner, add_transient, free_transient, owner_bytes
 from .core_events import at, cancelled, peek, pop, push, rearm
 from .core_layout import (CB_CTRL, CB_SEND, D_CHANGE, D_DONE, D_PROGRESS, DF_READS, E_CHANGE, E_FINISH, E_LOCAL,
                           E_PARTLEFT, E_TIMER, E_UPCALLS, E_WAKE, G_WAIT, R_CHG_KEY, R_CHG_T, R_IN_CHG,
-                          N_BUSY, N_STALL, O_BLK, O_BLKEND, O_BYTES, O_CHUNK, O_COMM, O_DEP, O_DEPEND, O_DMASK,
-                          O_DONE, O_DONEEND, O_DST, O_DSTEND, O_END, O_GRP, O_KIND, O_KV, O_LAYER, O_MSGOP,
-                          O_NDLV, O_NODE, O_PART, O_PEND, O_RES, O_SRC, O_SRCEND, O_START, P_NEED, P_NODE,
+                          N_BUSY, N_STALL, O_BLK, O_BLKEND, OW_BYTES, O_CHUNK, O_COMM, O_DEP, O_DEPEND, OW_DMASK,
+                          O_DONE, O_DONEEND, O_DST, O_DSTEND, OW_END, O_GRP, O_KIND, OW_KV, O_LAYER, O_MSGOP,
+                          O_NDLV, O_NODE, O_PART, O_PEND, O_RES, O_SRC, O_SRCEND, OW_START, P_NEED, P_NODE,
                           P_OP, P_ROUTE, R_DONE_OPS, R_IN_RUN, R_KV_BYTES, R_LAYERS, R_MARGIN, R_NODES, R_NOW,
-                          R_NSIM, R_NWORK, R_PROG_NEXT, R_PROGRESS, R_UPCALL_EV, R_WAKE_SEQ, S_AT, S_ATEND,
+                          R_NSIM, R_NWORK, R_PROG_NEXT, R_PROGRESS, R_STARTED, R_UPCALL_EV, R_WAKE_SEQ, S_AT, S_ATEND,
                           S_GOT, S_READERS, S_TIME, W_A2A_STEP, W_CONSUMED, W_DELIVERED, W_OP_DLV,
                           W_PART_DLV, W_READY, W_RELEASE, W_TRY, W_UPCALLS)
 from .core_nic import a2a_step, delivered, fold, message_done, message_sent, part_left, send
 from .core_reliable import timer_due
+from .core_state import allocating, compiled, compiled_inline
 
 REDUCE, ALL_TO_ALL, DRAIN, INVALIDATE = int(Kind.reduce), int(Kind.all_to_all), int(Kind.drain), int(Kind.invalidate)
 QKV, DECODE_QKV = int(Kind.qkv), int(Kind.decode_qkv)
@@ -49,7 +49,7 @@ KV_OPS_MASK = (1 << 1) | (1 << 3) | (1 << 4)  # kv_replica, kv_fetch_resp, kv_tr
 
 # ---- the replay's callbacks (Replay in emu.replay.run) ---------------------------------------
 
-@njit(cache=True)
+@compiled
 def ready(s, p):
     """Part ``p`` has all it needs: a compute op joins its node's queue, a communication part starts."""
     PT, OP = s.PT, s.OP
@@ -57,17 +57,17 @@ def ready(s, p):
     if OP[op, O_COMM]:
         start_comm(s, op, p)
     else:
-        node = OP[op, O_NODE]
+        node = np.int64(OP[op, O_NODE])  # an int64 argument, as everywhere else (one compiled try_compute)
         ready_push(s.NT, s.RQ, node, op)
         try_compute(s, node)
 
 
-@njit(cache=True)
+@compiled_inline
 def start_comm(s, op, p):
-    RS, OP, PT, NT = s.RS, s.OP, s.PT, s.NT
+    RS, OP, OW, PT, NT = s.RS, s.OP, s.OW, s.PT, s.NT
     src = PT[p, P_NODE]
-    if OP[op, O_START] < 0:
-        OP[op, O_START] = RS[R_NOW]
+    if OW[op, OW_START] < 0:
+        OW[op, OW_START] = RS[R_NOW]
     kind = OP[op, O_KIND]
     if kind == REDUCE:
         if s.GP[OP[op, O_GRP], G_WAIT] < 0:
@@ -76,7 +76,7 @@ def start_comm(s, op, p):
         fold(s, op, src)
         return
     if kind == DRAIN or kind == INVALIDATE:
-        send(s, src, OP[op, O_DMASK], 0, OP[op, O_MSGOP], OP[op, O_KV], CB_CTRL, op, src, 0, PT[p, P_ROUTE])
+        send(s, src, OW[op, OW_DMASK], 0, OP[op, O_MSGOP], OW[op, OW_KV], CB_CTRL, op, src, 0, PT[p, P_ROUTE])
         return
     if kind == ALL_TO_ALL:
         g = OP[op, O_GRP]
@@ -86,12 +86,12 @@ def start_comm(s, op, p):
         consumed(s, op, src)
         return
     NT[src, N_STALL] += 1  # the compute engine waits until the packetizer takes the payload
-    send(s, src, OP[op, O_DMASK], OP[op, O_BYTES], OP[op, O_MSGOP], max(OP[op, O_KV], 0), CB_SEND, op, src,
+    send(s, src, OW[op, OW_DMASK], OW[op, OW_BYTES], OP[op, O_MSGOP], max(OW[op, OW_KV], 0), CB_SEND, op, src,
          0, PT[p, P_ROUTE])
     consumed(s, op, src)
 
 
-@njit(cache=True)
+@compiled
 def consumed(s, op, node):
     """A reader of transient copies at ``node`` is done with them (Replay._consumed)."""
     RS, OP, SLOT, IDX, DF = s.RS, s.OP, s.SLOT, s.IDX, s.DF
@@ -105,28 +105,28 @@ def consumed(s, op, node):
                     free_transient(s, node, sl, RS[R_NOW])
 
 
-@njit(cache=True)
+@compiled_inline
 def finish_compute(s, op, node):
-    RS, OP, NT = s.RS, s.OP, s.NT
+    RS, OP, OW, NT = s.RS, s.OP, s.OW, s.NT
     now = RS[R_NOW]
-    OP[op, O_END] = now
+    OW[op, OW_END] = now
     NT[node, N_BUSY] = 0
     kind = OP[op, O_KIND]
-    if (kind == QKV or kind == DECODE_QKV) and OP[op, O_KV] >= 0 and OP[op, O_BYTES] > 0:
-        add_owner(s, node, OP[op, O_KV], OP[op, O_BYTES], now)
+    if (kind == QKV or kind == DECODE_QKV) and OW[op, OW_KV] >= 0 and OW[op, OW_BYTES] > 0:
+        add_owner(s, node, OW[op, OW_KV], OW[op, OW_BYTES], now)
     consumed(s, op, node)
     push(s, W_TRY, node, 0, 0)
     op_done(s, op)
 
 
-@njit(cache=True)
+@compiled
 def op_done(s, op):
     RS, OP = s.RS, s.OP
     RS[R_DONE_OPS] += 1
     push(s, W_RELEASE, OP[op, O_DONE], OP[op, O_DONEEND], 0)
 
 
-@njit(cache=True)
+@compiled_inline
 def part_delivered(s, op, node):
     """One source's payload reached ``node``; the op is delivered there when every source's has."""
     OP, SLOT, IDX = s.OP, s.SLOT, s.IDX
@@ -142,13 +142,13 @@ def part_delivered(s, op, node):
         op_delivered(s, op, node)
 
 
-@njit(cache=True)
+@compiled
 def op_delivered(s, op, node):
     """Replay._delivered up to releasing what waits for the delivery here (W_DELIVERED goes on)."""
-    RS, OP, SLOT, IDX = s.RS, s.OP, s.SLOT, s.IDX
+    RS, OP, OW, SLOT, IDX = s.RS, s.OP, s.OW, s.SLOT, s.IDX
     now = RS[R_NOW]
     kind = OP[op, O_KIND]
-    nbytes = OP[op, O_BYTES]
+    nbytes = OW[op, OW_BYTES]
     nsrcs = OP[op, O_SRCEND] - OP[op, O_SRC]
     if kind == ALL_TO_ALL:  # one block from every other source
         here = 0
@@ -168,31 +168,31 @@ def op_delivered(s, op, node):
     elif res == OWNER and kind == ALL_TO_ALL:
         # a head shard: node owns block (chunk, node, layer), its own part included
         kv = (OP[op, O_CHUNK] * RS[R_NODES] + node) * RS[R_LAYERS] + OP[op, O_LAYER]
-        add_owner(s, node, kv, OP[op, O_BYTES] * nsrcs, now)
-    elif res == OWNER and OP[op, O_KV] >= 0:
+        add_owner(s, node, kv, OW[op, OW_BYTES] * nsrcs, now)
+    elif res == OWNER and OW[op, OW_KV] >= 0:
         nb = OP[op, O_BLKEND] - OP[op, O_BLK]
         if nb:  # a bulk handoff: each block moves with the size its owner holds
             for e in range(OP[op, O_BLK], OP[op, O_BLKEND]):
                 kv = IDX[e]
                 add_owner(s, node, kv, owner_bytes(s, kv, nbytes // nb), now)
         else:
-            add_owner(s, node, OP[op, O_KV], nbytes, now)
+            add_owner(s, node, OW[op, OW_KV], nbytes, now)
     push(s, W_DELIVERED, op, node, 0)
     push(s, W_RELEASE, SLOT[sl, S_AT], SLOT[sl, S_ATEND], 0)
 
 
-@njit(cache=True)
+@compiled_inline
 def delivered_tail(s, op, node):
     RS, OP, SLOT = s.RS, s.OP, s.SLOT
     sl = slot_of(OP, s.IDX, op, node)
     SLOT[sl, S_TIME] = RS[R_NOW]
     OP[op, O_NDLV] += 1
     if OP[op, O_NDLV] == OP[op, O_DSTEND] - OP[op, O_DST]:
-        OP[op, O_END] = RS[R_NOW]
+        s.OW[op, OW_END] = RS[R_NOW]
         op_done(s, op)
 
 
-@njit(cache=True)
+@compiled_inline
 def upcall(s, i):
     UP = s.UP
     kind = UP[i, K.U_KIND]
@@ -202,7 +202,7 @@ def upcall(s, i):
         message_done(s, UP[i, K.U_MSG], UP[i, K.U_NODE])
 
 
-@njit(cache=True)
+@compiled
 def work(s):
     """Run the work stack until it is empty."""
     RS, PT, IDX = s.RS, s.PT, s.IDX
@@ -239,18 +239,9 @@ def work(s):
             ready(s, a)
 
 
-@njit(cache=True)
-def start(s, parts):
-    """The parts with no dependencies, in order, at time 0; then the network's first wake-up."""
-    for p in parts:
-        ready(s, p)
-        work(s)
-    rearm(s)
-
-
 # ---- the network's frame loop (Network._run) ------------------------------------------------
 
-@njit(cache=True)
+@compiled
 def flush_upcalls(s):
     SC = s.SC
     n = SC[K.SC_UP]
@@ -260,14 +251,29 @@ def flush_upcalls(s):
         work(s)
 
 
-@njit(cache=True)
+@allocating
 def _doubled(a, rows):
     b = np.zeros((max(rows, 2 * a.shape[0]),) + a.shape[1:], a.dtype)
     b[: a.shape[0]] = a
     return b
 
 
-@njit(cache=True)
+@allocating
+def grow_buffer(s, status, t):
+    """A buffer the kernel needs before it goes on, grown as Network._run grows it."""
+    if status == K.ST_NEED_FRAMES:
+        grow_frames(s)
+    elif status == K.ST_NEED_UPCALLS:
+        s.UP = _doubled(s.UP, 2 * s.UP.shape[0])
+    elif status == K.ST_NEED_HEAP:
+        s.HP = _doubled(s.HP, 2 * s.HP.shape[0])
+    else:
+        # one row per link per bin, up to the bin of the clock (as Network._ensure_bins)
+        need = (t // s.SC[K.SC_BIN_PS] + 1) * s.SC[K.SC_NLINKS]
+        s.LB = _doubled(s.LB, max(need, 2 * s.LB.shape[0]))
+
+
+@allocating
 def grow_frames(s):
     """Double the frame pool; its new rows go on the free stack (emu.net.network._grow_pool)."""
     n = s.FP.shape[0]
@@ -280,14 +286,7 @@ def grow_frames(s):
     s.FREE = stack
 
 
-@njit(cache=True)
-def net_run(s):
-    """Advance the kernel to the next replay event (or a timeline change's point); 0 when
-    done, else ST_NEED_LOG (Python flushes it)."""
-    return net_run_to(s, K.INF, K.KEY_ALL)
-
-
-@njit(cache=True)
+@compiled_inline
 def net_run_to(s, stop_t, stop_key):
     """Network._run(stop_t, stop_key): the kernel up to the earliest of that point, the next
     replay event and the first pending timeline change."""
@@ -304,20 +303,9 @@ def net_run_to(s, stop_t, stop_key):
                                      s.DL, s.FP, s.FREE, s.HP, s.LG, s.FW, s.MS,
                                      s.MD, s.BITS, s.UP, s.SP, s.SL, s.SFREE, s.LB,
                                      limit, key, RS[R_MARGIN])
-        # A buffer the kernel needs before it goes on, as Network._run grows it.
-        if status == K.ST_NEED_FRAMES:
-            grow_frames(s)
-            continue
-        if status == K.ST_NEED_UPCALLS:
-            s.UP = _doubled(s.UP, 2 * s.UP.shape[0])
-            continue
-        if status == K.ST_NEED_HEAP:
-            s.HP = _doubled(s.HP, 2 * s.HP.shape[0])
-            continue
-        if status == K.ST_NEED_BINS:
-            # one row per link per bin, up to the bin of the clock (as Network._ensure_bins)
-            need = (t // s.SC[K.SC_BIN_PS] + 1) * s.SC[K.SC_NLINKS]
-            s.LB = _doubled(s.LB, max(need, 2 * s.LB.shape[0]))
+        if (status == K.ST_NEED_FRAMES or status == K.ST_NEED_UPCALLS or status == K.ST_NEED_HEAP
+                or status == K.ST_NEED_BINS):
+            grow_buffer(s, status, t)
             continue
         if status == K.ST_NEED_LOG:
             return status
@@ -335,20 +323,40 @@ def net_run_to(s, stop_t, stop_key):
         return 0
 
 
-@njit(cache=True)
-def drive(s):
-    """Run events until none are left (D_DONE), progress is due (D_PROGRESS) or the log is full (ST_NEED_LOG)."""
+@compiled
+def drive(s, parts):
+    """Run events until none are left (D_DONE), progress is due (D_PROGRESS) or the log is full (ST_NEED_LOG).
+
+    The first call starts the replay: the parts with no dependencies, in order, at time 0,
+    then the network's first wake-up. The one function Python calls: every compiled
+    function it calls is compiled (and its machine code generated) once more into each
+    caller that is compiled on its own, so the loop has one such root, and the frame
+    loop is inlined into it.
+    """
     RS = s.RS
+    if RS[R_STARTED] == 0:
+        RS[R_STARTED] = 1
+        for p in parts:
+            ready(s, p)
+            work(s)
+        rearm(s)
     while True:
+        changing = False
         if RS[R_IN_CHG]:
             # Network._changes_due: each change due now runs at its point of the instant
             if RS[R_CHG_T] <= RS[R_NOW]:
-                status = net_run_to(s, RS[R_NOW], RS[R_CHG_KEY])
+                changing = True
+            else:
+                RS[R_IN_CHG] = 0
+                RS[R_IN_RUN] = 1
+        if changing or RS[R_IN_RUN]:
+            # one call site of the (inlined) frame loop: up to the change's point, or on
+            stop_t, stop_key = K.INF, K.KEY_ALL
+            if changing:
+                stop_t, stop_key = RS[R_NOW], RS[R_CHG_KEY]
+            status = net_run_to(s, stop_t, stop_key)
+            if changing:
                 return status if status else D_CHANGE  # Python applies it and calls again
-            RS[R_IN_CHG] = 0
-            RS[R_IN_RUN] = 1
-        if RS[R_IN_RUN]:
-            status = net_run(s)
             if status:
                 return status  # Python flushes the log; the frame loop resumes where it stopped
             RS[R_IN_RUN] = 0
@@ -388,14 +396,14 @@ def drive(s):
 
 # ---- what Python calls while it applies a timeline change (emu.replay.core_run) ---------------
 
-@njit(cache=True)
+@allocating
 def schedule(s, time, kind):
     """An event the network schedules from Python (a wake-up, a hand-over of upcalls, a
     change): its sequence number, in the loop's order."""
     return at(s, time, kind, 0, 0)
 
 
-@njit(cache=True)
+@allocating
 def set_kernel(s, SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, LG, FW, MS, MD, BITS, UP, SP, SL, SFREE, LB):
     """The kernel tables as the Network holds them after a change (it may have replaced some)."""
     s.SC, s.LK, s.LF, s.LR, s.LD, s.ND, s.NS, s.DL, s.FP, s.FREE, s.HP = SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP

@@ -8,15 +8,14 @@ schedules its end after its roofline duration.
 
 from __future__ import annotations
 
-from numba import njit
-
 from .core_dir import read_in_flight
 from .core_events import at
 from .core_layout import (DF_REPLICA, E_FINISH, N_BUSY, N_RQ, N_RQLEN, N_STALL, O_DEP, O_DEPEND, O_DST,
-                          O_DSTEND, O_DUR, O_KV, O_START, R_NOW)
+                          O_DSTEND, OW_DUR, OW_KV, OW_START, R_NOW)
+from .core_state import compiled, compiled_inline
 
 
-@njit(cache=True)
+@compiled
 def slot_of(OP, IDX, op, node):
     """The (op, node) delivery slot, or -1 when ``node`` is not one of the op's destinations."""
     for s in range(OP[op, O_DST], OP[op, O_DSTEND]):
@@ -25,7 +24,7 @@ def slot_of(OP, IDX, op, node):
     return -1
 
 
-@njit(cache=True)
+@compiled_inline
 def ready_push(NT, RQ, node, op):
     base = NT[node, N_RQ]
     i = NT[node, N_RQLEN]
@@ -39,7 +38,7 @@ def ready_push(NT, RQ, node, op):
     RQ[base + i] = op
 
 
-@njit(cache=True)
+@compiled_inline
 def ready_pop(NT, RQ, node):
     base = NT[node, N_RQ]
     top = RQ[base]
@@ -63,19 +62,19 @@ def ready_pop(NT, RQ, node):
     return top
 
 
-@njit(cache=True)
+@compiled
 def try_compute(s, node):
-    RS, OP, NT, RQ, IDX, DF = s.RS, s.OP, s.NT, s.RQ, s.IDX, s.DF
+    RS, OP, OW, NT, RQ, IDX, DF = s.RS, s.OP, s.OW, s.NT, s.RQ, s.IDX, s.DF
     if NT[node, N_BUSY] or NT[node, N_STALL] or NT[node, N_RQLEN] == 0:
         return
     op = ready_pop(NT, RQ, node)
     NT[node, N_BUSY] = 1
     now = RS[R_NOW]
-    OP[op, O_START] = now
+    OW[op, OW_START] = now
     # Attention reading a replica multicast here: the directory must still hold it.
     for e in range(OP[op, O_DEP], OP[op, O_DEPEND]):
         if DF[e] & DF_REPLICA:
             x = IDX[e]
             if slot_of(OP, IDX, x, node) >= 0:
-                read_in_flight(s, node, OP[x, O_KV], now)
-    at(s, now + OP[op, O_DUR], E_FINISH, op, node)
+                read_in_flight(s, node, OW[x, OW_KV], now)
+    at(s, now + OW[op, OW_DUR], E_FINISH, op, node)

@@ -13,24 +13,23 @@ words as ``Directory`` does.
 
 from __future__ import annotations
 
-from numba import njit
-
 from ..nic.directory import OP_DRAIN, OP_INVALIDATE, OP_KV_REPLICA, State, replica_transition
 from .core_layout import (ERR_DRAIN, ERR_INVALIDATE, ERR_READ, K_BYTES, K_OWNER, N_OWNER, N_REPLICA,
                           N_TRANSIENT, R_KVMIN, R_LIVE_REP, R_NERR, R_NHIST, R_NKV, R_NOWNERS, RP_BYTES,
                           RP_STATE, S_TRANS)
-from .core_state import grown
+from .core_state import compiled, compiled_inline, more_err, more_hist
 
 INVALID = int(State.INVALID)
 VALID = int(State.VALID)
 DRAINING = int(State.DRAINING)
 
 
-@njit(cache=True)
+@compiled
 def record(s, t, node):
     RS, NT = s.RS, s.NT
     n = RS[R_NHIST]
-    s.HIST = grown(s.HIST, n + 1)
+    if n == s.HIST.shape[0]:
+        more_hist(s, n + 1)
     h = s.HIST
     h[n, 0] = t
     h[n, 1] = node
@@ -42,10 +41,11 @@ def record(s, t, node):
     RS[R_NHIST] = n + 1
 
 
-@njit(cache=True, inline="always")
+@compiled_inline
 def error(s, t, code, node, kv, state):
     n = s.RS[R_NERR]
-    s.ERR = grown(s.ERR, n + 1)
+    if n == s.ERR.shape[0]:
+        more_err(s, n + 1)
     e = s.ERR
     e[n, 0] = t
     e[n, 1] = code
@@ -55,7 +55,7 @@ def error(s, t, code, node, kv, state):
     s.RS[R_NERR] = n + 1
 
 
-@njit(cache=True)
+@compiled
 def add_owner(s, node, kv, nbytes, t):
     """``node`` owns block ``kv`` from now on; a previous owner (a PD handoff) frees its copy."""
     RS, NT, KB = s.RS, s.NT, s.KB
@@ -74,18 +74,18 @@ def add_owner(s, node, kv, nbytes, t):
     record(s, t, node)
 
 
-@njit(cache=True)
+@compiled_inline
 def owner_bytes(s, kv, default):
     b = kv - s.RS[R_KVMIN]
     return s.KB[b, K_BYTES] if s.KB[b, K_OWNER] >= 0 else default
 
 
-@njit(cache=True)
+@compiled
 def _rep(s, node, kv):
     return node * s.RS[R_NKV] + kv - s.RS[R_KVMIN]
 
 
-@njit(cache=True)
+@compiled_inline
 def add_replica(s, node, kv, nbytes, t):
     KR = s.KR
     r = _rep(s, node, kv)
@@ -99,7 +99,7 @@ def add_replica(s, node, kv, nbytes, t):
     record(s, t, node)
 
 
-@njit(cache=True)
+@compiled_inline
 def drain(s, node, kv, t):
     r = _rep(s, node, kv)
     new, ok = replica_transition(s.KR[r, RP_STATE], OP_DRAIN)
@@ -109,7 +109,7 @@ def drain(s, node, kv, t):
     s.KR[r, RP_STATE] = new
 
 
-@njit(cache=True)
+@compiled_inline
 def invalidate(s, node, kv, t):
     KR = s.KR
     r = _rep(s, node, kv)
@@ -123,7 +123,7 @@ def invalidate(s, node, kv, t):
     record(s, t, node)
 
 
-@njit(cache=True)
+@compiled_inline
 def read_in_flight(s, node, kv, t):
     """A read by attention already under way: an owner copy, a VALID or a DRAINING replica."""
     if s.KB[kv - s.RS[R_KVMIN], K_OWNER] == node:
@@ -134,14 +134,14 @@ def read_in_flight(s, node, kv, t):
     error(s, t, ERR_READ, node, kv, st)
 
 
-@njit(cache=True)
+@compiled_inline
 def add_transient(s, node, slot, nbytes, t):
     s.SLOT[slot, S_TRANS] += nbytes
     s.NT[node, N_TRANSIENT] += nbytes
     record(s, t, node)
 
 
-@njit(cache=True)
+@compiled
 def free_transient(s, node, slot, t):
     s.NT[node, N_TRANSIENT] -= s.SLOT[slot, S_TRANS]
     s.SLOT[slot, S_TRANS] = 0

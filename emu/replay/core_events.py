@@ -9,19 +9,17 @@ and the call on top, so work runs depth first in exactly the Python order.
 
 from __future__ import annotations
 
-from numba import njit
-
 from ..net import kernel as K
 from .core_layout import E_TIMER, E_WAKE, X_TIMER, R_NOW, R_NSIM, R_NWORK, R_SEQ, R_WAKE_AT, R_WAKE_SEQ
-from .core_state import grown
+from .core_state import compiled, compiled_inline, more_sim, more_work
 
 
-@njit(cache=True, inline="always")
+@compiled_inline
 def _less(H, i, j):
     return H[i, 0] < H[j, 0] or (H[i, 0] == H[j, 0] and H[i, 1] < H[j, 1])
 
 
-@njit(cache=True, inline="always")
+@compiled_inline
 def _swap(H, i, j):
     for c in range(5):
         x = H[i, c]
@@ -29,12 +27,13 @@ def _swap(H, i, j):
         H[j, c] = x
 
 
-@njit(cache=True, inline="always")
+@compiled_inline
 def at(s, time, kind, a, b):
     """Schedule event ``kind(a, b)`` at ``time``; returns its sequence number."""
     RS = s.RS
     n = RS[R_NSIM]
-    s.SIM = grown(s.SIM, n + 1)
+    if n == s.SIM.shape[0]:
+        more_sim(s, n + 1)
     H = s.SIM
     seq = RS[R_SEQ]
     RS[R_SEQ] = seq + 1
@@ -53,7 +52,7 @@ def at(s, time, kind, a, b):
     return seq
 
 
-@njit(cache=True)
+@compiled
 def pop(s):
     """Remove the first event; the caller has read it at row 0."""
     H = s.SIM
@@ -75,7 +74,7 @@ def pop(s):
         i = c
 
 
-@njit(cache=True)
+@compiled
 def cancelled(s, row):
     """A network wake-up superseded by an earlier one, or a retransmission timer re-armed or
     stopped since (Event.cancel)."""
@@ -85,7 +84,7 @@ def cancelled(s, row):
     return kind == E_TIMER and s.MX[s.SIM[row, 3], X_TIMER] != s.SIM[row, 1] + 1
 
 
-@njit(cache=True)
+@compiled_inline
 def peek(s):
     """Time of the next live event (-1: none), dropping cancelled ones (Simulator.peek)."""
     while s.RS[R_NSIM] > 0 and cancelled(s, 0):
@@ -93,7 +92,7 @@ def peek(s):
     return s.SIM[0, 0] if s.RS[R_NSIM] > 0 else -1
 
 
-@njit(cache=True)
+@compiled
 def rearm(s):
     """Network._rearm: one pending wake-up, at the kernel's next event (or now)."""
     RS = s.RS
@@ -106,10 +105,11 @@ def rearm(s):
     RS[R_WAKE_SEQ] = at(s, nxt, E_WAKE, 0, 0)  # the old one, if any, is cancelled from here on
 
 
-@njit(cache=True, inline="always")
+@compiled_inline
 def push(s, kind, a, b, c):
     n = s.RS[R_NWORK]
-    s.WORK = grown(s.WORK, n + 1)
+    if n == s.WORK.shape[0]:
+        more_work(s, n + 1)
     W = s.WORK
     W[n, 0] = kind
     W[n, 1] = a

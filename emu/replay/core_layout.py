@@ -1,41 +1,44 @@
 """Named columns of the compiled replay's tables (emu.replay.core, docs/engine.md).
 
-Every table is a 2-D int64 array, one row per op, part, delivery slot, node,
-transfer or message; the constants below name its columns. A *slot* is one
+Every table is a 2-D int64 array (OP: int32, its wide values in OW), one row per op,
+part, delivery slot, node, transfer or message; the constants below name its columns. A *slot* is one
 (communication op, destination board) pair: the op's sorted destination list laid
 out flat, so slot ``dst_ptr[op] + j`` is the op's j-th destination.
 """
 
-# ---- ops (OP) -------------------------------------------------------------------
+# ---- ops (OP): int32 where every value fits (kinds, nodes, positions in IDX, groups) ------
 O_KIND = 0
 O_NODE = 1
 O_MSGOP = 2
-O_KV = 3
-O_BYTES = 4
-O_RES = 5         # residency of what the op delivers
-O_DUR = 6         # compute time (roofline + overhead), 0 for communication
-O_START = 7
-O_END = 8
-O_PART = 9        # first part
-O_PEND = 10       # one past its last part
-O_DEP = 11        # its dependencies in IDX (the trace's dep list)
-O_DEPEND = 12
-O_DST = 13        # its sorted destinations in IDX; also its first slot
-O_DSTEND = 14
-O_SRC = 15        # its sources in IDX
-O_SRCEND = 16
-O_BLK = 17        # KV blocks a handoff names, in IDX
-O_BLKEND = 18
-O_DONE = 19       # parts released when it is done (finished / delivered everywhere), in IDX
-O_DONEEND = 20
-O_GRP = 21        # reduction / all-to-all group in the group table GP
-O_GRPEND = 22
-O_CHUNK = 23
-O_LAYER = 24
-O_NDLV = 25       # destinations it has been delivered at
-O_COMM = 26       # 1: communication or control (runs in the NICs)
-O_DMASK = 27      # its destination boards, a bit each
-O_NCOLS = 28
+O_RES = 3         # residency of what the op delivers
+O_PART = 4        # first part
+O_PEND = 5        # one past its last part
+O_DEP = 6         # its dependencies in IDX (the trace's dep list)
+O_DEPEND = 7
+O_DST = 8         # its sorted destinations in IDX; also its first slot
+O_DSTEND = 9
+O_SRC = 10        # its sources in IDX
+O_SRCEND = 11
+O_BLK = 12        # KV blocks a handoff names, in IDX
+O_BLKEND = 13
+O_DONE = 14       # parts released when it is done (finished / delivered everywhere), in IDX
+O_DONEEND = 15
+O_GRP = 16        # reduction / all-to-all group in the group table GP
+O_GRPEND = 17
+O_CHUNK = 18
+O_LAYER = 19
+O_NDLV = 20       # destinations it has been delivered at
+O_COMM = 21       # 1: communication or control (runs in the NICs)
+O_NCOLS = 22
+
+# ---- ops' wide values (OW, int64): times in ps, byte counts, block ids, masks -----------
+OW_KV = 0
+OW_BYTES = 1
+OW_DUR = 2        # compute time (roofline + overhead), 0 for communication
+OW_START = 3
+OW_END = 4
+OW_DMASK = 5      # its destination boards, a bit each
+OW_NCOLS = 6
 
 # ---- parts (PT): an op at one place (compute: its node; communication: one source) ----
 P_OP = 0
@@ -176,7 +179,8 @@ R_NNKB = 43       # NKB bytes used (nack payloads)
 R_CHG_T = 44      # a timeline's first pending change: time (INF: none) ...
 R_CHG_KEY = 45    # ... and its point of that instant (emu.net.network.Network.schedule_change)
 R_IN_CHG = 46     # 1: applying the changes due now (Network._changes_due)
-R_NCOLS = 47
+R_STARTED = 47    # 1: drive() has started the replay
+R_NCOLS = 48
 
 # ---- events (kinds in GT_SIM) ----------------------------------------------------------
 E_FINISH = 0      # a compute op ends (a = op, b = node)

@@ -27,8 +27,6 @@ is pushed on the work stack instead, so this module needs nothing of the replay 
 
 from __future__ import annotations
 
-from numba import njit
-
 from ..net import kernel as K
 from ..nic.directory import OP_DRAIN, OP_INVALIDATE, OP_KV_REPLICA  # Meta ops the directory acts on
 from ..nic.protocol import RED_HERE, RED_PARENT, reduction_complete, reduction_next
@@ -37,22 +35,23 @@ from .core_dir import add_replica, drain, invalidate
 from .core_events import at, push, rearm
 from .core_reliable import complete, control_done, message_room, resent, sent, source_drop, stream_room, track
 from .core_layout import (CB_A2A, CB_CTRL, CB_RED, CB_SEND, E_LOCAL, G_MEMBER, G_PARENT, G_WAIT, N_FIFO_B,
-                          N_FIFO_E, N_QHEAD, N_QTAIL, N_STALL, O_BYTES, O_GRP, O_GRPEND, O_MSGOP, R_CHUNK,
+                          N_FIFO_E, N_QHEAD, N_QTAIL, N_STALL, OW_BYTES, O_GRP, O_GRPEND, O_MSGOP, R_CHUNK,
                           R_CTRL_DRAIN, R_CTRL_INV, R_FIFO_B, R_FIFO_E, R_HDR, R_NBITS, R_NMD, R_NMSG, R_NODES, R_NOW,
                           R_NTR, R_PER, R_V, T_ACCEPTED, T_ARG, T_ARG2, T_CB, T_DLV, T_DMASK, T_KV, T_M0, T_M1,
                           T_MSGOP, T_NBYTES, T_NEXT, T_OP, T_ROUTE, T_SENT, T_SRC, W_A2A_STEP, W_OP_DLV,
                           W_PART_DLV, X_SENT, X_TR, CTRL_DATA, E_PARTLEFT, R_RELIABLE, T_FAIL, T_FAIL_RETRIES,
                           X_CTRL, X_TIMER)
+from .core_state import compiled, compiled_inline
 
 COLL_REDUCE = 3  # emu.codec.Collective.reduce: the trace's reductions end at their root
 
 
-@njit(cache=True, inline="always")
+@compiled_inline
 def bit(node):
     return 1 << node
 
 
-@njit(cache=True, inline="always")
+@compiled_inline
 def send(s, src, dmask, nbytes, msgop, kv, cb, op, arg, arg2, route):
     """Cluster.send: hand a payload to ``src``'s NIC; returns the transfer."""
     RS, NT, TR = s.RS, s.NT, s.TR
@@ -84,7 +83,7 @@ def send(s, src, dmask, nbytes, msgop, kv, cb, op, arg, arg2, route):
     return tr
 
 
-@njit(cache=True)
+@compiled
 def admit(s, node):
     """Move sends from the packetizer's wait line into it while they fit."""
     RS, NT, TR = s.RS, s.NT, s.TR
@@ -108,7 +107,7 @@ def admit(s, node):
         launch(s, tr)
 
 
-@njit(cache=True)
+@compiled_inline
 def launch(s, tr):
     RS, NT, TR = s.RS, s.NT, s.TR
     src = TR[tr, T_SRC]
@@ -131,7 +130,7 @@ def launch(s, tr):
     TR[tr, T_M1] = RS[R_NMSG]
 
 
-@njit(cache=True)
+@compiled_inline
 def send_part(s, tr, size, remote):
     """One message of a transfer: header arithmetic (emu.net.ethernet.frame_sizes), then the wire."""
     RS, TR, MX = s.RS, s.TR, s.MX
@@ -171,7 +170,7 @@ def send_part(s, tr, size, remote):
         at(s, RS[R_NOW], E_PARTLEFT, mid, 0)
 
 
-@njit(cache=True)
+@compiled_inline
 def net_send(s, src, remote, nfrags, full, last, route):
     """Network.send: its kernel rows (tracked with reliable delivery) and a stream per first-hop port."""
     RS = s.RS
@@ -205,7 +204,7 @@ def net_send(s, src, remote, nfrags, full, last, route):
     return mid
 
 
-@njit(cache=True)
+@compiled_inline
 def message_sent(s, mid, live):
     """UP_SENT: a stream of ``mid`` has left; ``live`` of its streams are still unsent."""
     if live:
@@ -229,7 +228,7 @@ def message_sent(s, mid, live):
         sent(s, mid)  # its retransmission timer starts
 
 
-@njit(cache=True)
+@compiled
 def part_left(s, mid):
     """A message with no first hop has left (Cluster._part_left): the send's FIFO room is
     freed once all its messages count as sent."""
@@ -244,7 +243,7 @@ def part_left(s, mid):
         admit(s, src)
 
 
-@njit(cache=True)
+@compiled
 def _whole(MS, MD, m, node):
     for d in range(MS[m, K.M_DPTR], MS[m, K.M_DEND]):
         if MD[d, K.D_NODE] == node:
@@ -252,7 +251,7 @@ def _whole(MS, MD, m, node):
     return False
 
 
-@njit(cache=True)
+@compiled_inline
 def message_done(s, mid, node):
     """UP_DONE: message ``mid`` is whole at ``node``; its send is when all its messages are."""
     if s.RS[R_RELIABLE]:
@@ -271,7 +270,7 @@ def message_done(s, mid, node):
     delivered(s, tr, node)
 
 
-@njit(cache=True)
+@compiled
 def delivered(s, tr, node):
     """Cluster._delivered: the directory follows the Meta of what arrived; the owner hears of it."""
     RS, TR = s.RS, s.TR
@@ -298,7 +297,7 @@ def delivered(s, tr, node):
         push(s, W_PART_DLV, op, node, 0)
 
 
-@njit(cache=True)
+@compiled
 def fold(s, op, node):
     """A contribution to reduction ``op`` is in at member ``node`` (its own or a child's)."""
     OP, GP = s.OP, s.GP
@@ -318,12 +317,12 @@ def fold(s, op, node):
     if where == RED_HERE:
         push(s, W_OP_DLV, op, node, 0)  # the root has the result
     elif where == RED_PARENT:
-        send(s, node, bit(parent), OP[op, O_BYTES], mop, 0, CB_RED, op, 0, 0, parent)
+        send(s, node, bit(parent), s.OW[op, OW_BYTES], mop, 0, CB_RED, op, 0, 0, parent)
     else:
         raise ValueError("compiled replay: a reduction result for the whole group (all_reduce) is not modelled")
 
 
-@njit(cache=True, inline="always")
+@compiled_inline
 def a2a_step(s, op, i, step):
     """Member ``i`` of all-to-all ``op`` sends its block for member i + step, skipping pairs outside it."""
     OP, GP, IDX = s.OP, s.GP, s.IDX
@@ -338,4 +337,4 @@ def a2a_step(s, op, i, step):
         step += 1
     if step >= n:
         return
-    send(s, a, bit(b), OP[op, O_BYTES], OP[op, O_MSGOP], 0, CB_A2A, op, i, step, b)
+    send(s, a, bit(b), s.OW[op, OW_BYTES], OP[op, O_MSGOP], 0, CB_A2A, op, i, step, b)

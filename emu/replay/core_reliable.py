@@ -17,12 +17,17 @@ of the summary.
 A timer is an ``E_TIMER`` event; ``MX[m, X_TIMER]`` holds 1 + the sequence number of the
 live one, so re-arming or stopping it leaves the old event in the heap as a cancelled
 one (emu.replay.core_events.cancelled), as ``Event.cancel`` does.
+
+The loop's functions are compiled without reference counting (emu.replay.core_state): the
+tables reliable delivery grows (message rows MS, MD, MX, OUT, OD and the bitmaps BITS; the
+streams SP, SFREE and the kernel heap HP; the resend lists SL; the nack payloads NKB) are
+replaced only by the ``more_*`` functions here, and read from ``s`` again after any call
+that may replace them.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from ..net import kernel as K
 from ..nic.protocol import (D_ACKED, D_NODE, O_DEND, O_DPTR, O_LEFT_AT, O_LIVE, O_MSG_ID, O_NFRAGS,
@@ -33,55 +38,80 @@ from .core_layout import (CTRL_ACK, CTRL_NACK, CTRL_PROBE, E_TIMER, R_CTRL_ACK, 
                           R_HDR, R_MARGIN, R_MAX_RETRIES, R_NBITS, R_NMD, R_NMSG, R_NNKB, R_NODES, R_NOW,
                           R_NSL, R_PER, R_RETX, R_RTO_MAX, R_RTO_MIN, R_V, T_FAIL, T_FAIL_RETRIES, X_ABOUT,
                           X_CTRL, X_NACK, X_PEER, X_SENT, X_TIMER, X_TR)
-from .core_state import grown
+from .core_state import allocating, compiled, compiled_inline, grown
 
 
 # ---- room: control frames and resends are not counted when the tables are built -----------
 
-@njit(cache=True)
-def _grown1(a, need):
-    if need <= a.shape[0]:
-        return a
-    b = np.zeros(max(need, 2 * a.shape[0]), a.dtype)
-    b[: a.shape[0]] = a
-    return b
-
-
-@njit(cache=True, inline="always")
-def message_room(s, nd, nbits):
-    """Rows for one more message of at most ``nd`` destinations and ``nbits`` bitmap bytes."""
-    RS = s.RS
-    n = RS[R_NMSG] + 1
+@allocating
+def more_messages(s, n, m, nbits):
+    """Message tables of at least ``n`` rows, destination tables of ``m``, ``nbits`` bitmap bytes."""
     if n > s.MS.shape[0]:
         s.MS = grown(s.MS, n)
+    if n > s.MX.shape[0]:
         s.MX = grown(s.MX, n)
+    if n > s.OUT.shape[0]:
         s.OUT = grown(s.OUT, n)
-    m = RS[R_NMD] + nd
     if m > s.MD.shape[0]:
         s.MD = grown(s.MD, m)
+    if m > s.OD.shape[0]:
         s.OD = grown(s.OD, m)
-    if RS[R_NBITS] + nbits > s.BITS.shape[0]:
-        s.BITS = _grown1(s.BITS, RS[R_NBITS] + nbits)
+    if nbits > s.BITS.shape[0]:
+        s.BITS = grown(s.BITS, nbits)
 
 
-@njit(cache=True)
+@compiled_inline
+def message_room(s, nd, nbits):
+    """Rows for one more message of at most ``nd`` destinations and ``nbits`` bitmap bytes
+    (MS, MD, MX, OUT, OD, BITS may be replaced: read them from ``s`` after)."""
+    RS = s.RS
+    n = RS[R_NMSG] + 1
+    m = RS[R_NMD] + nd
+    b = RS[R_NBITS] + nbits
+    if (n > s.MS.shape[0] or n > s.MX.shape[0] or n > s.OUT.shape[0] or m > s.MD.shape[0]
+            or m > s.OD.shape[0] or b > s.BITS.shape[0]):
+        more_messages(s, n, m, b)
+
+
+@allocating
+def more_streams(s):
+    """Twice the stream rows, the new ones on the free stack (Network._add_stream's order)."""
+    n = s.SP.shape[0]
+    stack = np.empty(2 * n, np.int64)
+    stack[:n] = np.arange(2 * n - 1, n - 1, -1)
+    s.SC[K.SC_SFREE] = n
+    s.SP = grown(s.SP, 2 * n)
+    s.SFREE = stack
+
+
+@allocating
+def more_heap(s):
+    s.HP = grown(s.HP, 2 * s.HP.shape[0])
+
+
+@compiled_inline
 def stream_room(s):
-    """Room for one more stream (emu.net.network.Network._add_stream grows the same way)."""
-    SC = s.SC
-    if SC[K.SC_SFREE] == 0:
-        n = s.SP.shape[0]
-        stack = np.empty(2 * n, np.int64)
-        stack[:n] = np.arange(2 * n - 1, n - 1, -1)
-        SC[K.SC_SFREE] = n
-        s.SP = grown(s.SP, 2 * n)
-        s.SFREE = stack
-    if SC[K.SC_HEAP] + s.RS[R_MARGIN] > s.HP.shape[0]:
-        s.HP = grown(s.HP, 2 * s.HP.shape[0])
+    """Room for one more stream (emu.net.network.Network._add_stream grows the same way;
+    SP, SFREE, HP may be replaced: read them from ``s`` after)."""
+    if s.SC[K.SC_SFREE] == 0:
+        more_streams(s)
+    if s.SC[K.SC_HEAP] + s.RS[R_MARGIN] > s.HP.shape[0]:
+        more_heap(s)
+
+
+@allocating
+def more_sl(s, need):
+    s.SL = grown(s.SL, need)
+
+
+@allocating
+def more_nkb(s, need):
+    s.NKB = grown(s.NKB, need)
 
 
 # ---- the sender -------------------------------------------------------------------------
 
-@njit(cache=True)
+@compiled
 def track(s, m):
     """BoardProtocol.track: message ``m`` (just opened, ACK_REQ) waits for an ack of each destination."""
     MS, MD, OUT, OD = s.MS, s.MD, s.OUT, s.OD
@@ -101,7 +131,7 @@ def track(s, m):
     OUT[m, O_LIVE] = 1
 
 
-@njit(cache=True)
+@compiled
 def set_timer(s, m, due):
     """The protocol's ARM: the old timer (if any) is cancelled, a new one runs if due >= 0."""
     if due >= 0:
@@ -110,7 +140,7 @@ def set_timer(s, m, due):
         s.MX[m, X_TIMER] = 0
 
 
-@njit(cache=True)
+@compiled
 def sent(s, m):
     """Every first-hop stream of data message ``m`` has left the wire: its timer starts
     (Cluster._part_left)."""
@@ -119,7 +149,7 @@ def sent(s, m):
         set_timer(s, m, left_wire(OUT, s.OD, s.RT[s.MS[m, K.M_SRC]], m, RS[R_NOW], RS[R_MAX_RETRIES]))
 
 
-@njit(cache=True)
+@compiled
 def resent(s, m):
     """A resend of data message ``m`` has left the wire: its timer starts again (the "sent"
     of a resend; nothing for a control frame, which has no sender row)."""
@@ -128,7 +158,7 @@ def resent(s, m):
         set_timer(s, m, resend_left(OUT, s.OD, s.RT[s.MS[m, K.M_SRC]], m, RS[R_NOW], RS[R_MAX_RETRIES]))
 
 
-@njit(cache=True)
+@compiled
 def timer_due(s, m):
     """Message ``m``'s timer expired (BoardProtocol.timer_due, Cluster._act): probe each silent
     receiver and re-arm, or give up after max_retries."""
@@ -150,12 +180,14 @@ def timer_due(s, m):
         s.TR[tr, T_FAIL_RETRIES] = OUT[m, O_RETRIES]  # 1 + the retries it had
         return
     for d in range(d0, d1):
-        if OD[d, D_ACKED] == 0:
-            control(s, src, OD[d, D_NODE], CTRL_PROBE, m, OD[d, D_NODE], 0, -1)
-    set_timer(s, m, arm(OUT, OD, rt, m, RS[R_NOW], RS[R_MAX_RETRIES]))
+        # s.OD, not OD: a probe's message row may have replaced it (and OUT)
+        if s.OD[d, D_ACKED] == 0:
+            peer = s.OD[d, D_NODE]
+            control(s, src, peer, CTRL_PROBE, m, peer, 0, -1)
+    set_timer(s, m, arm(s.OUT, s.OD, rt, m, RS[R_NOW], RS[R_MAX_RETRIES]))
 
 
-@njit(cache=True)
+@compiled
 def acked(s, m, node):
     """An ack of ``m`` from ``node`` reached the source (Cluster._acked)."""
     OUT, OD, RS = s.OUT, s.OD, s.RS
@@ -170,7 +202,7 @@ def acked(s, m, node):
     OUT[m, O_LIVE] = 0  # released
 
 
-@njit(cache=True)
+@compiled
 def nacked(s, m, node, c):
     """Nack ``c`` of ``m`` from ``node`` reached the source: resend exactly what it names (Cluster._nacked)."""
     RS, MS, OUT = s.RS, s.MS, s.OUT
@@ -188,7 +220,7 @@ def nacked(s, m, node, c):
     nfr = MS[m, K.M_NFRAGS]
     off = RS[R_NSL]
     if off + nfr > s.SL.shape[0]:
-        s.SL = _grown1(s.SL, off + nfr)
+        more_sl(s, off + nfr)
     n = nack_named(s.NKB, s.MX[c, X_NACK], (nfr + 7) // 8, nfr, s.SL, off)
     if n == 0:
         return
@@ -199,7 +231,7 @@ def nacked(s, m, node, c):
     set_timer(s, m, due)
 
 
-@njit(cache=True)
+@compiled
 def resend(s, m, src, dst, off, n):
     """Network.resend: fragments SL[off:off+n] of ``m`` again, unicast towards ``dst``."""
     RS, FW = s.RS, s.FW
@@ -221,7 +253,7 @@ def resend(s, m, src, dst, off, n):
     rearm(s)
 
 
-@njit(cache=True, inline="always")
+@compiled_inline
 def source_drop(s, src, frames, nbytes):
     """Network._count_source_drop: frames with no way out of their source."""
     NS, ND = s.NS, s.ND
@@ -233,13 +265,13 @@ def source_drop(s, src, frames, nbytes):
 
 # ---- the receiver ---------------------------------------------------------------------------
 
-@njit(cache=True)
+@compiled
 def complete(s, m, node):
     """Data message ``m`` is whole at ``node``: it asked for an ack (message_complete)."""
     control(s, node, s.MS[m, K.M_SRC], CTRL_ACK, m, node, 0, -1)
 
 
-@njit(cache=True)
+@compiled
 def probed(s, m, node):
     """A probe of ``m`` reached receiver ``node``: it answers from its bitmap as it is now
     (BoardProtocol.probe_arrived; the emulator answers every probe)."""
@@ -254,12 +286,12 @@ def probed(s, m, node):
     nb = (nfr + 7) // 8
     off = RS[R_NNKB]
     if off + nb > s.NKB.shape[0]:
-        s.NKB = _grown1(s.NKB, off + nb)
+        more_nkb(s, off + nb)
     RS[R_NNKB] = off + nack_bitmap(s.BITS, MD[d, K.D_BITS], nfr, s.NKB, off)
     control(s, node, src, CTRL_NACK, m, node, nb, off)
 
 
-@njit(cache=True)
+@compiled
 def control_done(s, c):
     """Control frame ``c`` arrived whole where it was sent."""
     MX = s.MX
@@ -274,7 +306,7 @@ def control_done(s, c):
 
 # ---- control frames ---------------------------------------------------------------------
 
-@njit(cache=True, inline="always")
+@compiled_inline
 def control(s, src, dst, kind, about, peer, plen, nack):
     """Cluster._control: an ack, probe or nack (``plen`` payload bytes) from ``src`` to ``dst``
     about message ``about``, an untracked unicast message (Network.send)."""

@@ -10,6 +10,7 @@ directory and the NICs with the attributes the Python path's objects have.
 
 from __future__ import annotations
 
+import gc
 import sys
 
 import numpy as np
@@ -23,7 +24,7 @@ from . import core_layout as L
 from ..errors import ConfigError
 from ..net.network import Message
 from ..topology import multicast_tree
-from .core import drive, schedule, set_kernel, start
+from .core import drive, schedule, set_kernel
 from .core_state import KERNEL
 from .core_tables import Tables
 
@@ -196,7 +197,7 @@ def _reroute(rp, tables: Tables):
     routes as Cluster._route would build it at its next send, and reductions not yet started
     a board tree on the new routes (Cluster.board_tree when their first contribution comes)."""
     net, cluster = rp.net, rp.cluster
-    PT, OP, GP, TR = tables.state.table("PT"), tables.OP, tables.state.table("GP"), tables.TR
+    PT, OW, GP, TR = tables.state.table("PT"), tables.OW, tables.state.table("GP"), tables.TR
 
     def reroute(routes):
         cluster.routes = routes
@@ -221,7 +222,7 @@ def _reroute(rp, tables: Tables):
             hit = np.flatnonzero(np.isin(r, list(moved)))
             r[hit] = [moved[int(x)] for x in r[hit]]
         for op, root, group, g in tables.reductions:
-            if OP[op, L.O_START] < 0:  # its first contribution is still to come
+            if OW[op, L.OW_START] < 0:  # its first contribution is still to come
                 try:
                     parent = cluster.board_tree(root, group)
                 except ConfigError:  # no tree now: starting it stops the run (the Python path raises)
@@ -235,15 +236,30 @@ def _reroute(rp, tables: Tables):
 
 def run(rp) -> None:
     """Run ``rp`` (an emu.replay.run.Replay) on the compiled loop and fill in its results."""
+    # Python's cycle collector off while the loop runs: the first run compiles it, and numba's
+    # compiler makes millions of objects, so the collector kept re-scanning them (a seventh
+    # of the compile time, more for the kernel's large inlined loop). The loop itself makes
+    # no Python objects; what the run leaves is freed by reference counting as before.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        _run(rp)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _run(rp) -> None:
     tables = Tables(rp)
     st, RS, net = tables.state, tables.RS, rp.net
     if rp.opt.progress:
         RS[L.R_PROGRESS] = RS[L.R_PROG_NEXT] = PROGRESS_OPS
     if rp.timeline is not None:
         rp.timeline.on_reroute[:] = [_reroute(rp, tables)]
-    start(st, tables.start_parts)
+    # The first drive() starts the replay (the parts with no dependencies, the network's
+    # first wake-up); a later call, after a change or a log flush, goes on where it stopped.
     while True:
-        status = drive(st)
+        status = drive(st, tables.start_parts)
         if status == L.D_DONE:
             break
         if status == L.D_CHANGE:
@@ -259,9 +275,9 @@ def run(rp) -> None:
     # The kernel's buffers the loop grew, back into the network (its counters read them).
     _to_network(st, net)
     net.flush_log()
-    OP = tables.OP
-    rp.start = OP[:, L.O_START].copy()
-    rp.end = OP[:, L.O_END].copy()
+    OP, OW = tables.OP, tables.OW
+    rp.start = OW[:, L.OW_START].copy()
+    rp.end = OW[:, L.OW_END].copy()
     rp.kv_bytes = int(RS[L.R_KV_BYTES])
     rp.done_ops = int(RS[L.R_DONE_OPS])
     rp.sim.now = int(RS[L.R_NOW])

@@ -79,6 +79,27 @@ def _member(keys_sorted: np.ndarray, q: np.ndarray) -> np.ndarray:
     return np.where(ok, pos, -1)
 
 
+def _fits32(a: np.ndarray) -> bool:
+    i32 = np.iinfo(np.int32)
+    return a.size == 0 or (int(a.min()) >= i32.min and int(a.max()) <= i32.max)
+
+
+def _table(rows: int, ncols: int, cols: dict) -> np.ndarray:
+    """A table of ``ncols`` columns filled from ``cols`` (column -> values), int32 when every
+    value fits (ids, counts and positions in IDX: any run that fits in memory), else int64;
+    the compiled loop is compiled for either.
+
+    Only OP is narrowed: values read from it that the loop passes on to a compiled function
+    are made int64 first (``core.ready``), since numba compiles a function once more for
+    every argument type it is called with, and the parts and the index pool, whose values
+    are passed on everywhere, stay int64."""
+    wide = not all(_fits32(np.asarray(v)) for v in cols.values())
+    t = np.zeros((rows, ncols), np.int64 if wide else np.int32)
+    for col, values in cols.items():
+        t[:, col] = values
+    return t
+
+
 def _csr(keys: np.ndarray, values: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     """Group ``values`` by ``keys`` (0..n-1), keeping their order within a key."""
     order = np.argsort(keys, kind="stable")
@@ -209,34 +230,24 @@ class Tables:
         DF[b_dep:b_src] = (reads_dep * L.DF_READS
                            | (is_comm[x_of_dep] & (msgop[x_of_dep] == int(MsgOp.kv_replica))) * L.DF_REPLICA)
 
-        OP = np.zeros((n, L.O_NCOLS), np.int64)
-        OP[:, L.O_KIND] = kind
-        OP[:, L.O_NODE] = node
-        OP[:, L.O_MSGOP] = msgop
-        OP[:, L.O_KV] = kvid
-        OP[:, L.O_BYTES] = nbytes
-        OP[:, L.O_RES] = ops["residency"]
-        OP[:, L.O_DUR] = rp.durations
-        OP[:, L.O_START] = -1
-        OP[:, L.O_END] = -1
-        OP[:, L.O_PART] = part_ptr[:-1]
-        OP[:, L.O_PEND] = part_ptr[1:]
-        OP[:, L.O_DEP] = b_dep + tr.dep_ptr[:-1]
-        OP[:, L.O_DEPEND] = b_dep + tr.dep_ptr[1:]
-        OP[:, L.O_DST] = tr.dst_ptr[:-1]
-        OP[:, L.O_DSTEND] = tr.dst_ptr[1:]
-        OP[:, L.O_SRC] = b_src + tr.src_ptr[:-1]
-        OP[:, L.O_SRCEND] = b_src + tr.src_ptr[1:]
-        OP[:, L.O_BLK] = b_blk + tr.blk_ptr[:-1]
-        OP[:, L.O_BLKEND] = b_blk + tr.blk_ptr[1:]
-        OP[:, L.O_DONE] = b_done + done_ptr[:-1]
-        OP[:, L.O_DONEEND] = b_done + done_ptr[1:]
-        OP[:, L.O_GRP] = grp[:, 0]
-        OP[:, L.O_GRPEND] = grp[:, 1]
-        OP[:, L.O_CHUNK] = ops["chunk"]
-        OP[:, L.O_LAYER] = ops["layer"]
-        OP[:, L.O_COMM] = is_comm
-        OP[:, L.O_DMASK] = dmask.view(np.int64)
+        OW = np.zeros((n, L.OW_NCOLS), np.int64)
+        OW[:, L.OW_KV] = kvid
+        OW[:, L.OW_BYTES] = nbytes
+        OW[:, L.OW_DUR] = rp.durations
+        OW[:, L.OW_START] = -1
+        OW[:, L.OW_END] = -1
+        OW[:, L.OW_DMASK] = dmask.view(np.int64)
+
+        cols = {L.O_KIND: kind, L.O_NODE: node, L.O_MSGOP: msgop, L.O_RES: ops["residency"],
+                L.O_PART: part_ptr[:-1], L.O_PEND: part_ptr[1:],
+                L.O_DEP: b_dep + tr.dep_ptr[:-1], L.O_DEPEND: b_dep + tr.dep_ptr[1:],
+                L.O_DST: tr.dst_ptr[:-1], L.O_DSTEND: tr.dst_ptr[1:],
+                L.O_SRC: b_src + tr.src_ptr[:-1], L.O_SRCEND: b_src + tr.src_ptr[1:],
+                L.O_BLK: b_blk + tr.blk_ptr[:-1], L.O_BLKEND: b_blk + tr.blk_ptr[1:],
+                L.O_DONE: b_done + done_ptr[:-1], L.O_DONEEND: b_done + done_ptr[1:],
+                L.O_GRP: grp[:, 0], L.O_GRPEND: grp[:, 1], L.O_CHUNK: ops["chunk"], L.O_LAYER: ops["layer"],
+                L.O_COMM: is_comm}
+        OP = _table(n, L.O_NCOLS, cols)
 
         PT = np.zeros((nparts, L.P_NCOLS), np.int64)
         PT[:, L.P_OP] = part_op
@@ -345,12 +356,14 @@ class Tables:
         RS[L.R_SEQ] = rp.sim._seq
         RS[L.R_CHG_T], RS[L.R_CHG_KEY] = net._changes[0][:2] if net._changes else (K.INF, K.KEY_ALL)
 
+        # The directory's history: about 1.0-1.3 rows an op in the shipped and generated traces;
+        # room for 1.5 saves doubling a large table near its end (a transient of twice its size).
         self.state = State(
             **{name: getattr(net, name) for name in KERNEL},
-            RS=RS, OP=OP, PT=PT, SLOT=SLOT, NT=NT, RQ=RQ, TR=TR, MX=MX, KB=KB, KR=KR, IDX=IDX, DF=DF, GP=GP,
+            RS=RS, OP=OP, OW=OW, PT=PT, SLOT=SLOT, NT=NT, RQ=RQ, TR=TR, MX=MX, KB=KB, KR=KR, IDX=IDX, DF=DF, GP=GP,
             SIM=SIM, WORK=np.zeros((1024, 4), np.int64),
-            HIST=np.zeros((max(1024, n), 7), np.int64), ERR=np.zeros((16, 5), np.int64),
+            HIST=np.zeros((max(1024, n + n // 2), 7), np.int64), ERR=np.zeros((16, 5), np.int64),
             OUT=OUT, OD=OD, RT=RT, NKB=np.zeros(1024, np.uint8))
         # Python's own references, read back after the run
-        self.RS, self.OP, self.SLOT, self.NT, self.TR, self.KB = RS, OP, SLOT, NT, TR, KB
+        self.RS, self.OP, self.OW, self.SLOT, self.NT, self.TR, self.KB = RS, OP, OW, SLOT, NT, TR, KB
         self.start_parts = np.flatnonzero(need == 0).astype(np.int64)
