@@ -16,6 +16,7 @@ import pytest
 import emu
 from emu.cli import main
 from emu.errors import ConfigError
+from emu.replay import core_layout as L
 from emu.replay.results import summarize
 from emu.replay.run import Options, Replay
 
@@ -238,6 +239,39 @@ def test_every_scheme_with_frame_loss_replays_identically(traces, scheme):
     a, b = run(traces[scheme], "python", **kw), run(traces[scheme], "compiled", **kw)
     assert b.engine == "compiled" and _exercised(b) and b.incomplete() == []
     assert_same(a, b)
+
+
+@pytest.mark.parametrize("scheme", ["mars", "ulysses"])
+def test_tables_reliable_delivery_grows_start_at_one_row(traces, scheme, monkeypatch):
+    """Acks, probes and nacks take message rows the tables did not count, resends fragment
+    lists, nacks payload bytes: the loop (compiled without reference counting) replaces those
+    tables only through core_reliable's allocating functions and reads them from the State
+    again after any call that may replace them. Started at one row, each is replaced many
+    times during a lossy run (probes among them, while a timeout probes several silent
+    receivers); the results stay the Python path's."""
+    from emu.replay import core_tables
+    from emu.replay.core_state import State
+
+    grown = ("MS", "MX", "OUT", "MD", "OD", "BITS", "SL", "NKB", "SIM")
+    states = []
+
+    def one_row_state(**tables):
+        for name in grown:
+            tables[name] = np.zeros((1,) + tables[name].shape[1:], tables[name].dtype)
+        states.append(State(**tables))
+        return states[-1]
+
+    kw = {"loss": 0.02, "seed": 5}
+    a = run(traces[scheme], "python", **kw)
+    monkeypatch.setattr(core_tables, "State", one_row_state)
+    b = run(traces[scheme], "compiled", **kw)
+    assert _exercised(b)
+    assert_same(a, b)
+    (st,) = states
+    nmsg = int(st.table("RS")[L.R_NMSG])
+    assert nmsg > 1000 and st.table("MS").shape[0] >= nmsg and st.table("OUT").shape[0] >= nmsg
+    for name in grown:
+        assert st.table(name).shape[0] > 1, name
 
 
 @pytest.mark.parametrize("scheme", ["mars", "pd", "ulysses"])

@@ -228,7 +228,7 @@ def message_sent(s, mid, live):
         sent(s, mid)  # its retransmission timer starts
 
 
-@compiled
+@compiled_inline
 def part_left(s, mid):
     """A message with no first hop has left (Cluster._part_left): the send's FIFO room is
     freed once all its messages count as sent."""

@@ -111,7 +111,7 @@ def more_nkb(s, need):
 
 # ---- the sender -------------------------------------------------------------------------
 
-@compiled
+@compiled_inline
 def track(s, m):
     """BoardProtocol.track: message ``m`` (just opened, ACK_REQ) waits for an ack of each destination."""
     MS, MD, OUT, OD = s.MS, s.MD, s.OUT, s.OD
@@ -140,7 +140,7 @@ def set_timer(s, m, due):
         s.MX[m, X_TIMER] = 0
 
 
-@compiled
+@compiled_inline
 def sent(s, m):
     """Every first-hop stream of data message ``m`` has left the wire: its timer starts
     (Cluster._part_left)."""
@@ -149,7 +149,7 @@ def sent(s, m):
         set_timer(s, m, left_wire(OUT, s.OD, s.RT[s.MS[m, K.M_SRC]], m, RS[R_NOW], RS[R_MAX_RETRIES]))
 
 
-@compiled
+@compiled_inline
 def resent(s, m):
     """A resend of data message ``m`` has left the wire: its timer starts again (the "sent"
     of a resend; nothing for a control frame, which has no sender row)."""
@@ -158,7 +158,7 @@ def resent(s, m):
         set_timer(s, m, resend_left(OUT, s.OD, s.RT[s.MS[m, K.M_SRC]], m, RS[R_NOW], RS[R_MAX_RETRIES]))
 
 
-@compiled
+@compiled_inline
 def timer_due(s, m):
     """Message ``m``'s timer expired (BoardProtocol.timer_due, Cluster._act): probe each silent
     receiver and re-arm, or give up after max_retries."""
@@ -187,7 +187,7 @@ def timer_due(s, m):
     set_timer(s, m, arm(s.OUT, s.OD, rt, m, RS[R_NOW], RS[R_MAX_RETRIES]))
 
 
-@compiled
+@compiled_inline
 def acked(s, m, node):
     """An ack of ``m`` from ``node`` reached the source (Cluster._acked)."""
     OUT, OD, RS = s.OUT, s.OD, s.RS
@@ -202,7 +202,7 @@ def acked(s, m, node):
     OUT[m, O_LIVE] = 0  # released
 
 
-@compiled
+@compiled_inline
 def nacked(s, m, node, c):
     """Nack ``c`` of ``m`` from ``node`` reached the source: resend exactly what it names (Cluster._nacked)."""
     RS, MS, OUT = s.RS, s.MS, s.OUT
@@ -231,7 +231,7 @@ def nacked(s, m, node, c):
     set_timer(s, m, due)
 
 
-@compiled
+@compiled_inline
 def resend(s, m, src, dst, off, n):
     """Network.resend: fragments SL[off:off+n] of ``m`` again, unicast towards ``dst``."""
     RS, FW = s.RS, s.FW
@@ -265,13 +265,13 @@ def source_drop(s, src, frames, nbytes):
 
 # ---- the receiver ---------------------------------------------------------------------------
 
-@compiled
+@compiled_inline
 def complete(s, m, node):
     """Data message ``m`` is whole at ``node``: it asked for an ack (message_complete)."""
     control(s, node, s.MS[m, K.M_SRC], CTRL_ACK, m, node, 0, -1)
 
 
-@compiled
+@compiled_inline
 def probed(s, m, node):
     """A probe of ``m`` reached receiver ``node``: it answers from its bitmap as it is now
     (BoardProtocol.probe_arrived; the emulator answers every probe)."""
@@ -291,7 +291,7 @@ def probed(s, m, node):
     control(s, node, src, CTRL_NACK, m, node, nb, off)
 
 
-@compiled
+@compiled_inline
 def control_done(s, c):
     """Control frame ``c`` arrived whole where it was sent."""
     MX = s.MX
