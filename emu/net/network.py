@@ -549,6 +549,10 @@ class Network:
         if self.SC[K.SC_HEAP] + n + self.margin > self.HP.shape[0]:
             self.HP = _grow(self.HP, self.SC[K.SC_HEAP] + n + self.margin, 0)
 
+    def _frame_room(self, n: int) -> None:
+        while self.SC[K.SC_FREE] < n + self.margin:
+            self.FP, self.FREE = _grow_pool(self.FP, self.FREE, self.SC, K.SC_FREE)
+
     def _cut_port(self, link: int) -> None:
         """Before Python changes port ``link``: its train back to per-frame state at this point."""
         if self.LK[link, K.L_TRAIN]:
@@ -561,7 +565,8 @@ class Network:
         the per-frame loop's tables show to a reader), so counters are the per-frame loop's;
         trains delivered as one go back to per-frame arrivals there too."""
         if self.SC[K.SC_DEFERRED]:
-            self._heap_room(len(self.links))
+            self._heap_room(2 * self.LK.shape[0])
+            self._frame_room(int(self.SC[K.SC_DEFERRED]))
             self._ensure_bins(max(point[0], int(self.SC[K.SC_AT_T]), 0))
             K.settle_deferred(self.SC, self.LK, self.LD, self.ND, self.NS, self.FP, self.FREE, self.HP, self.MS,
                               self.MD, self.BITS, self.UP, self.LB, *point)
@@ -638,7 +643,8 @@ class Network:
         t, key = self._point()
         if self.SC[K.SC_DEFERRED]:
             # frames of a train delivered as one that arrived by now are taken first
-            self._heap_room(1)
+            self._heap_room(2)
+            self._frame_room(1)
             K.take_deferred(self.SC, self.LK, self.LD, self.ND, self.NS, self.FP, self.FREE, self.HP, self.MS,
                             self.MD, self.BITS, self.UP, self.LB, link, t, key)
         K.link_down_binned(self.SC, self.LK, self.LD, self.LG, self.FP, self.FREE, self.NS, self.SP, self.HP, self.MS,
