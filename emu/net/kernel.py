@@ -69,7 +69,8 @@ SC_BIN_LO = 21       # memo of the last bin looked up in LB: its start, ps ...
 SC_BIN_IDX = 22      # ... and its index (a frame's times are almost always in the current bin: no division)
 SC_DEFERRED = 23     # train entries whose frames are delivered as one at the far end (pending now)
 SC_NDEFER = 24       # trains delivered as one at their destination (docs/engine.md, "Trains")
-SC_SIZE = 25
+SC_HOLE = 25         # 1: the heap's root is the event being processed: the first push takes its place
+SC_SIZE = 26
 
 ARB_RR = 0        # round robin per frame between the local and the transit queue
 ARB_TRANSIT = 1   # transit first
@@ -305,31 +306,10 @@ def _rand(LR, link, which):
 
 
 @_inline
-def heap_push(HP, SC, time, key):
-    # Sift up with a hole: parents move down, the new entry is written once.
-    n = SC[SC_HEAP]
-    SC[SC_HEAP] = n + 1
-    while n > 0:
-        p = (n - 1) >> 1
-        pt = HP[p, 0]
-        pk = HP[p, 1]
-        if pt < time or (pt == time and pk <= key):
-            break
-        HP[n, 0] = pt
-        HP[n, 1] = pk
-        n = p
-    HP[n, 0] = time
-    HP[n, 1] = key
-
-
-@_inline
-def _heap_pop(HP, SC):
-    # The last entry sifts down from the root with a hole; the smaller child is picked
-    # without a branch (the comparison's outcome is data: a branch would mispredict).
-    n = SC[SC_HEAP] - 1
-    SC[SC_HEAP] = n
-    xt = HP[n, 0]
-    xk = HP[n, 1]
+def _sift_down(HP, n, xt, xk):
+    """Entry (xt, xk) into the root of the heap of ``n`` entries, moving down with a hole; the
+    smaller child is picked without a branch (the comparison's outcome is data: a branch
+    would mispredict)."""
     i = 0
     while True:
         l = 2 * i + 1
@@ -349,6 +329,37 @@ def _heap_pop(HP, SC):
         i = c
     HP[i, 0] = xt
     HP[i, 1] = xk
+
+
+@_inline
+def heap_push(HP, SC, time, key):
+    if SC[SC_HOLE] == 1:
+        # The event being processed still holds the root: the new entry replaces it
+        # (one sift down instead of a pop's and a push's).
+        SC[SC_HOLE] = 0
+        _sift_down(HP, SC[SC_HEAP], time, key)
+        return
+    # Sift up with a hole: parents move down, the new entry is written once.
+    n = SC[SC_HEAP]
+    SC[SC_HEAP] = n + 1
+    while n > 0:
+        p = (n - 1) >> 1
+        pt = HP[p, 0]
+        pk = HP[p, 1]
+        if pt < time or (pt == time and pk <= key):
+            break
+        HP[n, 0] = pt
+        HP[n, 1] = pk
+        n = p
+    HP[n, 0] = time
+    HP[n, 1] = key
+
+
+@_inline
+def _heap_pop(HP, SC):
+    n = SC[SC_HEAP] - 1
+    SC[SC_HEAP] = n
+    _sift_down(HP, n, HP[n, 0], HP[n, 1])
 
 
 @_inline
@@ -1391,23 +1402,29 @@ def advance_binned(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, LG, FW, MS, MD,
         if need != 0:
             _reached(SC, t, key)
             return need, t
-        _heap_pop(HP, SC)
         SC[SC_NOW] = t
         if key >= _KIND_SHIFT:
             link = key - _KIND_SHIFT
             if LK[link, L_TX_PEND] != t:
+                _heap_pop(HP, SC)
                 SC[SC_STALE] += 1
                 continue  # superseded by an earlier look
             SC[SC_EVENTS] += 1
+            SC[SC_HOLE] = 1  # popped when it is done, unless a push takes its place first
             _transmitter(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, MS, SP, SL, SFREE, UP, link, t)
         else:
             link = key
             if LK[link, L_ARR_PEND] != t or LK[link, L_WHEAD] == -1:
+                _heap_pop(HP, SC)
                 SC[SC_STALE] += 1
                 continue  # stale: the link was flushed
             SC[SC_EVENTS] += 1
             LK[link, L_ARR_PEND] = -1
+            SC[SC_HOLE] = 1
             _arrival(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, LG, FW, MS, MD, BITS, UP, SP, LB, link, t)
+        if SC[SC_HOLE] == 1:
+            SC[SC_HOLE] = 0
+            _heap_pop(HP, SC)
         if SC[SC_UP] > 0 and up_time < 0:
             up_time = t
 
