@@ -119,6 +119,7 @@ LINKS = Table("link directions (LK)", "L", (
     ("ser_ps", '... and its time at the current rate'),
     ("nicq", "the receiving node's datapath, as a link of its own (-1: none)"),
     ("train", 'the train this port is transmitting: its frame entry (the wire tail) + 1; 0: none'),
+    ("defer_in", "a datapath: DEFER_DATAPATH trains arriving into it"),
 ))
 globals().update(LINKS.constants())  # L_SRC = 0, ..., L_NCOLS
 
@@ -198,6 +199,7 @@ DESTS = Table("message destinations (MD)", "D", (
     ("node", 'destination node'),
     ("got", 'distinct fragments received'),
     ("bits", 'offset of the received-bitmap in BITS (-1: untracked)'),
+    ("defer", "trains of the message this destination takes as one, pending"),
 ))
 globals().update(DESTS.constants())  # D_NODE = 0, ..., D_NCOLS
 
@@ -874,16 +876,17 @@ def _arrival(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, LG, FW, MS, MD, BITS,
             # Trains already deferred there go first: those arrived into the same datapath
             # enter it, and those of the same message are taken (their frames and this
             # train's could complete it together).
-            if LK[link, L_NICQ] >= 0:
-                _datapath_feeders(SC, LK, LD, ND, NS, FP, FREE, HP, MS, MD, BITS, UP, LB, LK[link, L_NICQ], -1, t,
-                                  link)
-            _undefer_into(SC, LK, LD, ND, NS, FP, FREE, HP, MS, MD, BITS, UP, LB, LK[link, L_DST], FP[e, F_MSG], t,
-                          link)
+            nic = LK[link, L_NICQ]
+            if nic >= 0 and LK[nic, L_DEFER_IN] > 0:
+                _datapath_feeders(SC, LK, LD, ND, NS, FP, FREE, HP, MS, MD, BITS, UP, LB, nic, -1, t, link)
+            d = _dest_row(MS, MD, FP[e, F_MSG], LK[link, L_DST])
+            if d >= 0 and MD[d, D_DEFER] > 0:
+                _undefer_into(SC, LK, LD, ND, NS, FP, FREE, HP, MS, MD, BITS, UP, LB, LK[link, L_DST], FP[e, F_MSG],
+                              t, link)
         kind = _deferrable(SC, LK, FP, FW, MS, MD, link, e)
         if kind != 0:
             # Its frames only reach the application here: take them as one when the last arrives.
-            FP[e, F_DEFER] = kind
-            SC[SC_DEFERRED] += 1
+            _deferred(SC, LK, FP, MS, MD, link, e, kind, 1)
             SC[SC_NDEFER] += 1
             schedule_arrival(LK, HP, SC, link, FP[e, F_ARR] + (FP[e, F_NTRAIN] - 1) * FP[e, F_GAP])
             return
@@ -938,7 +941,7 @@ def _arrival(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, LG, FW, MS, MD, BITS,
     if nic >= 0:
         # A node with a finite-rate datapath parses frames one at a time: the frame
         # queues there, and is forwarded when it leaves the datapath.
-        if SC[SC_DEFERRED] > 0:
+        if LK[nic, L_DEFER_IN] > 0:
             # Frames of trains that arrived before it enter ahead of it.
             _datapath_feeders(SC, LK, LD, ND, NS, FP, FREE, HP, MS, MD, BITS, UP, LB, nic, -1, t, link)
         _forward(SC, LK, LD, FP, FREE, HP, NS, SP, FW, -1, 1, nic, e, t)
@@ -958,7 +961,7 @@ def _arrival(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, LG, FW, MS, MD, BITS,
     NS[node, N_REPL_F] += (1 if member else 0) + n - 1
     frag = FP[e, F_FRAG]
     if member:
-        if SC[SC_DEFERRED] > 0:
+        if SC[SC_DEFERRED] > 0 and MD[_dest_row(MS, MD, msg, node), D_DEFER] > 0:
             # Frames of a train of this message that this node takes as one, arrived before
             # this one: taken now, in order, and the rest of that train per frame.
             _undefer_into(SC, LK, LD, ND, NS, FP, FREE, HP, MS, MD, BITS, UP, LB, node, msg, t, link)
@@ -967,6 +970,30 @@ def _arrival(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, LG, FW, MS, MD, BITS,
         _free_frame(SC, FREE, e)
         return
     _forward(SC, LK, LD, FP, FREE, HP, NS, SP, FW, row, n, -1, e, t)
+
+
+@_inline
+def _dest_row(MS, MD, msg, node):
+    """The MD row of ``node`` among ``msg``'s destinations (-1: not one)."""
+    d = MS[msg, M_DPTR]
+    dend = MS[msg, M_DEND]
+    while d < dend:
+        if MD[d, D_NODE] == node:
+            return d
+        d += 1
+    return -1
+
+
+@_inline
+def _deferred(SC, LK, FP, MS, MD, link, e, kind, by):
+    """Train ``e`` on ``link`` starts (by = 1) or stops (by = -1) being taken as one (``kind``):
+    the counts that tell where to look for it (all, its message at its node, its datapath)."""
+    SC[SC_DEFERRED] += by
+    d = _dest_row(MS, MD, FP[e, F_MSG], LK[link, L_DST])
+    MD[d, D_DEFER] += by
+    if kind == DEFER_DATAPATH:
+        LK[LK[link, L_NICQ], L_DEFER_IN] += by
+    FP[e, F_DEFER] = kind if by > 0 else 0
 
 
 @_inline
@@ -1030,7 +1057,7 @@ def _take_deferred(SC, LK, LD, ND, NS, FP, FREE, HP, MS, MD, BITS, UP, LB, link,
         _deliver_local(SC, MS, MD, BITS, UP, ND, NS, msg, node, FP[e, F_FRAG], flen, a)
         if FP[e, F_NTRAIN] == 1:
             # The last of them: the entry leaves the wire, the next frame's arrival is due.
-            SC[SC_DEFERRED] -= 1
+            _deferred(SC, LK, FP, MS, MD, link, e, DEFER_HERE, -1)
             nxt = FP[e, F_NEXT]
             LK[link, L_WHEAD] = nxt
             if nxt == -1:
@@ -1040,7 +1067,6 @@ def _take_deferred(SC, LK, LD, ND, NS, FP, FREE, HP, MS, MD, BITS, UP, LB, link,
                 schedule_arrival(LK, HP, SC, link, FP[nxt, F_ARR])
             if LK[link, L_TRAIN] == e + 1:
                 LK[link, L_TRAIN] = 0
-            FP[e, F_DEFER] = 0
             _free_frame(SC, FREE, e)
             return 1
         ser = FP[e, F_GAP]
@@ -1052,8 +1078,7 @@ def _take_deferred(SC, LK, LD, ND, NS, FP, FREE, HP, MS, MD, BITS, UP, LB, link,
         FP[e, F_ARR] += ser
         SC[SC_TRAIN_HELD] -= 1
     if resume:
-        FP[e, F_DEFER] = 0
-        SC[SC_DEFERRED] -= 1
+        _deferred(SC, LK, FP, MS, MD, link, e, DEFER_HERE, -1)
         schedule_arrival(LK, HP, SC, link, FP[e, F_ARR])
     return 0
 
@@ -1089,7 +1114,8 @@ def _into_datapath(SC, LK, LD, ND, NS, FP, FREE, HP, MS, MD, BITS, UP, LB, link,
         LK[nic, L_SER_LEN] = flen
         LK[nic, L_SER_PS] = sd
     if cnt == n:
-        d = e  # the whole train: it leaves the link's wire
+        d = e  # the whole train: it leaves the link's wire (a DEFER_HERE train from now on)
+        LK[nic, L_DEFER_IN] -= 1
         nxt = FP[e, F_NEXT]
         LK[link, L_WHEAD] = nxt
         if nxt == -1:
@@ -1112,6 +1138,7 @@ def _into_datapath(SC, LK, LD, ND, NS, FP, FREE, HP, MS, MD, BITS, UP, LB, link,
         FP[e, F_ARR] += cnt * gap
         SC[SC_TRAIN_HELD] -= 1  # two rows now stand for the frames one did
         SC[SC_DEFERRED] += 1
+        MD[_dest_row(MS, MD, FP[d, F_MSG], LK[link, L_DST]), D_DEFER] += 1
     a0 = FP[d, F_ARR]
     FP[d, F_START] = a0
     FP[d, F_ENQ] = a0
@@ -1163,8 +1190,7 @@ def _datapath_feeders(SC, LK, LD, ND, NS, FP, FREE, HP, MS, MD, BITS, UP, LB, ni
             continue
         if cnt > 0:
             _into_datapath(SC, LK, LD, ND, NS, FP, FREE, HP, MS, MD, BITS, UP, LB, link, e, cnt, t, key)
-        FP[e, F_DEFER] = 0
-        SC[SC_DEFERRED] -= 1
+        _deferred(SC, LK, FP, MS, MD, link, e, DEFER_DATAPATH, -1)
         schedule_arrival(LK, HP, SC, link, FP[e, F_ARR])
 
 
@@ -1193,8 +1219,7 @@ def _undefer_into(SC, LK, LD, ND, NS, FP, FREE, HP, MS, MD, BITS, UP, LB, node, 
             if first:
                 _take_deferred(SC, LK, LD, ND, NS, FP, FREE, HP, MS, MD, BITS, UP, LB, nic, t, key, True)
             else:
-                FP[e, F_DEFER] = 0
-                SC[SC_DEFERRED] -= 1
+                _deferred(SC, LK, FP, MS, MD, nic, e, DEFER_HERE, -1)
         first = False
         e = nxt
 
@@ -1221,8 +1246,7 @@ def take_deferred(SC, LK, LD, ND, NS, FP, FREE, HP, MS, MD, BITS, UP, LB, link, 
         return
     if cnt > 0:
         _into_datapath(SC, LK, LD, ND, NS, FP, FREE, HP, MS, MD, BITS, UP, LB, link, e, cnt, t, key)
-    FP[e, F_DEFER] = 0
-    SC[SC_DEFERRED] -= 1
+    _deferred(SC, LK, FP, MS, MD, link, e, DEFER_DATAPATH, -1)
     schedule_arrival(LK, HP, SC, link, FP[e, F_ARR])
 
 
@@ -1266,6 +1290,7 @@ def open_message(MS, MD, mid, src, nfrags, flen, llen, flags, dptr, nd, bits_at)
     nb = (nfrags + 7) // 8 if (flags & MF_TRACK or nd > 1) else 0
     for j in range(nd):
         MD[dptr + j, D_GOT] = 0
+        MD[dptr + j, D_DEFER] = 0
         MD[dptr + j, D_BITS] = bits_at + j * nb if nb else -1
     return nd * nb
 
