@@ -567,12 +567,14 @@ def _cut_train(SC, LK, FP, FREE, NS, SP, HP, link, t, key):
     ser = FP[e, F_SER]
     start = FP[e, F_START]
     gkey = _KIND_SHIFT + link
-    keep = n
-    while keep > 0:
-        g = start + (keep - 1) * ser
-        if g < t or (g == t and gkey < key):
-            break
-        keep -= 1
+    # Frame k is granted at start + k * ser: those granted before (t, key), in closed form.
+    if start > t or (start == t and gkey >= key):
+        keep = 0
+    else:
+        keep = (t - start) // ser + 1  # granted at or before t
+        if start + (keep - 1) * ser == t and gkey >= key:
+            keep -= 1
+        keep = min(keep, n)
     back = n - keep
     if back == 0:
         return
