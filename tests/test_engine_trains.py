@@ -323,3 +323,27 @@ def test_a_train_delivered_as_one_completed_from_another_path_completes_where_pe
     pd.testing.assert_frame_equal(ls_a, ls_b)
     assert net_a.drops_by_cause()["duplicate"] > 0
     assert net_a.run_counters()["train_deliveries"] >= 1
+
+
+@pytest.mark.parametrize("nic_rate", [0, 16 * 10**9])
+def test_link_bins_read_mid_train_hold_the_frames_arrived_by_then(nic_rate):
+    # The in-loop statistics read from Python while node 1 takes a train as one: the
+    # bins hold every frame that arrived by then, as in the per-frame run.
+    import networkx as nx
+    seen = {}
+    for trains in (True, False):
+        D = nx.DiGraph()
+        for a, b in ((0, 1), (1, 0)):
+            D.add_edge(a, b, rate_bps=10**9, latency_ps=1_000_000, mtu=1500)
+        sim = Simulator()
+        net = Network(sim, D, bfs_next_hop(D, 2, 2), boards=2, trains=trains, nic_latency_ps=500_000,
+                      nic_rate_bps=nic_rate)
+        LinkStats.of(net, 50_000_000)
+        net.send(0, [1], 300, 1462, 700)
+        reads = []
+        sim.at(1_234_567_000, lambda: reads.append(net.link_bins().copy()))
+        net.run()
+        seen[trains] = (reads[0], net.run_counters()["train_deliveries"])
+    bins_equal(seen[True][0], seen[False][0])
+    assert seen[True][0][:, K.B_FRAMES].sum() > 0
+    assert seen[True][1] >= 1 and seen[False][1] == 0

@@ -727,6 +727,7 @@ class Network:
 
     def link_bins(self) -> np.ndarray:
         """The statistics table: row ``bin * links + link``, columns kernel.B_*."""
+        self._settle()  # frames of trains taken as one that arrived by now are in their bins
         return self.LB
 
     def _ensure_bins(self, t: int) -> None:
@@ -737,6 +738,8 @@ class Network:
     def _logging(self) -> None:
         """Write transmission records only while a sink reads them."""
         on = self.log and bool(self.log_sinks)
+        if on and not self.SC[K.SC_LOGGING] and self.SC[K.SC_DEFERRED]:
+            self._settle()  # a sink from now on: the frames arrived so far, then records per frame
         self.SC[K.SC_LOGGING] = int(on)
         if on and self.LG.shape[0] < 65536:
             self.LG = _grow(self.LG, 65536, 0)
