@@ -867,6 +867,11 @@ def _arrival(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, LG, FW, MS, MD, BITS,
         # The train's last frame is at the node: all of it enters the idle datapath.
         _into_datapath(SC, LK, LD, ND, NS, FP, FREE, HP, MS, MD, BITS, UP, LB, link, e, FP[e, F_NTRAIN], t, link)
         return
+    if kind == DEFER_HERE and SC[SC_LOGGING] == 1:
+        # A log sink came after it was deferred (the entry waited in a datapath): the
+        # frames that arrived by now are taken, the rest arrive frame by frame, logged.
+        _take_deferred(SC, LK, LD, ND, NS, FP, FREE, HP, MS, MD, BITS, UP, LB, link, t, link, True)
+        return
     if kind == DEFER_HERE:
         # The node takes the train's frames there by now (all of them, but on a datapath's
         # wire, where the event may be its first frame's: then it waits for its last).
