@@ -177,6 +177,7 @@ FRAMES = Table("frame pool (FP)", "F", (
 ))
 DEFER_HERE = 1      # the link's far node takes the train's frames as one, when its last frame is there
 DEFER_DATAPATH = 2  # the frames pass the far node's idle datapath one by one, then as DEFER_HERE there
+DEFER_NOT = -1      # taken back to frame by frame: not deferred again (whatever took it back recurs)
 globals().update(FRAMES.constants())  # F_MSG = 0, ..., F_NCOLS
 
 # ---- messages (MS, int64) ---------------------------------------------------
@@ -609,7 +610,7 @@ def _cut_train(SC, LK, FP, FREE, NS, SP, HP, link, t, key):
         _free_frame(SC, FREE, e)
     else:
         FP[e, F_NTRAIN] = keep
-        if FP[e, F_DEFER] != 0:
+        if FP[e, F_DEFER] > 0:
             # Delivered as one: the far node takes the kept frames when the last of them arrives.
             schedule_arrival(LK, HP, SC, link, FP[e, F_ARR] + (keep - 1) * ser)
     schedule_tx(LK, HP, SC, link, LK[link, L_TX_END])
@@ -878,7 +879,7 @@ def _arrival(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, LG, FW, MS, MD, BITS,
         if _take_deferred(SC, LK, LD, ND, NS, FP, FREE, HP, MS, MD, BITS, UP, LB, link, t, link + 1, False) == 0:
             schedule_arrival(LK, HP, SC, link, FP[e, F_ARR] + (FP[e, F_NTRAIN] - 1) * FP[e, F_GAP])
         return
-    if FP[e, F_NTRAIN] > 1:
+    if FP[e, F_NTRAIN] > 1 and kind == 0:
         if SC[SC_DEFERRED] > 0:
             # Trains already deferred there go first: those arrived into the same datapath
             # enter it, and those of the same message are taken (their frames and this
@@ -1000,7 +1001,7 @@ def _deferred(SC, LK, FP, MS, MD, link, e, kind, by):
     MD[d, D_DEFER] += by
     if kind == DEFER_DATAPATH:
         LK[LK[link, L_NICQ], L_DEFER_IN] += by
-    FP[e, F_DEFER] = kind if by > 0 else 0
+    FP[e, F_DEFER] = kind if by > 0 else DEFER_NOT
 
 
 @_inline
@@ -1237,7 +1238,7 @@ def take_deferred(SC, LK, LD, ND, NS, FP, FREE, HP, MS, MD, BITS, UP, LB, link, 
     (t, key): a train delivered as one there back to per-frame state at the later of that
     point and the point reached. Uses at most one frame row; pushes at most two heap entries."""
     e = LK[link, L_WHEAD]
-    if e < 0 or FP[e, F_DEFER] == 0:
+    if e < 0 or FP[e, F_DEFER] <= 0:
         return
     at = SC[SC_AT_T]
     akey = SC[SC_AT_KEY]
