@@ -492,6 +492,7 @@ class Network:
 
     def missing(self, msg: Message, dst: int) -> np.ndarray:
         """Fragments of a tracked message that ``dst`` has not received."""
+        self._settle()  # frames of a train delivered as one that arrived by now
         d0, d1 = self.MS[msg.id, K.M_DPTR], self.MS[msg.id, K.M_DEND]
         for d in range(d0, d1):
             if self.MD[d, K.D_NODE] == dst:
@@ -503,6 +504,7 @@ class Network:
         raise ValueError(f"{dst} is not a destination of message {msg.id}")
 
     def received(self, msg: Message, dst: int) -> int:
+        self._settle()
         d0, d1 = self.MS[msg.id, K.M_DPTR], self.MS[msg.id, K.M_DEND]
         for d in range(d0, d1):
             if self.MD[d, K.D_NODE] == dst:
@@ -547,6 +549,10 @@ class Network:
         if self.SC[K.SC_HEAP] + n + self.margin > self.HP.shape[0]:
             self.HP = _grow(self.HP, self.SC[K.SC_HEAP] + n + self.margin, 0)
 
+    def _frame_room(self, n: int) -> None:
+        while self.SC[K.SC_FREE] < n + self.margin:
+            self.FP, self.FREE = _grow_pool(self.FP, self.FREE, self.SC, K.SC_FREE)
+
     def _cut_port(self, link: int) -> None:
         """Before Python changes port ``link``: its train back to per-frame state at this point."""
         if self.LK[link, K.L_TRAIN]:
@@ -556,7 +562,15 @@ class Network:
 
     def _settle(self, point=(-1, 0)) -> None:
         """Every train cut at ``point`` (default: where the frame loop stopped, which is what
-        the per-frame loop's tables show to a reader), so counters are the per-frame loop's."""
+        the per-frame loop's tables show to a reader), so counters are the per-frame loop's;
+        trains delivered as one go back to per-frame arrivals there too."""
+        if self.SC[K.SC_DEFERRED]:
+            self._heap_room(2 * self.LK.shape[0])
+            self._frame_room(int(self.SC[K.SC_DEFERRED]))
+            self._ensure_bins(max(point[0], int(self.SC[K.SC_AT_T]), 0))
+            K.settle_deferred(self.SC, self.LK, self.LD, self.ND, self.NS, self.FP, self.FREE, self.HP, self.MS,
+                              self.MD, self.BITS, self.UP, self.LB, *point)
+            self._rearm()
         if self.LK[: len(self.links), K.L_TRAIN].any():
             self._heap_room(len(self.links))
             K.settle(self.SC, self.LK, self.FP, self.FREE, self.NS, self.SP, self.HP, *point)
@@ -627,6 +641,12 @@ class Network:
             if on_wire > self.LG.shape[0]:
                 self.LG = _grow(self.LG, on_wire, 0)
         t, key = self._point()
+        if self.SC[K.SC_DEFERRED]:
+            # frames of a train delivered as one that arrived by now are taken first
+            self._heap_room(2)
+            self._frame_room(1)
+            K.take_deferred(self.SC, self.LK, self.LD, self.ND, self.NS, self.FP, self.FREE, self.HP, self.MS,
+                            self.MD, self.BITS, self.UP, self.LB, link, t, key)
         K.link_down_binned(self.SC, self.LK, self.LD, self.LG, self.FP, self.FREE, self.NS, self.SP, self.HP, self.MS,
                            self.UP, self.LB, link, t, key)
         if self.SC[K.SC_UP] and self._upcall_ev is None:
@@ -701,10 +721,13 @@ class Network:
         if bin_ps <= 0:
             raise ValueError("bin width must be positive")
         self.SC[K.SC_BIN_PS] = int(bin_ps)
+        self.SC[K.SC_BIN_LO] = 0  # the bin memo: bin 0 starts at 0 whatever the width
+        self.SC[K.SC_BIN_IDX] = 0
         self.LB = np.zeros((64 * len(self.links), K.B_NFIELDS), np.int64)
 
     def link_bins(self) -> np.ndarray:
         """The statistics table: row ``bin * links + link``, columns kernel.B_*."""
+        self._settle()  # frames of trains taken as one that arrived by now are in their bins
         return self.LB
 
     def _ensure_bins(self, t: int) -> None:
@@ -715,6 +738,8 @@ class Network:
     def _logging(self) -> None:
         """Write transmission records only while a sink reads them."""
         on = self.log and bool(self.log_sinks)
+        if on and not self.SC[K.SC_LOGGING] and self.SC[K.SC_DEFERRED]:
+            self._settle()  # a sink from now on: the frames arrived so far, then records per frame
         self.SC[K.SC_LOGGING] = int(on)
         if on and self.LG.shape[0] < 65536:
             self.LG = _grow(self.LG, 65536, 0)
@@ -800,7 +825,7 @@ class Network:
         self._settle()
         return {"events": int(self.SC[K.SC_EVENTS]), "stale": int(self.SC[K.SC_STALE]),
                 "trains": int(self.SC[K.SC_NTRAINS]), "train_frames": int(self.SC[K.SC_TRAIN_FRAMES]),
-                "train_cuts": int(self.SC[K.SC_TRAIN_CUTS])}
+                "train_cuts": int(self.SC[K.SC_TRAIN_CUTS]), "train_deliveries": int(self.SC[K.SC_NDEFER])}
 
     @property
     def duplicates(self) -> int:
