@@ -365,6 +365,18 @@ def test_failures_mid_transfer_replay_identically(scheme, nodes, topology, scena
     assert_same(a, b)
 
 
+def test_a_multicast_with_no_tree_after_a_failure_stops_both_engines_with_the_same_error():
+    # a one-way ring cut: MARS's multicasts from board 0 have no tree until the link is back
+    trace = emu.trace("mars", seq=1024, nodes=4, chunk=256, decode_tokens=1)
+    kw = {"topology": "ring", "scenario": ("link 0-1 down at 1ms up at 2ms",), "loss": 0.01}
+    errors = []
+    for engine in ("python", "compiled"):
+        with pytest.raises(ConfigError) as e:
+            run(trace, engine, **kw)
+        errors.append((type(e.value), str(e.value)))
+    assert errors[0] == errors[1] and "no route from 0 to 1" in errors[0][1]
+
+
 FAIL_CASES = [("mars", 8, "torus:2x4"), ("ring", 6, "full"), ("zigzag", 4, "mesh:2x2"), ("pd", 8, "torus:2x4"),
               ("ulysses", 4, "full"), ("usp", 8, "torus:2x4"), ("mars", 4, "star"), ("full", 4, "full")]
 

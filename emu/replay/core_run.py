@@ -211,8 +211,9 @@ def _reroute(rp, tables: Tables):
                     new = net.replace_tree(route, tree, dsts)
                 else:
                     new = net.add_tree(multicast_tree(net.topology, routes, src, list(dsts)), dsts)
-            except ConfigError:
+            except ConfigError as e:
                 new = -1  # no tree on these routes: a send on it stops the run (the Python path raises)
+                tables.unroutable.append(e)
             tables.trees[(src, dsts)] = new
             moved[route] = new
         # Sends still to start, and those waiting for their packetizer (Cluster._launch picks
@@ -225,8 +226,9 @@ def _reroute(rp, tables: Tables):
             if OW[op, L.OW_START] < 0:  # its first contribution is still to come
                 try:
                     parent = cluster.board_tree(root, group)
-                except ConfigError:  # no tree now: starting it stops the run (the Python path raises)
+                except ConfigError as e:  # no tree now: starting it stops the run (the Python path raises)
                     GP[g, L.G_WAIT] = -1
+                    tables.unroutable.append(e)
                     continue
                 for j, m in enumerate(group):
                     GP[g + j] = (m, parent.get(m, -1), 1 + sum(1 for c in group if parent.get(c) == m))
@@ -258,8 +260,14 @@ def _run(rp) -> None:
         rp.timeline.on_reroute[:] = [_reroute(rp, tables)]
     # The first drive() starts the replay (the parts with no dependencies, the network's
     # first wake-up); a later call, after a change or a log flush, goes on where it stopped.
+    tables.unroutable = []  # why a re-route could not build a tree, in the order it failed
     while True:
-        status = drive(st, tables.start_parts)
+        try:
+            status = drive(st, tables.start_parts)
+        except ValueError:
+            if tables.unroutable:  # a send on such a tree stopped the loop: the Python path's error
+                raise tables.unroutable[0] from None
+            raise
         if status == L.D_DONE:
             break
         if status == L.D_CHANGE:
