@@ -100,8 +100,8 @@ def replay(trace, *, topology: str = "auto", set=None, loss=0.0, fail=None, degr
     ``out_default``: instead of ``out``, a folder name that takes the next free ``-2``, ``-3``...
     suffix when taken; ``functional``: carry real payload bytes and merge real attention states
     (the summary reports the error). ``engine``: "compiled" (the compiled loop, emu.replay.core),
-    "python", or "auto" (compiled whenever it supports the run: lossless, no timeline, timing mode,
-    no capture). ``flag``: what error messages put before an option's name
+    "python", or "auto" (compiled whenever it supports the run: timing mode, no capture,
+    at most 64 boards). ``flag``: what error messages put before an option's name
     (the CLI passes "--", so a message names ``--loss``)."""
     import contextlib
 
