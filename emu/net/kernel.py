@@ -1192,12 +1192,18 @@ def _datapath_feeders(SC, LK, LD, ND, NS, FP, FREE, HP, MS, MD, BITS, UP, LB, ni
             continue
         if msg >= 0 and FP[e, F_MSG] != msg:
             continue
-        cnt = _arrived(FP, e, link, t, key)
-        if cnt == FP[e, F_NTRAIN]:
-            _into_datapath(SC, LK, LD, ND, NS, FP, FREE, HP, MS, MD, BITS, UP, LB, link, e, cnt, t, key)
-            continue
-        if cnt > 0:
-            _into_datapath(SC, LK, LD, ND, NS, FP, FREE, HP, MS, MD, BITS, UP, LB, link, e, cnt, t, key)
+        _datapath_catch_up(SC, LK, LD, ND, NS, FP, FREE, HP, MS, MD, BITS, UP, LB, link, e, t, key)
+
+
+@_inline
+def _datapath_catch_up(SC, LK, LD, ND, NS, FP, FREE, HP, MS, MD, BITS, UP, LB, link, e, t, key):
+    """The frames of DEFER_DATAPATH train ``e`` on ``link`` that arrived before (t, key) enter
+    the datapath; if some have not, they arrive frame by frame (not deferred again)."""
+    cnt = _arrived(FP, e, link, t, key)
+    whole = cnt == FP[e, F_NTRAIN]
+    if cnt > 0:
+        _into_datapath(SC, LK, LD, ND, NS, FP, FREE, HP, MS, MD, BITS, UP, LB, link, e, cnt, t, key)
+    if not whole:
         _deferred(SC, LK, FP, MS, MD, link, e, DEFER_DATAPATH, -1)
         schedule_arrival(LK, HP, SC, link, FP[e, F_ARR])
 
@@ -1248,14 +1254,7 @@ def take_deferred(SC, LK, LD, ND, NS, FP, FREE, HP, MS, MD, BITS, UP, LB, link, 
     if FP[e, F_DEFER] == DEFER_HERE:
         _take_deferred(SC, LK, LD, ND, NS, FP, FREE, HP, MS, MD, BITS, UP, LB, link, t, key, True)
         return
-    cnt = _arrived(FP, e, link, t, key)
-    if cnt == FP[e, F_NTRAIN]:
-        _into_datapath(SC, LK, LD, ND, NS, FP, FREE, HP, MS, MD, BITS, UP, LB, link, e, cnt, t, key)
-        return
-    if cnt > 0:
-        _into_datapath(SC, LK, LD, ND, NS, FP, FREE, HP, MS, MD, BITS, UP, LB, link, e, cnt, t, key)
-    _deferred(SC, LK, FP, MS, MD, link, e, DEFER_DATAPATH, -1)
-    schedule_arrival(LK, HP, SC, link, FP[e, F_ARR])
+    _datapath_catch_up(SC, LK, LD, ND, NS, FP, FREE, HP, MS, MD, BITS, UP, LB, link, e, t, key)
 
 
 @_inline

@@ -33,7 +33,8 @@ from ..nic.protocol import RED_HERE, RED_PARENT, reduction_complete, reduction_n
 from .core_compute import slot_of, try_compute
 from .core_dir import add_replica, drain, invalidate
 from .core_events import at, push, rearm
-from .core_reliable import complete, control_done, message_room, resent, sent, source_drop, stream_room, track
+from .core_reliable import (complete, control_done, first_hop_streams, message_room, resent, sent, source_drop,
+                            track)
 from .core_layout import (CB_A2A, CB_CTRL, CB_RED, CB_SEND, E_LOCAL, G_MEMBER, G_PARENT, G_WAIT, N_FIFO_B,
                           N_FIFO_E, N_QHEAD, N_QTAIL, N_STALL, OW_BYTES, O_GRP, O_GRPEND, O_MSGOP, R_CHUNK,
                           R_CTRL_DRAIN, R_CTRL_INV, R_FIFO_B, R_FIFO_E, R_HDR, R_NBITS, R_NMD, R_NMSG, R_NODES, R_NOW,
@@ -176,7 +177,7 @@ def net_send(s, src, remote, nfrags, full, last, route):
     RS = s.RS
     if RS[R_RELIABLE]:  # control frames take message rows the tables did not count
         message_room(s, RS[R_NODES], RS[R_NODES] * ((nfrags + 7) // 8))
-    MS, MD, FW = s.MS, s.MD, s.FW
+    MS, MD = s.MS, s.MD
     mid = RS[R_NMSG]
     RS[R_NMSG] = mid + 1
     nmd = RS[R_NMD]
@@ -188,16 +189,7 @@ def net_send(s, src, remote, nfrags, full, last, route):
     flags = K.MF_TRACK if RS[R_RELIABLE] else 0
     RS[R_NBITS] += K.open_message(MS, MD, mid, src, nfrags, full, last, flags, nmd, nd, RS[R_NBITS])
     RS[R_NMD] = nmd + nd
-    row = route * RS[R_V] + src
-    now = RS[R_NOW]
-    hops = 0
-    for k in range(1, FW.shape[1]):
-        link = FW[row, k]
-        if link >= 0:
-            hops += 1
-            if RS[R_RELIABLE]:  # resends and control frames take streams the tables did not count
-                stream_room(s)
-            K.add_stream(s.SC, s.LK, s.HP, s.MS, s.SP, s.SFREE, link, mid, route, 0, nfrags, -1, now)
+    hops = first_hop_streams(s, route * RS[R_V] + src, mid, route, nfrags, -1, RS[R_RELIABLE])
     if hops == 0:  # every fragment is a no_route drop at the source
         source_drop(s, src, nfrags, (nfrags - 1) * full + last)
     rearm(s)

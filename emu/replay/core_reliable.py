@@ -99,6 +99,25 @@ def stream_room(s):
         more_heap(s)
 
 
+@compiled_inline
+def first_hop_streams(s, row, m, key, n, lst, room):
+    """A stream of ``n`` fragments of ``m`` (from SL[lst:], or 0..n-1 with ``lst`` -1) on each
+    first-hop port of forwarding row ``row``, as Network.send and Network.resend open them;
+    with ``room``, first room for each (reliable delivery's streams were not counted). Returns
+    how many ports took one."""
+    FW = s.FW
+    now = s.RS[R_NOW]
+    hops = 0
+    for k in range(1, FW.shape[1]):
+        link = FW[row, k]
+        if link >= 0:
+            hops += 1
+            if room:
+                stream_room(s)
+            K.add_stream(s.SC, s.LK, s.HP, s.MS, s.SP, s.SFREE, link, m, key, 0, n, lst, now)
+    return hops
+
+
 @allocating
 def more_sl(s, need):
     s.SL = grown(s.SL, need)
@@ -234,17 +253,8 @@ def nacked(s, m, node, c):
 @compiled_inline
 def resend(s, m, src, dst, off, n):
     """Network.resend: fragments SL[off:off+n] of ``m`` again, unicast towards ``dst``."""
-    RS, FW = s.RS, s.FW
-    row = dst * RS[R_V] + src
-    now = RS[R_NOW]
-    hops = 0
-    for k in range(1, FW.shape[1]):
-        link = FW[row, k]
-        if link >= 0:
-            hops += 1
-            stream_room(s)
-            K.add_stream(s.SC, s.LK, s.HP, s.MS, s.SP, s.SFREE, link, m, dst, 0, n, off, now)
-    if hops == 0:
+    RS = s.RS
+    if first_hop_streams(s, dst * RS[R_V] + src, m, dst, n, off, 1) == 0:
         MS, SL = s.MS, s.SL
         nb = 0
         for i in range(off, off + n):
