@@ -162,12 +162,13 @@ def cold() -> tuple[float, float, float]:
 
 
 def engine_reference() -> float:
-    """The bare engine's per-frame rate on the ring scenario, measured in this run."""
-    sys.path.insert(0, str(Path(__file__).parent))
-    import ring
-
-    ring.run(4, 0.01, 1)
-    return ring.run(16, 8, 4)["packet_hops_per_s"]
+    """The bare engine's per-frame rate on the ring scenario, measured in this run. In a
+    process of its own: Linux hands a parent's peak RSS on to the children it forks (kept
+    across exec), so a parent that compiled the kernel would inflate every replay's figure."""
+    cmd = [sys.executable, str(Path(__file__).parent / "ring.py"), "--nodes", "16", "--mib", "8", "--hops", "4",
+           "--json"]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return float(json.loads(out)["packet_hops_per_s"])
 
 
 def goals(rows: list[dict], first_run: float | None) -> list[tuple[str, float, float, bool]]:
