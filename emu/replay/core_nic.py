@@ -33,8 +33,8 @@ from ..nic.protocol import RED_HERE, RED_PARENT, reduction_complete, reduction_n
 from .core_compute import slot_of, try_compute
 from .core_dir import add_replica, drain, invalidate
 from .core_events import at, push, rearm
-from .core_reliable import (complete, control_done, first_hop_streams, message_room, resent, sent, source_drop,
-                            track)
+from .core_reliable import (complete, control_done, first_hop_streams, first_hops, frame_sizes, message_room, resent,
+                            sent, source_drop, track)
 from .core_layout import (CB_A2A, CB_CTRL, CB_RED, CB_SEND, E_LOCAL, G_MEMBER, G_PARENT, G_WAIT, N_FIFO_B,
                           N_FIFO_E, N_QHEAD, N_QTAIL, N_STALL, OW_BYTES, O_GRP, O_GRPEND, O_MSGOP, R_CHUNK,
                           R_CTRL_DRAIN, R_CTRL_INV, R_FIFO_B, R_FIFO_E, R_HDR, R_NBITS, R_NMD, R_NMSG, R_NODES, R_NOW,
@@ -134,20 +134,12 @@ def launch(s, tr):
 @compiled_inline
 def send_part(s, tr, size, remote):
     """One message of a transfer: header arithmetic (emu.net.ethernet.frame_sizes), then the wire."""
-    RS, TR, MX = s.RS, s.TR, s.MX
-    per, hdr = RS[R_PER], RS[R_HDR]
-    nfrags = max(1, (size + per - 1) // per)
-    full = hdr + min(per, size)
-    last = hdr + size - (nfrags - 1) * per
+    RS, TR = s.RS, s.TR
+    nfrags, full, last = frame_sizes(s, size)
     src, route = TR[tr, T_SRC], TR[tr, T_ROUTE]
     if route < 0:
         raise ValueError("compiled replay: a multicast tree the re-route could not build")
-    FW = s.FW
-    row = route * RS[R_V] + src
-    streams = 0
-    for k in range(1, FW.shape[1]):
-        if FW[row, k] >= 0:
-            streams += 1
+    streams = first_hops(s.FW, route * RS[R_V] + src)
     if TR[tr, T_MSGOP] == OP_DRAIN:
         RS[R_CTRL_DRAIN] += nfrags * streams
     elif TR[tr, T_MSGOP] == OP_INVALIDATE:

@@ -100,6 +100,24 @@ def stream_room(s):
 
 
 @compiled_inline
+def frame_sizes(s, size):
+    """emu.net.ethernet.frame_sizes at the run's MTU: (fragments, full frame bytes, last frame bytes)."""
+    per, hdr = s.RS[R_PER], s.RS[R_HDR]
+    nfrags = max(1, (size + per - 1) // per)
+    return nfrags, hdr + min(per, size), hdr + size - (nfrags - 1) * per
+
+
+@compiled_inline
+def first_hops(FW, row):
+    """How many first-hop ports forwarding row ``row`` has (a stream each)."""
+    n = 0
+    for k in range(1, FW.shape[1]):
+        if FW[row, k] >= 0:
+            n += 1
+    return n
+
+
+@compiled_inline
 def first_hop_streams(s, row, m, key, n, lst, room):
     """A stream of ``n`` fragments of ``m`` (from SL[lst:], or 0..n-1 with ``lst`` -1) on each
     first-hop port of forwarding row ``row``, as Network.send and Network.resend open them;
@@ -228,12 +246,7 @@ def nacked(s, m, node, c):
     if OUT[m, O_LIVE] == 0:
         return  # an ack overtook this nack
     src = MS[m, K.M_SRC]
-    FW = s.FW
-    row = node * RS[R_V] + src
-    routed = False
-    for k in range(1, FW.shape[1]):
-        if FW[row, k] >= 0:
-            routed = True
+    routed = first_hops(s.FW, node * RS[R_V] + src) > 0
     if not nack_accepted(OUT, s.OD, m, node):
         return
     nfr = MS[m, K.M_NFRAGS]
@@ -321,16 +334,8 @@ def control(s, src, dst, kind, about, peer, plen, nack):
     """Cluster._control: an ack, probe or nack (``plen`` payload bytes) from ``src`` to ``dst``
     about message ``about``, an untracked unicast message (Network.send)."""
     RS = s.RS
-    per, hdr = RS[R_PER], RS[R_HDR]
-    nfrags = max(1, (plen + per - 1) // per)
-    full = hdr + min(per, plen)
-    last = hdr + plen - (nfrags - 1) * per
-    FW = s.FW
-    row = dst * RS[R_V] + src
-    hops = 0
-    for k in range(1, FW.shape[1]):
-        if FW[row, k] >= 0:
-            hops += 1
+    nfrags, full, last = frame_sizes(s, plen)
+    hops = first_hops(s.FW, dst * RS[R_V] + src)
     if kind == CTRL_ACK:
         RS[R_CTRL_ACK] += nfrags * hops
     elif kind == CTRL_PROBE:
@@ -352,12 +357,6 @@ def control(s, src, dst, kind, about, peer, plen, nack):
     MX[mid, X_ABOUT] = about
     MX[mid, X_PEER] = peer
     MX[mid, X_NACK] = nack
-    now = RS[R_NOW]
-    for k in range(1, FW.shape[1]):
-        link = FW[row, k]
-        if link >= 0:
-            stream_room(s)
-            K.add_stream(s.SC, s.LK, s.HP, s.MS, s.SP, s.SFREE, link, mid, dst, 0, nfrags, -1, now)
-    if hops == 0:
+    if first_hop_streams(s, dst * RS[R_V] + src, mid, dst, nfrags, -1, 1) == 0:
         source_drop(s, src, nfrags, (nfrags - 1) * full + last)
     rearm(s)
