@@ -426,3 +426,38 @@ def test_randomized_timelines_replay_identically(seed):
     b = run(trace, "compiled", **kw)
     assert b.engine == "compiled"
     assert_same(a, b)
+
+
+def _bins_per_link(rp):
+    return int(rp.linkstats.frame(rp.net.links, rp.net.LK[:, 2], max(rp.sim.now, 1)).groupby("link").size().max())
+
+
+@pytest.mark.parametrize("scheme", ["mars", "ulysses"])
+def test_link_bins_widen_past_their_limit_the_same_way_on_both_engines(traces, scheme, monkeypatch):
+    """A run that passes MAX_BINS bins widens them (the table stays bounded), identically on
+    both engines; the widened table is the one binned at that width from the start."""
+    from emu.replay import run as run_module
+
+    chosen = run(traces[scheme], "compiled").linkstats.bin_ps  # the width the estimate gives
+    monkeypatch.setattr(run_module, "MAX_BINS", 6)
+    a, b = run(traces[scheme], "python"), run(traces[scheme], "compiled")
+    assert_same(a, b)
+    assert _bins_per_link(b) <= 6 and b.linkstats.bin_ps >= 8 * chosen
+    c = run(traces[scheme], "compiled", bin_ps=b.linkstats.bin_ps)  # that width, asked for
+    end = max(b.sim.now, 1)
+    pd.testing.assert_frame_equal(b.linkstats.frame(b.net.links, b.net.LK[:, 2], end),
+                                  c.linkstats.frame(c.net.links, c.net.LK[:, 2], end))
+
+
+def test_a_replay_far_longer_than_its_estimate_keeps_a_bounded_bins_table():
+    """Slow links make the run last far longer than the compute estimate the bin width comes
+    from: the bins widen instead of the table growing with the run (it took gigabytes)."""
+    from emu.replay.run import MAX_BINS
+
+    trace = emu.trace("ring", seq=1024, nodes=4, chunk=256, decode_tokens=0)
+    fast = run(trace, "compiled")
+    slow = run(trace, "compiled", overrides=("hw.link_rate=2Mbps",))
+    assert slow.sim.now > 2 * MAX_BINS * fast.linkstats.bin_ps  # would have needed that many bins
+    assert slow.linkstats.bin_ps > fast.linkstats.bin_ps
+    assert _bins_per_link(slow) <= MAX_BINS
+    assert slow.net.LB.shape[0] <= 2 * MAX_BINS * len(slow.net.links)

@@ -70,7 +70,8 @@ SC_BIN_IDX = 22      # ... and its index (a frame's times are almost always in t
 SC_DEFERRED = 23     # train entries whose frames are delivered as one at the far end (pending now)
 SC_NDEFER = 24       # trains delivered as one at their destination (docs/engine.md, "Trains")
 SC_HOLE = 25         # 1: the heap's root is the event being processed: the first push takes its place
-SC_SIZE = 26
+SC_BIN_CAP = 26      # most bins LB may hold (0: no limit): past it the bins widen (coarsen_bins)
+SC_SIZE = 27
 
 ARB_RR = 0        # round robin per frame between the local and the transit queue
 ARB_TRANSIT = 1   # transit first
@@ -823,6 +824,41 @@ def _log_tx(SC, LG, FP, e, link, t, fate):
     SC[SC_LOG] = g + 1
 
 
+@_entry
+def coarsen_bins(SC, LB, t):
+    """Double the bin width, merging neighbouring bins in place, until time ``t`` falls within
+    SC[SC_BIN_CAP] bins; returns the bins the table needs for ``t``.
+
+    A run can last far longer than the width was chosen for (retransmission back-off, slow
+    links), and the table must not grow with it without bound. Merging is exact: bin b of
+    width 2w is bins 2b and 2b+1 of width w (busy time, bytes, frames and losses add; the
+    peak queue is the larger), which is what binning at 2w from the start gives."""
+    nl = SC[SC_NLINKS]
+    cap = SC[SC_BIN_CAP]
+    w = SC[SC_BIN_PS]
+    nb = LB.shape[0] // nl
+    while cap > 0 and t // w + 1 > cap:
+        half = (nb + 1) // 2
+        for b in range(half):
+            for l in range(nl):
+                r = b * nl + l
+                r0 = 2 * b * nl + l
+                r1 = r0 + nl
+                for col in range(B_NFIELDS):
+                    x = LB[r0, col]
+                    y = LB[r1, col] if 2 * b + 1 < nb else 0
+                    LB[r, col] = max(x, y) if col == B_QUEUE else x + y
+        for r in range(half * nl, nb * nl):
+            for col in range(B_NFIELDS):
+                LB[r, col] = 0
+        nb = half
+        w *= 2
+    SC[SC_BIN_PS] = w
+    SC[SC_BIN_LO] = 0  # the memo: bin 0 starts at 0 whatever the width
+    SC[SC_BIN_IDX] = 0
+    return t // w + 1
+
+
 @_inline
 def _bin_of(SC, w, x):
     """Bin index of time ``x`` (x // w), memoized: consecutive frames fall in the same bin."""
@@ -842,8 +878,14 @@ def _bin_tx(SC, LB, link, start, end, enq, qb, flen, fate):
     ``end`` is when the transmitter stopped (a failure's time for a frame it cut)."""
     w = SC[SC_BIN_PS]
     nl = SC[SC_NLINKS]
-    b0 = _bin_of(SC, w, start)
     b1 = _bin_of(SC, w, end - 1)
+    if SC[SC_BIN_CAP] > 0 and b1 >= SC[SC_BIN_CAP]:
+        # Past the limit: wider bins, decided by the transmissions alone (not by when
+        # events happen), so trains and the per-frame loop widen them alike.
+        coarsen_bins(SC, LB, end - 1)
+        w = SC[SC_BIN_PS]
+        b1 = _bin_of(SC, w, end - 1)
+    b0 = _bin_of(SC, w, start)
     r0 = b0 * nl + link
     LB[r0, B_BYTES] += max(flen, MIN_FRAME) + WIRE_OVERHEAD
     LB[r0, B_FRAMES] += 1
@@ -1403,7 +1445,8 @@ def advance_binned(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, LG, FW, MS, MD,
     # (one division a call instead of one an event).
     bins_end = INF
     if SC[SC_BIN_PS] > 0 and SC[SC_NLINKS] > 0:
-        bins_end = (LB.shape[0] // SC[SC_NLINKS]) * SC[SC_BIN_PS]
+        if SC[SC_BIN_CAP] == 0:  # with a limit the table holds all its bins and widens them (_bin_tx)
+            bins_end = (LB.shape[0] // SC[SC_NLINKS]) * SC[SC_BIN_PS]
     while True:
         if SC[SC_HEAP] == 0:
             if SC[SC_UP] > 0:

@@ -15,19 +15,26 @@ import numpy as np
 import pandas as pd
 
 from .ethernet import MIN_FRAME, WIRE_OVERHEAD
-from .kernel import BINS, DROP_DOWN, LOG
+from .kernel import BINS, DROP_DOWN, LOG, SC_BIN_PS
 
 
 FIELDS = ("busy", "bytes", "frames", "queue", "lost")  # the kernel's BINS fields
 
 
 class LinkStats:
-    def __init__(self, n_links: int, bin_ps: int):
+    """``max_bins`` > 0 bounds the bins: when a run passes that many, the width doubles and
+    neighbouring bins merge (exactly: sums, and the larger peak queue), as often as needed,
+    so a run far longer than the width was chosen for keeps a table of at most that size."""
+
+    def __init__(self, n_links: int, bin_ps: int, max_bins: int = 0):
         if bin_ps <= 0:
             raise ValueError("bin width must be positive")
+        if max_bins < 0:
+            raise ValueError("max_bins must be 0 (no limit) or positive")
         self.net = None
         self.n_links = n_links
-        self.bin_ps = int(bin_ps)
+        self._bin_ps = int(bin_ps)
+        self.max_bins = int(max_bins)
         self.busy = np.zeros((n_links, 64), np.int64)
         self.bytes = np.zeros((n_links, 64), np.int64)
         self.frames = np.zeros((n_links, 64), np.int64)
@@ -36,18 +43,28 @@ class LinkStats:
         self.records = 0
 
     @classmethod
-    def of(cls, net, bin_ps: int) -> "LinkStats":
+    def of(cls, net, bin_ps: int, max_bins: int = 0) -> "LinkStats":
         """Bins accumulated by ``net``'s frame loop (no transmission log needed)."""
-        stats = cls(len(net.links), bin_ps)
-        net.bin_links(stats.bin_ps)
+        stats = cls(len(net.links), bin_ps, max_bins)
+        net.bin_links(stats.bin_ps, stats.max_bins)
         stats.net = net
         return stats
 
+    @property
+    def bin_ps(self) -> int:
+        """The bins' width (wider than asked for once a run passed ``max_bins`` bins). Widths
+        only grow: the engine's, or the one ``frame`` widened its copy to for a later end."""
+        if self.net is not None:
+            return max(self._bin_ps, int(self.net.SC[SC_BIN_PS]))
+        return self._bin_ps
+
     def _pull(self) -> None:
-        """Copy the engine's bins (rows bin * links + link) into the per-field arrays."""
+        """Copy the engine's bins (rows bin * links + link), at its width now, into the per-field arrays."""
         LB = self.net.link_bins()
         nb = LB.shape[0] // self.n_links
-        self._ensure(nb)
+        self._bin_ps = int(self.net.SC[SC_BIN_PS])  # the engine may have widened its bins
+        for name in FIELDS:
+            setattr(self, name, np.zeros((self.n_links, nb), np.int64))
         cube = LB[: nb * self.n_links].reshape(nb, self.n_links, BINS.width)
         for name in FIELDS:
             getattr(self, name)[:, :nb] = cube[:, :, BINS.col(name)].T
@@ -56,7 +73,7 @@ class LinkStats:
         have = self.busy.shape[1]
         if nbins <= have:
             return
-        new = max(nbins, 2 * have)
+        new = max(nbins, min(2 * have, self.max_bins) if self.max_bins else 2 * have)
         for name in ("busy", "bytes", "frames", "queue", "lost"):
             a = getattr(self, name)
             b = np.zeros((self.n_links, new), np.int64)
@@ -71,11 +88,14 @@ class LinkStats:
             return
         self.records += rows.shape[0]
         rec = LOG.records(rows)
-        w = self.bin_ps
         link = rec["link"]
         start = rec["start"]
         # A frame cut by a link failure was busy until the failure (its record's arrival time).
         end = np.where(rec["fate"] == DROP_DOWN, np.minimum(rec["end"], rec["arr"]), rec["end"])
+        last = int(max(end.max() - 1, rec["enq"].max()))
+        while self.max_bins and last // self._bin_ps + 1 > self.max_bins:
+            self._coarsen()
+        w = self._bin_ps
         b0 = start // w
         b1 = (end - 1) // w
         self._ensure(int(max(b1.max(), (rec["enq"] // w).max())) + 1)
@@ -107,14 +127,27 @@ class LinkStats:
         flatq = link * nb + rec["enq"] // w
         np.maximum.at(self.queue.ravel(), flatq, qb)
 
+    def _coarsen(self) -> None:
+        """Double the width: bin b becomes old bins 2b and 2b+1 (kernel.coarsen_bins's rule)."""
+        nb = self.busy.shape[1]
+        for name in FIELDS:
+            a = getattr(self, name)
+            if nb % 2:
+                a = np.concatenate([a, np.zeros((self.n_links, 1), np.int64)], axis=1)
+            pairs = a.reshape(self.n_links, -1, 2)
+            setattr(self, name, pairs.max(axis=2) if name == "queue" else pairs.sum(axis=2))
+        self._bin_ps *= 2
+
     def nbins(self, end_ps: int) -> int:
         return max(1, -(-int(end_ps) // self.bin_ps))
 
     def frame(self, links: list[tuple[int, int]], rates: np.ndarray, end_ps: int) -> pd.DataFrame:
         """Long table: one row per link direction and bin, with utilization in [0, 1]."""
-        n = self.nbins(end_ps)
         if self.net is not None:
             self._pull()
+        while self.max_bins and self.nbins(end_ps) > self.max_bins:
+            self._coarsen()  # the clock's end is past the last bin the frames needed
+        n = self.nbins(end_ps)
         self._ensure(n)
         L = self.n_links
         link = np.repeat(np.arange(L), n)

@@ -716,14 +716,23 @@ class Network:
             stop = self._changes[0][:2]
         return stop
 
-    def bin_links(self, bin_ps: int) -> None:
-        """Accumulate per-link statistics in bins of ``bin_ps`` inside the frame loop (LinkStats.of)."""
+    def bin_links(self, bin_ps: int, max_bins: int = 0) -> None:
+        """Accumulate per-link statistics in bins of ``bin_ps`` inside the frame loop (LinkStats.of).
+
+        ``max_bins`` > 0 bounds the table: when the clock passes that many bins, the width
+        doubles and neighbouring bins merge (kernel.coarsen_bins), so memory follows the
+        links, not the run's duration."""
         if bin_ps <= 0:
             raise ValueError("bin width must be positive")
+        if max_bins < 0:
+            raise ValueError("max_bins must be 0 (no limit) or positive")
         self.SC[K.SC_BIN_PS] = int(bin_ps)
+        self.SC[K.SC_BIN_CAP] = int(max_bins)
         self.SC[K.SC_BIN_LO] = 0  # the bin memo: bin 0 starts at 0 whatever the width
         self.SC[K.SC_BIN_IDX] = 0
-        self.LB = np.zeros((64 * len(self.links), K.B_NFIELDS), np.int64)
+        # With a limit the table holds all its bins from the start (zero pages cost nothing
+        # until written), so it never grows; without one it grows with the clock.
+        self.LB = np.zeros(((max_bins or 64) * len(self.links), K.B_NFIELDS), np.int64)
 
     def link_bins(self) -> np.ndarray:
         """The statistics table: row ``bin * links + link``, columns kernel.B_*."""
@@ -732,7 +741,7 @@ class Network:
 
     def _ensure_bins(self, t: int) -> None:
         w = int(self.SC[K.SC_BIN_PS])
-        if w and (t // w + 1) * len(self.links) > self.LB.shape[0]:
+        if w and not self.SC[K.SC_BIN_CAP] and (t // w + 1) * len(self.links) > self.LB.shape[0]:
             self.LB = _grow(self.LB, (t // w + 1) * len(self.links), 0)
 
     def _logging(self) -> None:

@@ -39,7 +39,7 @@ from .core_layout import (CB_CTRL, CB_SEND, D_CHANGE, D_DONE, D_PROGRESS, DF_REA
                           W_PART_DLV, W_READY, W_RELEASE, W_TRY, W_UPCALLS)
 from .core_nic import a2a_step, delivered, fold, message_done, message_sent, part_left, send
 from .core_reliable import timer_due
-from .core_state import allocating, compiled, compiled_inline
+from .core_state import allocating, compiled, compiled_inline, grown
 
 REDUCE, ALL_TO_ALL, DRAIN, INVALIDATE = int(Kind.reduce), int(Kind.all_to_all), int(Kind.drain), int(Kind.invalidate)
 QKV, DECODE_QKV = int(Kind.qkv), int(Kind.decode_qkv)
@@ -252,25 +252,18 @@ def flush_upcalls(s):
 
 
 @allocating
-def _doubled(a, rows):
-    b = np.zeros((max(rows, 2 * a.shape[0]),) + a.shape[1:], a.dtype)
-    b[: a.shape[0]] = a
-    return b
-
-
-@allocating
 def grow_buffer(s, status, t):
     """A buffer the kernel needs before it goes on, grown as Network._run grows it."""
     if status == K.ST_NEED_FRAMES:
         grow_frames(s)
     elif status == K.ST_NEED_UPCALLS:
-        s.UP = _doubled(s.UP, 2 * s.UP.shape[0])
+        s.UP = grown(s.UP, 2 * s.UP.shape[0])
     elif status == K.ST_NEED_HEAP:
-        s.HP = _doubled(s.HP, 2 * s.HP.shape[0])
+        s.HP = grown(s.HP, 2 * s.HP.shape[0])
     else:
-        # one row per link per bin, up to the bin of the clock (as Network._ensure_bins)
-        need = (t // s.SC[K.SC_BIN_PS] + 1) * s.SC[K.SC_NLINKS]
-        s.LB = _doubled(s.LB, max(need, 2 * s.LB.shape[0]))
+        # one row per link per bin, up to the bin of the clock (as Network._ensure_bins;
+        # with a bins limit the table is whole from the start and never asks)
+        s.LB = grown(s.LB, (t // s.SC[K.SC_BIN_PS] + 1) * s.SC[K.SC_NLINKS])
 
 
 @allocating
@@ -282,7 +275,7 @@ def grow_frames(s):
     stack[:nfree] = s.FREE[:nfree]
     stack[nfree: nfree + n] = np.arange(2 * n - 1, n - 1, -1)
     s.SC[K.SC_FREE] = nfree + n
-    s.FP = _doubled(s.FP, 2 * n)
+    s.FP = grown(s.FP, 2 * n)
     s.FREE = stack
 
 

@@ -33,6 +33,7 @@ from .dag import Wiring
 from .functional import Functional
 
 HW_DEFAULTS = DEFAULTS["hw"]
+MAX_BINS = 4096  # link time-series bins at most (then wider bins): memory follows the links, not the run
 MAX_OP_PS = 10**18  # one op of at most ~11.6 days: sums of many stay far inside int64 picoseconds
 KV_OPS = {int(MsgOp.kv_replica), int(MsgOp.kv_fetch_resp), int(MsgOp.kv_transfer)}
 PRODUCES_KV = {int(Kind.qkv), int(Kind.decode_qkv)}
@@ -107,8 +108,11 @@ class Replay:
         self.durations = self._durations()
         est = max(1, int(np.bincount(np.maximum(trace.ops["node"], 0), weights=self.durations,
                                      minlength=self.nodes).max()))
-        self.bin_ps = options.bin_ps or max(100 * US, (est // 500) // MS * MS or 100 * US)
-        self.linkstats = LinkStats.of(self.net, self.bin_ps)  # binned in the frame loop, no log
+        # About 500 bins over the compute estimate; a run that lasts far longer (loss and
+        # back-off, slow links) widens them past MAX_BINS instead of growing the table. A
+        # width the user gives is kept whatever the run's length.
+        bin_ps = options.bin_ps or max(100 * US, (est // 500) // MS * MS or 100 * US)
+        self.linkstats = LinkStats.of(self.net, bin_ps, 0 if options.bin_ps else MAX_BINS)  # binned in the frame loop
 
     def _engine(self, engine: str) -> str:
         """The engine this replay runs on: the compiled loop whenever it supports the run."""
