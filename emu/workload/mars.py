@@ -130,7 +130,13 @@ def generate(b: OpBuilder, layout, model, net, plan: Plan) -> dict:
     seen = [set() for _ in range(N)]  # replica groups (j, o) an op at n already depended on
     # (j, o) -> replica holder h -> consumer x -> last chunk at which h pushed block (j, o) to x
     served: dict[tuple[int, int], dict[int, dict[int, int]]] = {}
-    push_op: dict[tuple, int] = {}  # ("hist", c, l, x, h) or ("cur", c, l, x, o) -> op index
+    # push_op[key(HIST, c, l, x, h)] or [key(CUR, c, l, x, o)] -> op index. Integer keys: a
+    # 64-board trace makes millions of pushes, and a tuple key costs an object per push.
+    push_op: dict[int, int] = {}
+    HIST, CUR = 0, 1
+
+    def key(kind: int, c: int, l: int, x: int, y: int) -> int:
+        return (((c * L + l) * N + x) * N + y) * 2 + kind
     trims_at: dict[int, list] = {}
     for d, j, old, new in plan.trims:
         trims_at.setdefault(d, []).append((j, old, new))
@@ -142,7 +148,7 @@ def generate(b: OpBuilder, layout, model, net, plan: Plan) -> dict:
         block (the last one per consumer: a consumer's pushes are ordered by its chain)."""
         out = [attn_last[d - 1][l][h]]
         for x, c in sorted(served.get((j, o), {}).get(h, {}).items()):
-            out.append(push_op[("cur", c, l, x, o)] if c == j else push_op[("hist", c, l, x, h)])
+            out.append(push_op[key(CUR, c, l, x, o)] if c == j else push_op[key(HIST, c, l, x, h)])
         return out
 
     def control_ops(d: int, l: int) -> dict[int, list[int]]:
@@ -241,21 +247,21 @@ def generate(b: OpBuilder, layout, model, net, plan: Plan) -> dict:
                 pace = _pace(attn_last, c, l, n, L)
                 for h, nbytes, newest, unread in batches:
                     deps = pace + [attn_last[c - 1][l][h]] + [mc[j][o][l] for j, o in unread]
-                    push_op[("hist", c, l, n, h)] = b.send(
+                    push_op[key(HIST, c, l, n, h)] = b.send(
                         Stage.prefill, MsgOp.kv_fetch_resp, h, [n], nbytes, chunk=c, layer=l, step=1,
                         kv_id=layout.kv_id(newest[0], newest[1], l), dtype=_kv_dtype(model),
                         residency=Residency.transient, deps=deps)
-                    pushes[n].append(push_op[("hist", c, l, n, h)])
+                    pushes[n].append(push_op[key(HIST, c, l, n, h)])
                     stats["pushes"] += 1
                     stats["push_bytes"] += nbytes
                 for h, o in cur_push:
                     exist = qkv[c][l][o] if h == o else mc[c][o][l]
                     nbytes = model.kv_bytes(layout.tokens(c, o))
-                    push_op[("cur", c, l, n, o)] = b.send(
+                    push_op[key(CUR, c, l, n, o)] = b.send(
                         Stage.prefill, MsgOp.kv_fetch_resp, h, [n], nbytes, chunk=c, layer=l, step=1,
                         kv_id=layout.kv_id(c, o, l), dtype=_kv_dtype(model), residency=Residency.transient,
                         deps=pace + [exist])
-                    pushes[n].append(push_op[("cur", c, l, n, o)])
+                    pushes[n].append(push_op[key(CUR, c, l, n, o)])
                     stats["pushes"] += 1
                     stats["push_bytes"] += nbytes
             step0 = [-1] * N
