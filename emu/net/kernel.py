@@ -827,7 +827,7 @@ def _log_tx(SC, LG, FP, e, link, t, fate):
 @_entry
 def coarsen_bins(SC, LB, t):
     """Double the bin width, merging neighbouring bins in place, until time ``t`` falls within
-    SC[SC_BIN_CAP] bins; returns the bins the table needs for ``t``.
+    SC[SC_BIN_CAP] bins.
 
     A run can last far longer than the width was chosen for (retransmission back-off, slow
     links), and the table must not grow with it without bound. Merging is exact: bin b of
@@ -856,7 +856,6 @@ def coarsen_bins(SC, LB, t):
     SC[SC_BIN_PS] = w
     SC[SC_BIN_LO] = 0  # the memo: bin 0 starts at 0 whatever the width
     SC[SC_BIN_IDX] = 0
-    return t // w + 1
 
 
 @_inline

@@ -63,11 +63,9 @@ class LinkStats:
         LB = self.net.link_bins()
         nb = LB.shape[0] // self.n_links
         self._bin_ps = int(self.net.SC[SC_BIN_PS])  # the engine may have widened its bins
-        for name in FIELDS:
-            setattr(self, name, np.zeros((self.n_links, nb), np.int64))
         cube = LB[: nb * self.n_links].reshape(nb, self.n_links, BINS.width)
         for name in FIELDS:
-            getattr(self, name)[:, :nb] = cube[:, :, BINS.col(name)].T
+            setattr(self, name, np.ascontiguousarray(cube[:, :, BINS.col(name)].T))
 
     def _ensure(self, nbins: int) -> None:
         have = self.busy.shape[1]

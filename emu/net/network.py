@@ -719,9 +719,9 @@ class Network:
     def bin_links(self, bin_ps: int, max_bins: int = 0) -> None:
         """Accumulate per-link statistics in bins of ``bin_ps`` inside the frame loop (LinkStats.of).
 
-        ``max_bins`` > 0 bounds the table: when the clock passes that many bins, the width
-        doubles and neighbouring bins merge (kernel.coarsen_bins), so memory follows the
-        links, not the run's duration."""
+        ``max_bins`` > 0 bounds the table: when a transmission would end past that many
+        bins, the width doubles and neighbouring bins merge (kernel.coarsen_bins), so memory
+        follows the links, not the run's duration."""
         if bin_ps <= 0:
             raise ValueError("bin width must be positive")
         if max_bins < 0:

@@ -39,7 +39,7 @@ from .core_layout import (CB_CTRL, CB_SEND, D_CHANGE, D_DONE, D_PROGRESS, DF_REA
                           W_PART_DLV, W_READY, W_RELEASE, W_TRY, W_UPCALLS)
 from .core_nic import a2a_step, delivered, fold, message_done, message_sent, part_left, send
 from .core_reliable import timer_due
-from .core_state import allocating, compiled, compiled_inline, grown
+from .core_state import allocating, compiled, compiled_inline, doubled_pool, grown, more_heap
 
 REDUCE, ALL_TO_ALL, DRAIN, INVALIDATE = int(Kind.reduce), int(Kind.all_to_all), int(Kind.drain), int(Kind.invalidate)
 QKV, DECODE_QKV = int(Kind.qkv), int(Kind.decode_qkv)
@@ -259,7 +259,7 @@ def grow_buffer(s, status, t):
     elif status == K.ST_NEED_UPCALLS:
         s.UP = grown(s.UP, 2 * s.UP.shape[0])
     elif status == K.ST_NEED_HEAP:
-        s.HP = grown(s.HP, 2 * s.HP.shape[0])
+        more_heap(s)
     else:
         # one row per link per bin, up to the bin of the clock (as Network._ensure_bins;
         # with a bins limit the table is whole from the start and never asks)
@@ -270,13 +270,10 @@ def grow_buffer(s, status, t):
 def grow_frames(s):
     """Double the frame pool; its new rows go on the free stack (emu.net.network._grow_pool)."""
     n = s.FP.shape[0]
-    nfree = s.SC[K.SC_FREE]
-    stack = np.empty(2 * n, np.int64)
-    stack[:nfree] = s.FREE[:nfree]
-    stack[nfree: nfree + n] = np.arange(2 * n - 1, n - 1, -1)
-    s.SC[K.SC_FREE] = nfree + n
-    s.FP = grown(s.FP, 2 * n)
-    s.FREE = stack
+    pool = doubled_pool(s.FP, s.FREE, s.SC[K.SC_FREE])
+    s.FP = pool[0]
+    s.FREE = pool[1]
+    s.SC[K.SC_FREE] += n
 
 
 @compiled_inline

@@ -27,8 +27,6 @@ that may replace them.
 
 from __future__ import annotations
 
-import numpy as np
-
 from ..net import kernel as K
 from ..nic.protocol import (D_ACKED, D_NODE, O_DEND, O_DPTR, O_LEFT_AT, O_LIVE, O_MSG_ID, O_NFRAGS,
                             O_RESENDING, O_RETRIES, O_SEQ, O_DUE, ack, arm, left_wire, nack_accepted,
@@ -38,7 +36,7 @@ from .core_layout import (CTRL_ACK, CTRL_NACK, CTRL_PROBE, E_TIMER, R_CTRL_ACK, 
                           R_HDR, R_MARGIN, R_MAX_RETRIES, R_NBITS, R_NMD, R_NMSG, R_NNKB, R_NODES, R_NOW,
                           R_NSL, R_PER, R_RETX, R_RTO_MAX, R_RTO_MIN, R_V, T_FAIL, T_FAIL_RETRIES, X_ABOUT,
                           X_CTRL, X_NACK, X_PEER, X_SENT, X_TIMER, X_TR)
-from .core_state import allocating, compiled, compiled_inline, grown
+from .core_state import allocating, compiled, compiled_inline, doubled_pool, grown, more_heap
 
 
 # ---- room: control frames and resends are not counted when the tables are built -----------
@@ -46,18 +44,12 @@ from .core_state import allocating, compiled, compiled_inline, grown
 @allocating
 def more_messages(s, n, m, nbits):
     """Message tables of at least ``n`` rows, destination tables of ``m``, ``nbits`` bitmap bytes."""
-    if n > s.MS.shape[0]:
-        s.MS = grown(s.MS, n)
-    if n > s.MX.shape[0]:
-        s.MX = grown(s.MX, n)
-    if n > s.OUT.shape[0]:
-        s.OUT = grown(s.OUT, n)
-    if m > s.MD.shape[0]:
-        s.MD = grown(s.MD, m)
-    if m > s.OD.shape[0]:
-        s.OD = grown(s.OD, m)
-    if nbits > s.BITS.shape[0]:
-        s.BITS = grown(s.BITS, nbits)
+    s.MS = grown(s.MS, n)  # grown returns a table with room as it is
+    s.MX = grown(s.MX, n)
+    s.OUT = grown(s.OUT, n)
+    s.MD = grown(s.MD, m)
+    s.OD = grown(s.OD, m)
+    s.BITS = grown(s.BITS, nbits)
 
 
 @compiled_inline
@@ -77,16 +69,10 @@ def message_room(s, nd, nbits):
 def more_streams(s):
     """Twice the stream rows, the new ones on the free stack (Network._add_stream's order)."""
     n = s.SP.shape[0]
-    stack = np.empty(2 * n, np.int64)
-    stack[:n] = np.arange(2 * n - 1, n - 1, -1)
-    s.SC[K.SC_SFREE] = n
-    s.SP = grown(s.SP, 2 * n)
-    s.SFREE = stack
-
-
-@allocating
-def more_heap(s):
-    s.HP = grown(s.HP, 2 * s.HP.shape[0])
+    pool = doubled_pool(s.SP, s.SFREE, s.SC[K.SC_SFREE])
+    s.SP = pool[0]
+    s.SFREE = pool[1]
+    s.SC[K.SC_SFREE] += n
 
 
 @compiled_inline

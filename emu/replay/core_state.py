@@ -139,7 +139,24 @@ def grown(a, need):
     return b
 
 
+@allocating
+def doubled_pool(table, free, nfree):
+    """A pool table of twice the rows and its free stack: the ``nfree`` free rows, then the new
+    ones, lowest on top (emu.net.network._grow_pool's order). The caller adds the new rows to
+    its free count."""
+    n = table.shape[0]
+    stack = np.empty(2 * n, np.int64)
+    stack[:nfree] = free[:nfree]
+    stack[nfree: nfree + n] = np.arange(2 * n - 1, n - 1, -1)
+    return grown(table, 2 * n), stack
+
+
 # Replacing a table: called by the loop only when a table is full.
+@allocating
+def more_heap(s):
+    s.HP = grown(s.HP, 2 * s.HP.shape[0])
+
+
 @allocating
 def more_sim(s, need):
     s.SIM = grown(s.SIM, need)

@@ -25,17 +25,16 @@ class OpBuilder:
     # trace (3.8M ops) took 3.2 GB while it was built; the columns are 0.2 GB.
     def __init__(self):
         self._rows = array("q")  # SCALAR_COLUMNS values per op, op after op
-        self._n = 0
         self._dep_ptr, self._dep = array("q", [0]), array("q")
         self._src_ptr, self._src = array("q", [0]), array("q")
         self._dst_ptr, self._dst = array("q", [0]), array("q")
         self._blk_ptr, self._blk = array("q", [0]), array("q")
 
     def __len__(self) -> int:
-        return self._n
+        return len(self._dep_ptr) - 1  # a pointer per op, after the leading 0
 
     def _add(self, row: tuple, deps, src, dst, blocks=()) -> int:
-        i = self._n
+        i = len(self)
         if deps:
             if max(deps) >= i or min(deps) < 0:
                 raise AssertionError(f"op {i} depends on op {max(deps)} or {min(deps)}, not an earlier one")
@@ -48,7 +47,6 @@ class OpBuilder:
         self._blk.extend(blocks)
         self._blk_ptr.append(len(self._blk))
         self._rows.extend(row)
-        self._n = i + 1
         return i
 
     def compute(self, kind: Kind, stage: Stage, node: int, chunk: int, layer: int, step: int,
@@ -93,10 +91,9 @@ class OpBuilder:
         table = np.frombuffer(self._rows, dtype=np.int64).reshape(-1, len(SCALAR_COLUMNS))
         cols = {name: np.ascontiguousarray(table[:, j], dtype=dt) for j, (name, dt) in enumerate(SCALAR_COLUMNS.items())}
         del table
-        self._rows, self._n = array("q"), 0
+        self._rows = array("q")  # the rows are columns now: not held twice
         for name in ("dep", "src", "dst", "blk"):
             cols[f"{name}_ptr"] = np.frombuffer(getattr(self, f"_{name}_ptr"), dtype=np.int64).copy()
             cols[f"{name}_idx"] = np.frombuffer(getattr(self, f"_{name}"), dtype=np.int64).copy()
-            setattr(self, f"_{name}_ptr", array("q", [0]))
-            setattr(self, f"_{name}", array("q"))
+        self.__init__()
         return cols
