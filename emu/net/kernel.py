@@ -40,6 +40,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from .. import compiled_cache  # noqa: F401  (before any cached function: their cache stamp)
 from .ethernet import PS_PER_S, WIRE_OVERHEAD, MIN_FRAME
 from .tables import Table
 

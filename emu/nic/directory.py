@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 from numba import njit
 
+from .. import compiled_cache  # noqa: F401  (before any cached function: their cache stamp)
 from ..codec import Op
 
 

@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numba import njit
 
+from .. import compiled_cache  # noqa: F401  (before any cached function: their cache stamp)
 from ..codec import Collective, Op
 from .directory import State, replica_transition  # noqa: F401  (the directory's rule, re-exported)
 from ..topology.forwarding import tree_rows, unicast_rows  # noqa: F401  (the forwarding rule, re-exported)

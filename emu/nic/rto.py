@@ -26,6 +26,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from .. import compiled_cache  # noqa: F401  (before any cached function: their cache stamp)
+
 SRTT, RTTVAR, RTO = 0, 1, 2
 RTO_COLS = 3
 NO_SAMPLE = -1

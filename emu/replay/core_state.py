@@ -31,7 +31,7 @@ from numba.core.runtime.nrtdynmod import _meminfo_struct_type
 from numba.core.typing.templates import AttributeTemplate
 from numba.experimental import structref
 
-from . import core_cache  # noqa: F401  (before any compiled function: their cache stamp)
+from .. import compiled_cache  # noqa: F401  (before any compiled function: their cache stamp)
 
 # The loop's functions: no reference counting (they borrow every table from ``s``).
 compiled = njit(cache=True, _nrt=False)

@@ -1,0 +1,90 @@
+"""numba's disk cache follows every source a compiled function is built from (emu.compiled_cache)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from emu import compiled_cache as cc
+
+EMU = Path(cc.ROOT)
+
+
+def rel(paths) -> set[str]:
+    return {os.path.relpath(p, cc.ROOT) for p in paths}
+
+
+def test_a_closure_follows_names_to_the_module_that_defines_them():
+    kernel = rel(cc.closure(str(EMU / "net" / "kernel.py")))
+    assert kernel == {"net/kernel.py", "net/ethernet.py", "net/tables.py", "compiled_cache.py"}
+    # `from ..codec import Collective, Op` reaches the enums through the package's re-export,
+    # not the scapy layer or the pcap reader
+    protocol = rel(cc.closure(str(EMU / "nic" / "protocol.py")))
+    assert "codec/enums.py" in protocol and "nic/rto.py" in protocol
+    assert not {"codec/layer.py", "codec/pcap.py", "codec/__init__.py"} & protocol
+    loop = rel(cc.closure(str(EMU / "replay" / "core.py")))
+    assert {"net/kernel.py", "net/ethernet.py", "codec/enums.py", "workload/enums.py",
+            "replay/core_layout.py", "nic/protocol.py"} <= loop
+
+
+def test_every_cached_function_of_the_package_is_stamped_by_its_closure():
+    from emu.net import kernel
+    from emu.nic import protocol, rto
+    from emu.replay import core
+
+    for fn in (kernel.advance, protocol.reduction_next, rto.rto_sample, core.drive):
+        loc = fn._cache._impl.locator
+        assert isinstance(loc, cc._Stamped)
+        assert loc.get_source_stamp() == cc.stamp(fn.py_func.__code__.co_filename)
+
+
+def test_a_stamp_changes_with_any_file_of_the_closure(tmp_path, monkeypatch):
+    pkg = tmp_path / "emu"
+    (pkg / "net").mkdir(parents=True)
+    (pkg / "net" / "ethernet.py").write_text("IFG = 12\n")
+    (pkg / "net" / "kernel.py").write_text("from .ethernet import IFG\n")
+    monkeypatch.setattr(cc, "ROOT", str(pkg))
+    kernel = str(pkg / "net" / "kernel.py")
+    before = cc.stamp(kernel)
+    (pkg / "net" / "ethernet.py").write_text("IFG = 120\n")  # another size: seen within one mtime tick
+    assert cc.stamp(kernel) != before
+
+
+PROBE = """
+import json
+from emu.nic import protocol
+op, where = protocol.reduction_next(False, 0)
+s = protocol.reduction_next.stats
+print(json.dumps(dict(op=int(op), hits=sum(s.cache_hits.values()), misses=sum(s.cache_misses.values()))))
+"""
+
+
+def run_probe(tree: Path) -> dict:
+    env = dict(os.environ, PYTHONPATH=str(tree))
+    env.pop("NUMBA_CACHE_DIR", None)
+    out = subprocess.run([sys.executable, "-c", PROBE], cwd=tree, env=env, check=True,
+                         capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def test_a_compiled_in_constant_changed_in_another_file_recompiles(tmp_path):
+    """``reduction_next`` freezes ``Op.partial_state`` from emu/codec/enums.py into its machine
+    code; a copy of the package with that value changed must not load the old code."""
+    from emu.nic import protocol
+
+    protocol.reduction_next(False, 0)  # the suite's own cache has this entry
+    tree = tmp_path / "tree"
+    shutil.copytree(EMU, tree / "emu", copy_function=shutil.copy2)  # __pycache__ and its cache too
+    first = run_probe(tree)
+    # the same sources elsewhere: the stamp is their content, so the copied cache is used
+    assert first["op"] == 8 and first["hits"] == 1 and first["misses"] == 0
+    enums = tree / "emu" / "codec" / "enums.py"
+    text = enums.read_text()
+    assert text.count("    partial_state = 8\n") == 1
+    enums.write_text(text.replace("    partial_state = 8\n", "    partial_state = 99\n"))
+    second = run_probe(tree)
+    assert second["op"] == 99 and second["misses"] == 1
