@@ -123,7 +123,13 @@ LINKS = Table("link directions (LK)", "L", (
     ("train", 'the train this port is transmitting: its frame entry (the wire tail) + 1; 0: none'),
     ("defer_in", "a datapath: DEFER_DATAPATH trains arriving into it"),
 ))
-globals().update(LINKS.constants())  # L_SRC = 0, ..., L_NCOLS
+# LINKS's columns, rendered from it by `python -m emu.net.render_tables` (do not edit)
+(L_SRC, L_DST, L_RATE, L_LAT, L_MTU, L_CAPF, L_CAPB, L_UP, L_WHEAD, L_WTAIL, L_THEAD, L_TTAIL,
+ L_QF, L_QB, L_TX_END, L_ARR_PEND, L_TX_PEND, L_SHEAD, L_STAIL, L_LAST, L_SENT, L_OFF_F,
+ L_OFF_B, L_TX_F, L_TX_B, L_DLV_F, L_DLV_B, L_BUSY, L_MAXQ, L_LOCAL_F, L_TRANSIT_F, L_LOSS,
+ L_GE_BAD, L_TXN, L_DL_POS, L_DL_END, L_SER_LEN, L_SER_PS, L_NICQ, L_TRAIN,
+ L_DEFER_IN) = range(41)
+L_NCOLS = 41
 
 # ---- link parameters (LF, float64) ------------------------------------------
 LINK_PARAMS = Table("link parameters (LF)", "LF", (
@@ -133,7 +139,9 @@ LINK_PARAMS = Table("link parameters (LF)", "LF", (
     ("lb", 'loss probability in the bad state'),
     ("corrupt", "corruption probability (caught by the receiver's FCS)"),
 ), dtype=np.float64)
-globals().update(LINK_PARAMS.constants())  # LF_P = 0, ..., LF_NCOLS
+# LINK_PARAMS's columns, rendered from it by `python -m emu.net.render_tables` (do not edit)
+(LF_P, LF_R, LF_LG, LF_LB, LF_CORRUPT) = range(5)
+LF_NCOLS = 5
 
 # ---- drop causes: LD[link, cause, 0=frames 1=bytes], ND[node, cause, ...] --------
 DROP_QUEUE = 0
@@ -154,7 +162,9 @@ NODES = Table("node counters (NS)", "N", (
     ("dlv_f", 'frames delivered to the application here (duplicates excluded)'),
     ("dlv_b", 'bytes delivered'),
 ))
-globals().update(NODES.constants())  # N_OFF_F = 0, ..., N_NCOLS
+# NODES's columns, rendered from it by `python -m emu.net.render_tables` (do not edit)
+(N_OFF_F, N_OFF_B, N_REPL_F, N_DLV_F, N_DLV_B) = range(5)
+N_NCOLS = 5
 
 # ---- frame pool (FP, int64) ---------------------------------------------------
 FRAMES = Table("frame pool (FP)", "F", (
@@ -180,7 +190,10 @@ FRAMES = Table("frame pool (FP)", "F", (
 DEFER_HERE = 1      # the link's far node takes the train's frames as one, when its last frame is there
 DEFER_DATAPATH = 2  # the frames pass the far node's idle datapath one by one, then as DEFER_HERE there
 DEFER_NOT = -1      # taken back to frame by frame: not deferred again (whatever took it back recurs)
-globals().update(FRAMES.constants())  # F_MSG = 0, ..., F_NCOLS
+# FRAMES's columns, rendered from it by `python -m emu.net.render_tables` (do not edit)
+(F_MSG, F_FRAG, F_LEN, F_ROUTE, F_NEXT, F_ENQ, F_START, F_END, F_ARR, F_FATE, F_QB, F_RETX,
+ F_HOPS, F_LOCAL, F_NTRAIN, F_SER, F_GAP, F_DEFER) = range(18)
+F_NCOLS = 18
 
 # ---- messages (MS, int64) ---------------------------------------------------
 MESSAGES = Table("messages (MS)", "M", (
@@ -193,7 +206,9 @@ MESSAGES = Table("messages (MS)", "M", (
     ("dend", 'end of its destinations in MD'),
     ("live", 'its streams not yet sent'),
 ))
-globals().update(MESSAGES.constants())  # M_SRC = 0, ..., M_NCOLS
+# MESSAGES's columns, rendered from it by `python -m emu.net.render_tables` (do not edit)
+(M_SRC, M_NFRAGS, M_FLEN, M_LLEN, M_FLAGS, M_DPTR, M_DEND, M_LIVE) = range(8)
+M_NCOLS = 8
 MF_FRAME_UPCALL = 1   # tell Python about every delivered frame (reductions)
 MF_TRACK = 2          # keep a bitmap per destination: discard duplicates
 
@@ -204,7 +219,9 @@ DESTS = Table("message destinations (MD)", "D", (
     ("bits", 'offset of the received-bitmap in BITS (-1: untracked)'),
     ("defer", "trains of the message this destination takes as one, pending"),
 ))
-globals().update(DESTS.constants())  # D_NODE = 0, ..., D_NCOLS
+# DESTS's columns, rendered from it by `python -m emu.net.render_tables` (do not edit)
+(D_NODE, D_GOT, D_BITS, D_DEFER) = range(4)
+D_NCOLS = 4
 
 # ---- streams (SP, int64): a packetizer cursor feeding one port's local queue -----
 STREAMS = Table("streams (SP)", "S", (
@@ -216,7 +233,9 @@ STREAMS = Table("streams (SP)", "S", (
     ("ready", 'earliest time of its first frame'),
     ("next", 'next stream on the same port'),
 ))
-globals().update(STREAMS.constants())  # S_MSG = 0, ..., S_NCOLS
+# STREAMS's columns, rendered from it by `python -m emu.net.render_tables` (do not edit)
+(S_MSG, S_ROUTE, S_POS, S_END, S_LIST, S_READY, S_NEXT) = range(7)
+S_NCOLS = 7
 
 # ---- upcalls (UP, int64) ----------------------------------------------------
 UPCALLS = Table("upcalls (UP)", "U", (
@@ -226,7 +245,9 @@ UPCALLS = Table("upcalls (UP)", "U", (
     ("node", 'node, or link for UP_SENT'),
     ("frag", "fragment; for UP_SENT the message's streams still unsent"),
 ))
-globals().update(UPCALLS.constants())  # U_TIME = 0, ..., U_NCOLS
+# UPCALLS's columns, rendered from it by `python -m emu.net.render_tables` (do not edit)
+(U_TIME, U_KIND, U_MSG, U_NODE, U_FRAG) = range(5)
+U_NCOLS = 5
 UP_DONE = 0       # message complete at a destination
 UP_FRAME = 1      # one frame delivered at a destination (MF_FRAME_UPCALL)
 UP_SENT = 2       # a stream's last frame finished transmitting (or was dropped at the source)
@@ -247,7 +268,10 @@ LOG = Table("transmission log (LG)", "G", (
     ("hops", 'physical links it crossed before this one'),
     ("local", "1: from the transmitting node's own packetizer"),
 ))
-globals().update(LOG.constants())  # G_LINK = 0, ..., G_NCOLS
+# LOG's columns, rendered from it by `python -m emu.net.render_tables` (do not edit)
+(G_LINK, G_MSG, G_FRAG, G_ENQ, G_START, G_END, G_ARR, G_LEN, G_QB, G_FATE, G_RETX, G_HOPS,
+ G_LOCAL) = range(13)
+G_NCOLS = 13
 
 # ---- per-link statistics (LB, int64): row bin * links + link, what LinkStats reports ----
 # Bin-major rows, so the table grows by appending rows as the clock advances.
@@ -258,7 +282,9 @@ BINS = Table("per-link statistics (LB)", "B", (
     ("queue", 'largest transit backlog (bytes) a frame found when queued in the bin'),
     ("lost", 'frames lost on the wire (loss, corruption, cut by a failure), by end bin'),
 ))
-globals().update(BINS.constants())  # B_BUSY = 0, ..., B_NCOLS
+# BINS's columns, rendered from it by `python -m emu.net.render_tables` (do not edit)
+(B_BUSY, B_BYTES, B_FRAMES, B_QUEUE, B_LOST) = range(5)
+B_NCOLS = 5
 B_NFIELDS = BINS.width
 
 # ---- return statuses of advance() ---------------------------------------------

@@ -45,3 +45,51 @@ class Table:
         if rows.ndim != 2 or rows.shape[1] != self.width:
             raise ValueError(f"table {self.name}: expected rows of {self.width} columns, got shape {rows.shape}")
         return rows.view(self.record).reshape(rows.shape[0])
+
+
+# ---- column constants written into the source ----------------------------------
+# The kernel's compiled code reads its column numbers as module constants (L_RATE, G_LINK,
+# ...). They are written out in the source, rendered from each Table, so that grep, an IDE
+# and pyflakes see them; ``python -m emu.net.render_tables`` renders them again after a
+# Table changes, and tests/test_tables.py checks that FILE holds exactly what it renders.
+
+def rendered(var: str, table: Table, width: int = 96) -> str:
+    """The source block of ``table``'s constants (``var`` is the Table's name in its module)."""
+    names = [f"{table.prefix}_{c.upper()}" for c in table.columns]
+    lines, line = [], "("
+    for i, name in enumerate(names):
+        item = name + (", " if i < len(names) - 1 else f") = range({table.width})")
+        if len(line) + len(item.rstrip()) > width:
+            lines.append(line.rstrip())
+            line = " "
+        line += item
+    lines.append(line)
+    return (f"# {var}'s columns, rendered from it by `python -m emu.net.render_tables` (do not edit)\n"
+            + "\n".join(lines) + f"\n{table.prefix}_NCOLS = {table.width}\n")
+
+
+def _blocks(source: str, var: str, table: Table) -> list[tuple[int, int]]:
+    """Where ``var``'s rendered block (or the line it replaces) is in ``source``: (start, end) spans."""
+    import re
+    head = re.escape(f"# {var}'s columns, rendered from it by")
+    block = re.compile(rf"^{head}.*?^{table.prefix}_NCOLS = \d+\n", re.M | re.S)
+    return [m.span() for m in block.finditer(source)]
+
+
+def render_file(path: str, module) -> bool:
+    """Render every Table of ``module`` into ``path`` (its source); True if the file changed."""
+    with open(path) as f:
+        source = f.read()
+    new = source
+    for var, table in vars(module).items():
+        if isinstance(table, Table):
+            spans = _blocks(new, var, table)
+            if len(spans) != 1:
+                raise SystemExit(f"{path}: {len(spans)} rendered blocks of {var} (expected 1)")
+            a, b = spans[0]
+            new = new[:a] + rendered(var, table) + new[b:]
+    if new != source:
+        with open(path, "w") as f:
+            f.write(new)
+    return new != source
+
