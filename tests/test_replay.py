@@ -228,3 +228,13 @@ def test_summary_peaks_per_node_match_the_memory_table(traces, tmp_path):
     assert s["peak_node_owner_replica_bytes"] == int((n.owner_bytes + n.replica_bytes).max())
     assert s["peak_node_transient_bytes"] == int(n.transient_bytes.max()) > 0
     assert s["peak_node_kv_bytes"] == int((n.owner_bytes + n.replica_bytes + n.transient_bytes).max())
+
+
+def test_a_packetization_buffer_below_one_mib_is_the_one_modelled():
+    """hw.comm_buffer is the packetizer's payload FIFO as given: 64 KiB holds back MARS's
+    replica pushes that 1 MiB admits (it was silently raised to 1 MiB)."""
+    import emu
+
+    tr = emu.trace("mars", nodes=8, seq=4096, chunk=1024)
+    small, large = (emu.replay(tr, set={"hw.comm_buffer": b}) for b in ("64KiB", "1MiB"))
+    assert small.ttft_s > large.ttft_s

@@ -89,7 +89,7 @@ class Replay:
                            seed=options.seed, trains=options.trains)
         reliable = options.reliable if options.reliable is not None else bool(options.loss or options.scenario)
         self.cluster = Cluster(self.net, self.routes, NicConfig(mtu=int(hw["mtu"]), reliable=reliable,
-                                                                fifo_bytes=max(int(hw["comm_buffer"]), 1 << 20),
+                                                                fifo_bytes=int(hw["comm_buffer"]),
                                                                 rto_min_ps=int(hw["rto_min_ps"]),
                                                                 rto_initial_ps=int(hw["rto_initial_ps"])))
         if options.loss:
