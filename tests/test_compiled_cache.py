@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from emu import compiled_cache as cc
 
 EMU = Path(cc.ROOT)
@@ -88,3 +90,26 @@ def test_a_compiled_in_constant_changed_in_another_file_recompiles(tmp_path):
     enums.write_text(text.replace("    partial_state = 8\n", "    partial_state = 99\n"))
     second = run_probe(tree)
     assert second["op"] == 99 and second["misses"] == 1
+
+
+def test_the_engine_knows_whether_its_cache_is_compiled(monkeypatch):
+    from emu.replay import core, warm
+
+    core.drive  # noqa: B018 (imported: the suite has compiled it)
+    assert warm.compiled()
+    monkeypatch.setattr(cc, "stamp", lambda path: b"other sources")
+    assert not warm.compiled()
+
+
+def test_a_cold_first_replay_says_it_compiles_and_install_skips_a_warm_cache(monkeypatch, capsys):
+    import emu
+    from emu.replay import warm
+
+    monkeypatch.setattr(warm, "compiled", lambda: False)
+    emu.replay(emu.trace("ring", nodes=2, seq=256, chunk=128, decode_tokens=1))
+    err = capsys.readouterr().err
+    assert warm.NOTICE in err and "replay engine compiled and cached" in err
+    monkeypatch.undo()
+    monkeypatch.setattr(warm, "warm", lambda: pytest.fail("replayed although compiled"))
+    assert warm.main() == 0
+    assert "already compiled" in capsys.readouterr().err

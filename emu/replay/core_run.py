@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gc
 import sys
+import time
 
 import numpy as np
 import pandas as pd
@@ -27,6 +28,7 @@ from ..topology import multicast_tree
 from .core import drive, schedule, set_kernel
 from .core_state import KERNEL
 from .core_tables import Tables
+from . import warm
 
 PROGRESS_OPS = 2000
 
@@ -244,11 +246,18 @@ def run(rp) -> None:
     # no Python objects; what the run leaves is freed by reference counting as before.
     collecting = gc.isenabled()
     gc.disable()
+    cold = not warm.warming and not warm.compiled()
+    if cold:  # after a plain `pip install` (no warm step) or a change to the engine's sources
+        print(warm.NOTICE, file=sys.stderr, flush=True)
+        t0 = time.perf_counter()
     try:
         _run(rp)
     finally:
         if collecting:
             gc.enable()
+    if cold:
+        print(f"mcf-emu: replay engine compiled and cached ({time.perf_counter() - t0:.0f} s, "
+              "replay included)", file=sys.stderr, flush=True)
 
 
 def _run(rp) -> None:
