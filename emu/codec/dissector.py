@@ -18,6 +18,7 @@ LUA_FILE = Path(__file__).with_name(f"{PROTO}.lua")
 
 _LUA_INT = {1: "uint8", 2: "uint16", 4: "uint32", 8: "uint64"}
 _HEX_FIELDS = {"flags", "dst_set"}
+_UNREAD = {"ttl", "msg_id", "seq"}  # fields no check and not the Info column reads
 
 
 def _lua_str(s: str) -> str:
@@ -50,49 +51,63 @@ def render_lua() -> str:
         "  expert.group.MALFORMED, expert.severity.ERROR)",
         "p.experts = { e_bad }",
         'local data = Dissector.get("data")',
+        "local band, rshift = bit32.band, bit32.rshift",
+        # the Info column's flag names for every combination of the known flags, made once
+        "local flag_text = { "
+        + ", ".join(f'[{v}] = "{_flag_names(v)}"' for v in range(int(sum(Flags)) + 1)) + " }",
         "",
-        "local function dst_text(route, dst)",
-        '  if route ~= 0 then return "route" .. route end',
-        "  local ids = {}",
-        "  for i = 0, 63 do",
-        "    if dst:rshift(i):band(1):tonumber() == 1 then ids[#ids + 1] = tostring(i) end",
+        "-- the destination boards of a 64-bit set, read as two 32-bit words (UInt64 arithmetic",
+        "-- allocates an object per operation: 64 of them per frame were half the dissector's time)",
+        "local function bits(word, base, ids)",
+        "  local i = base",
+        "  while word ~= 0 do",
+        "    if band(word, 1) == 1 then ids[#ids + 1] = i end",
+        "    word, i = rshift(word, 1), i + 1",
         "  end",
-        '  return "{" .. table.concat(ids, ",") .. "}"',
+        "end",
+        "local memo = {}  -- dst_text of each (hi, lo) seen: multicast sets repeat",
+        "local function dst_text(route, hi, lo)",
+        '  if route ~= 0 then return "route" .. route end',
+        "  local by_lo = memo[hi]",
+        "  if by_lo == nil then by_lo = {}; memo[hi] = by_lo end",
+        "  local text = by_lo[lo]",
+        "  if text == nil then",
+        "    local ids = {}",
+        "    bits(lo, 0, ids)",
+        "    bits(hi, 32, ids)",
+        '    text = "{" .. table.concat(ids, ",") .. "}"',
+        "    by_lo[lo] = text",
+        "  end",
+        "  return text",
         "end",
         "",
         "function p.dissector(tvb, pinfo, tree)",
         f"  if tvb:len() < {HEADER_LEN} then return 0 end",
         '  pinfo.cols.protocol = "MCF"',
         f"  local t = tree:add(p, tvb(0, {HEADER_LEN}))",
+        # the header's bytes as Lua numbers in one call (a TvbRange read per field costs a C call each)
+        f"  local {', '.join(f'b{i}' for i in range(HEADER_LEN))} = tvb:raw(0, {HEADER_LEN}):byte(1, {HEADER_LEN})",
     ]
     for name, off, size in field_layout():
+        r = f"tvb({off}, {size})"
         if name == "flags":
-            out.append(f"  local ft = t:add(f.flags, tvb({off}, {size}))")
-            out += [f"  ft:add(f.flag_{flag.name.lower()}, tvb({off}, {size}))" for flag in Flags]
+            out.append(f"  local ft = t:add(f.flags, {r})")
+            out += [f"  ft:add(f.flag_{flag.name.lower()}, {r})" for flag in Flags]
         else:
-            out.append(f"  t:add(f.{name}, tvb({off}, {size}))")
-    off = {name: (o, s) for name, o, s in field_layout()}
-
-    def get(name):
-        o, s = off[name]
-        return f"tvb({o}, {s}):{'uint64' if s == 8 else 'uint'}()"
-
+            out.append(f"  t:add(f.{name}, {r})")
+    for name, off, size in field_layout():  # big-endian values of the fields read below
+        if name == "dst_set":
+            out.append(f"  local dst_hi, dst_lo = {_be(off, 4)}, {_be(off + 4, 4)}")
+        elif name not in _UNREAD:
+            out.append(f"  local {name} = {_be(off, size)}")
     out += [
-        f"  local op, src, route, dst = {get('op')}, {get('src_node')}, {get('route_id')}, {get('dst_set')}",
-        f"  local pay_len, flags = {get('pay_len')}, {get('flags')}",
-        '  pinfo.cols.info = string.format("%s n%d->%s kv=%d L%d frag %d/%d", vs_op[op] or ("op" .. op), src,',
-        f"    dst_text(route, dst), {get('kv_id')}, {get('layer')}, {get('frag_idx')} + 1, {get('frag_cnt')})",
+        '  pinfo.cols.info = string.format("%s n%d->%s kv=%d L%d frag %d/%d%s", vs_op[op] or ("op" .. op), src_node,',
+        "    dst_text(route_id, dst_hi, dst_lo), kv_id, layer, frag_idx + 1, frag_cnt,",
+        f"    flag_text[band(flags, {int(sum(Flags))})])",
     ]
-    names = [(int(flag), flag.name) for flag in Flags]
-    out.append("  local fl = {}")
-    for bit, name in names:
-        out.append(f'  if bit32.band(flags, {bit}) ~= 0 then fl[#fl + 1] = "{name}" end')
+    for reason, cond, text in lua_checks():
+        out += [f"  if {cond} then", f'    t:add_proto_expert_info(e_bad, {text})', "  end"]
     out += [
-        '  if #fl > 0 then pinfo.cols.info:append(" " .. table.concat(fl, "|")) end',
-        f"  if {get('version')} ~= {VERSION} then t:add_proto_expert_info(e_bad, \"unknown version\") end",
-        f"  if tvb:reported_len() - {HEADER_LEN} ~= pay_len then",
-        '    t:add_proto_expert_info(e_bad, "pay_len disagrees with the frame length")',
-        "  end",
         f"  if tvb:len() > {HEADER_LEN} then data:call(tvb({HEADER_LEN}):tvb(), pinfo, tree) end",
         "  return tvb:len()",
         "end",
@@ -101,6 +116,44 @@ def render_lua() -> str:
         "",
     ]
     return "\n".join(out)
+
+
+def _flag_names(bits: int) -> str:
+    names = [flag.name for flag in Flags if bits & flag]
+    return " " + "|".join(names) if names else ""
+
+
+def _be(off: int, size: int) -> str:
+    """A Lua expression of the big-endian unsigned value of header bytes off..off+size-1."""
+    expr = f"b{off}"
+    for i in range(off + 1, off + size):
+        expr = f"({expr}) * 256 + b{i}" if i > off + 1 else f"{expr} * 256 + b{i}"
+    return expr
+
+
+def lua_checks() -> list[tuple[str, str, str]]:
+    """The codec's header checks (``emu.codec.batch``'s REASONS that a header alone decides,
+    and pay_len against the frame's length) as (reason, Lua condition, Lua message) over the
+    dissector's locals; the message reads as ``emu pcap``'s (``describe``)."""
+    known = int(sum(Flags))
+    checks = [
+        ("version", f"version ~= {VERSION}", f'string.format("version: %d, expected {VERSION}", version)'),
+        ("flags", f"band(flags, 0x{~known & 0xFF:02x}) ~= 0",
+         f'string.format("flags: unknown bits 0x%02x", band(flags, 0x{~known & 0xFF:02x}))'),
+        *[(field, f"vs_{field}[{field}] == nil", f'string.format("{field}: unknown value %d", {field})')
+          for field in ENUM_FIELDS],
+        ("pay_len", f"tvb:reported_len() - {HEADER_LEN} ~= pay_len",
+         f'string.format("pay_len: %d but the frame carries %d bytes of payload", pay_len, '
+         f"tvb:reported_len() - {HEADER_LEN})"),
+        ("frag_cnt", "frag_cnt == 0", '"frag_cnt: 0, must be at least 1"'),
+        ("frag_idx", "frag_idx >= frag_cnt",
+         'string.format("frag_idx: %d not below frag_cnt %d", frag_idx, frag_cnt)'),
+        ("offset", "offset + pay_len > msg_len",
+         'string.format("offset: offset %d + pay_len %d exceeds msg_len %d", offset, pay_len, msg_len)'),
+        ("dst_set", "route_id == 0 and dst_hi == 0 and dst_lo == 0",
+         '"dst_set: empty while route_id is 0: the frame has no destination"'),
+    ]
+    return checks
 
 
 def main(argv: list[str] | None = None) -> int:

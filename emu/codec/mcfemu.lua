@@ -36,20 +36,39 @@ local e_bad = ProtoExpert.new("mcfemu.malformed", "Malformed MCF header",
   expert.group.MALFORMED, expert.severity.ERROR)
 p.experts = { e_bad }
 local data = Dissector.get("data")
+local band, rshift = bit32.band, bit32.rshift
+local flag_text = { [0] = "", [1] = " ACK_REQ", [2] = " RETX", [3] = " ACK_REQ|RETX", [4] = " SYNTH", [5] = " ACK_REQ|SYNTH", [6] = " RETX|SYNTH", [7] = " ACK_REQ|RETX|SYNTH" }
 
-local function dst_text(route, dst)
-  if route ~= 0 then return "route" .. route end
-  local ids = {}
-  for i = 0, 63 do
-    if dst:rshift(i):band(1):tonumber() == 1 then ids[#ids + 1] = tostring(i) end
+-- the destination boards of a 64-bit set, read as two 32-bit words (UInt64 arithmetic
+-- allocates an object per operation: 64 of them per frame were half the dissector's time)
+local function bits(word, base, ids)
+  local i = base
+  while word ~= 0 do
+    if band(word, 1) == 1 then ids[#ids + 1] = i end
+    word, i = rshift(word, 1), i + 1
   end
-  return "{" .. table.concat(ids, ",") .. "}"
+end
+local memo = {}  -- dst_text of each (hi, lo) seen: multicast sets repeat
+local function dst_text(route, hi, lo)
+  if route ~= 0 then return "route" .. route end
+  local by_lo = memo[hi]
+  if by_lo == nil then by_lo = {}; memo[hi] = by_lo end
+  local text = by_lo[lo]
+  if text == nil then
+    local ids = {}
+    bits(lo, 0, ids)
+    bits(hi, 32, ids)
+    text = "{" .. table.concat(ids, ",") .. "}"
+    by_lo[lo] = text
+  end
+  return text
 end
 
 function p.dissector(tvb, pinfo, tree)
   if tvb:len() < 48 then return 0 end
   pinfo.cols.protocol = "MCF"
   local t = tree:add(p, tvb(0, 48))
+  local b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15, b16, b17, b18, b19, b20, b21, b22, b23, b24, b25, b26, b27, b28, b29, b30, b31, b32, b33, b34, b35, b36, b37, b38, b39, b40, b41, b42, b43, b44, b45, b46, b47 = tvb:raw(0, 48):byte(1, 48)
   t:add(f.version, tvb(0, 1))
   local ft = t:add(f.flags, tvb(1, 1))
   ft:add(f.flag_ack_req, tvb(1, 1))
@@ -73,18 +92,61 @@ function p.dissector(tvb, pinfo, tree)
   t:add(f.offset, tvb(38, 4))
   t:add(f.msg_len, tvb(42, 4))
   t:add(f.pay_len, tvb(46, 2))
-  local op, src, route, dst = tvb(3, 1):uint(), tvb(8, 2):uint(), tvb(10, 2):uint(), tvb(12, 8):uint64()
-  local pay_len, flags = tvb(46, 2):uint(), tvb(1, 1):uint()
-  pinfo.cols.info = string.format("%s n%d->%s kv=%d L%d frag %d/%d", vs_op[op] or ("op" .. op), src,
-    dst_text(route, dst), tvb(20, 4):uint(), tvb(24, 2):uint(), tvb(26, 2):uint() + 1, tvb(28, 2):uint())
-  local fl = {}
-  if bit32.band(flags, 1) ~= 0 then fl[#fl + 1] = "ACK_REQ" end
-  if bit32.band(flags, 2) ~= 0 then fl[#fl + 1] = "RETX" end
-  if bit32.band(flags, 4) ~= 0 then fl[#fl + 1] = "SYNTH" end
-  if #fl > 0 then pinfo.cols.info:append(" " .. table.concat(fl, "|")) end
-  if tvb(0, 1):uint() ~= 1 then t:add_proto_expert_info(e_bad, "unknown version") end
+  local version = b0
+  local flags = b1
+  local stage = b2
+  local op = b3
+  local collective = b4
+  local reduce_op = b5
+  local dtype = b6
+  local src_node = b8 * 256 + b9
+  local route_id = b10 * 256 + b11
+  local dst_hi, dst_lo = ((b12 * 256 + b13) * 256 + b14) * 256 + b15, ((b16 * 256 + b17) * 256 + b18) * 256 + b19
+  local kv_id = ((b20 * 256 + b21) * 256 + b22) * 256 + b23
+  local layer = b24 * 256 + b25
+  local frag_idx = b26 * 256 + b27
+  local frag_cnt = b28 * 256 + b29
+  local offset = ((b38 * 256 + b39) * 256 + b40) * 256 + b41
+  local msg_len = ((b42 * 256 + b43) * 256 + b44) * 256 + b45
+  local pay_len = b46 * 256 + b47
+  pinfo.cols.info = string.format("%s n%d->%s kv=%d L%d frag %d/%d%s", vs_op[op] or ("op" .. op), src_node,
+    dst_text(route_id, dst_hi, dst_lo), kv_id, layer, frag_idx + 1, frag_cnt,
+    flag_text[band(flags, 7)])
+  if version ~= 1 then
+    t:add_proto_expert_info(e_bad, string.format("version: %d, expected 1", version))
+  end
+  if band(flags, 0xf8) ~= 0 then
+    t:add_proto_expert_info(e_bad, string.format("flags: unknown bits 0x%02x", band(flags, 0xf8)))
+  end
+  if vs_stage[stage] == nil then
+    t:add_proto_expert_info(e_bad, string.format("stage: unknown value %d", stage))
+  end
+  if vs_op[op] == nil then
+    t:add_proto_expert_info(e_bad, string.format("op: unknown value %d", op))
+  end
+  if vs_collective[collective] == nil then
+    t:add_proto_expert_info(e_bad, string.format("collective: unknown value %d", collective))
+  end
+  if vs_reduce_op[reduce_op] == nil then
+    t:add_proto_expert_info(e_bad, string.format("reduce_op: unknown value %d", reduce_op))
+  end
+  if vs_dtype[dtype] == nil then
+    t:add_proto_expert_info(e_bad, string.format("dtype: unknown value %d", dtype))
+  end
   if tvb:reported_len() - 48 ~= pay_len then
-    t:add_proto_expert_info(e_bad, "pay_len disagrees with the frame length")
+    t:add_proto_expert_info(e_bad, string.format("pay_len: %d but the frame carries %d bytes of payload", pay_len, tvb:reported_len() - 48))
+  end
+  if frag_cnt == 0 then
+    t:add_proto_expert_info(e_bad, "frag_cnt: 0, must be at least 1")
+  end
+  if frag_idx >= frag_cnt then
+    t:add_proto_expert_info(e_bad, string.format("frag_idx: %d not below frag_cnt %d", frag_idx, frag_cnt))
+  end
+  if offset + pay_len > msg_len then
+    t:add_proto_expert_info(e_bad, string.format("offset: offset %d + pay_len %d exceeds msg_len %d", offset, pay_len, msg_len))
+  end
+  if route_id == 0 and dst_hi == 0 and dst_lo == 0 then
+    t:add_proto_expert_info(e_bad, "dst_set: empty while route_id is 0: the frame has no destination")
   end
   if tvb:len() > 48 then data:call(tvb(48):tvb(), pinfo, tree) end
   return tvb:len()
