@@ -263,13 +263,14 @@ def write_perfetto(results_dir, out, *, start_ps: int | None = None, end_ps: int
                    flag: str = "") -> int:
     """Write ``perfetto_trace(...)`` to ``out`` atomically; returns the bytes written. ``out`` is
     a file: a path ending in "/" or naming a folder is refused (ConfigError), nothing written."""
-    from ..outputs import check_writable
+    from ..outputs import check_writable, reclaim_stale
 
     out_what = "-o" if flag else "out"
     if str(out).endswith(("/", os.sep)) or Path(out).is_dir():
         raise ConfigError(f"{out_what} {out}: is a folder; give a file name, e.g. {Path(out) / 'timeline.json'}")
     ResultsFolder(results_dir).summary()  # a bad folder is refused before the output is touched
     check_writable(out, out_what)
+    reclaim_stale(Path(out).parent, out_what)  # what a killed export left there
     doc = perfetto_trace(results_dir, start_ps=start_ps, end_ps=end_ps, nodes=nodes, flag=flag)
     data = json.dumps(doc, separators=(",", ":")).encode("utf-8")
     try:
