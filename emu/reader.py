@@ -122,8 +122,10 @@ TABLES = {
 }
 # Columns that hold a board (-1: none), checked against the summary's board count.
 BOARD_COLUMNS = {"ops.parquet": ("node", "src"), "nodes.parquet": ("node",), "deliveries.parquet": ("node",)}
-# Times that may be NaN (an op that never ran); every other number must be finite.
+# Times that may be NaN (an op that never ran); every other number must be finite and in
+# 0..MAX_NUMBER: times, utilization and replica factors, none past the engine's int64 picoseconds.
 MAY_BE_NAN = {("ops.parquet", "start_s"), ("ops.parquet", "end_s")}
+MAX_NUMBER = 2**63 / 1e12
 
 
 def _type_kind(t) -> str | None:
@@ -265,9 +267,13 @@ class ResultsFolder:
             if kind != F:
                 continue
             v = df[col].to_numpy(np.float64)
-            bad = ~np.isfinite(v) & ~(np.isnan(v) if (name, col) in MAY_BE_NAN else False)
+            with np.errstate(invalid="ignore"):
+                bad = ~((v >= 0) & (v <= MAX_NUMBER))
+            if (name, col) in MAY_BE_NAN:
+                bad &= ~np.isnan(v)
             if bad.any():
-                raise ResultsError(f"{self._where(name)}: column {col} holds {v[bad][0]} (row {int(np.argmax(bad))})")
+                raise ResultsError(f"{self._where(name)}: column {col} holds {v[bad][0]} in row {int(np.argmax(bad))}; "
+                                   f"expected 0..{MAX_NUMBER:.3g}")
         if name == "ops.parquet" and not np.array_equal(df["op"].to_numpy(), np.arange(len(df))):
             raise ResultsError(f"{self._where(name)}: column op is not 0, 1, 2, ... (one row per trace op, in order)")
         boards = self.summary()["nodes"]

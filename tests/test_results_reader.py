@@ -97,3 +97,16 @@ def test_an_output_path_ending_in_a_slash_is_refused(run, tmp_path):
     with pytest.raises(ConfigError, match="is a folder; give a file name"):
         emu.load(run).perfetto(str(tmp_path / "nosuchdir") + "/")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_time_past_what_the_engine_counts_is_refused(run, tmp_path):
+    import pandas as pd
+
+    from emu.export.perfetto import perfetto_trace
+
+    r = _copy(run, tmp_path)
+    links = pd.read_parquet(r / "links.parquet")
+    links.loc[3, "t_end_s"] = 1e300
+    links.to_parquet(r / "links.parquet", index=False)
+    with pytest.raises(EmuError, match=r"links.parquet: column t_end_s holds 1e\+300 in row 3"):
+        perfetto_trace(r)
