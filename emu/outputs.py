@@ -181,23 +181,14 @@ def reclaim_stale(folder: str | os.PathLike, what: str = "emu", say=_say) -> lis
         removed.append(Path(e.path))
         claim = folder / m["name"]
         note = ""
-        if is_dir and claim.is_dir() and not _live_staging(folder, m["name"]):
+        if is_dir and claim.is_dir() and not claim.is_symlink():
+            # Only the caller that took the staging folder gets here, and the claim cannot have
+            # been made again while it existed; rmdir never removes a published (full) folder.
             with contextlib.suppress(OSError):
-                os.rmdir(claim)  # only ever empty: never removes a published folder
+                os.rmdir(claim)
                 note = f" and its empty claim {claim}"
         say(f"{what}: removed {e.path}{note}, left by process {m['pid']} (killed: it no longer runs)")
     return removed
-
-
-def _live_staging(folder: Path, name: str) -> bool:
-    """Whether a run that is alive stages ``name`` in ``folder`` (its claim must stay)."""
-    prefix = f".{name}."
-    with contextlib.suppress(OSError):
-        for e in os.scandir(folder):
-            m = STAGED.fullmatch(e.name) if e.name.startswith(prefix) else None
-            if m is not None and m["name"] == name and not owner_gone(m):
-                return True
-    return False
 
 
 def _problem(path: Path, exc: OSError, what: str) -> ConfigError:

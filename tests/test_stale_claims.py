@@ -120,6 +120,33 @@ def test_a_claim_left_by_a_killed_process_is_reclaimed(tmp_path, capsys):
     assert os.listdir(tmp_path) == ["res"] and (tmp_path / "res" / "summary.json").read_text() == "[]"
 
 
+def test_of_runs_reclaiming_one_folder_at_once_exactly_one_claims_it(tmp_path):
+    holder = ("import sys; from emu.outputs import OutputFolder; f = OutputFolder(sys.argv[1]); f.claim(); "
+              "print(f.staging, flush=True); sys.stdin.read()")
+    p = subprocess.Popen([sys.executable, "-c", holder, str(tmp_path / "res")], env=ENV, stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True)
+    p.stdout.readline()
+    p.kill()
+    p.wait()
+    racer = ("import sys; from emu.outputs import OutputFolder; from emu.errors import ConfigError; "
+             "f = OutputFolder(sys.argv[1]); print('ready', flush=True); sys.stdin.readline()\n"
+             "try:\n    f.claim(); print('won', flush=True); sys.stdin.read()\n"
+             "except ConfigError as e:\n    print('refused', e, flush=True)")
+    runs = [subprocess.Popen([sys.executable, "-c", racer, str(tmp_path / "res")], env=ENV, stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True) for _ in range(4)]
+    for r in runs:
+        assert r.stdout.readline() == "ready\n"
+    for r in runs:  # all at once
+        r.stdin.write("go\n")
+        r.stdin.flush()
+    said = [r.stdout.readline() for r in runs]
+    for r in runs:
+        r.stdin.close()
+        r.wait()
+    assert sum(x == "won\n" for x in said) == 1, said
+    assert all(x == "won\n" or "already exists" in x for x in said), said
+
+
 def test_a_live_claim_and_foreign_files_are_left_alone(tmp_path, capsys):
     live = OutputFolder(tmp_path / "res")
     live.claim()
