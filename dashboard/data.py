@@ -7,7 +7,6 @@ by a key from the registry, never by a path that came from a request.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import threading
@@ -18,25 +17,17 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-# the columns each file must have (docs/results.md)
-COLUMNS = {
-    "ops.parquet": ("op", "kind", "stage", "node", "src", "dsts", "chunk", "layer", "bytes", "start_s", "end_s"),
-    "links.parquet": ("link", "src", "dst", "t_start_s", "t_end_s", "frames", "wire_bytes", "busy_s", "utilization",
-                      "queue_bytes_max", "lost_frames"),
-    "nodes.parquet": ("t_s", "node", "owner_bytes", "replica_bytes", "transient_bytes", "replica_factor"),
-}
-SUMMARY_NEEDS = ("scheme", "nodes", "ttft_s", "wire_bytes", "kv_bytes")
-SUMMARY_TYPES = {"nodes": "int", "seq": "int", "chunk": "int", "seed": "int", "decode_tokens": "int", "ttft_s": "num",
-                 "sim_end_s": "num", "wire_bytes": "num", "kv_bytes": "num", "peak_node_kv_bytes": "num",
-                 "dropped_frames": "int", "incomplete_ops": "int", "decode_tokens_per_s": "num"}
+from emu import reader as _reader
+
 CAPTURE_SUFFIXES = (".pcap", ".pcapng")
 
 # what a screen shows: about this many columns of a time axis
 SCREEN_BINS = 600
 
 
-class ResultsError(Exception):
-    """A results folder (or one of its files) that cannot be shown; the message says why."""
+# A results folder (or one of its files) that cannot be shown; the message says why. The
+# checks and messages are those of every command (emu.reader).
+ResultsError = _reader.ResultsError
 
 
 class LRU:
@@ -93,19 +84,7 @@ class Run:
             raise ResultsError(self.error)
 
         def load():
-            f = self._file(name)
-            if not f.is_file():
-                raise ResultsError(f"{self.key}: {name} is missing (docs/results.md lists the files of a results folder)")
-            try:
-                df = pd.read_parquet(f)
-            except Exception as exc:  # pyarrow raises several types for a damaged file
-                raise ResultsError(f"{self.key}: {name} is not a readable Parquet file ({type(exc).__name__}: "
-                                   f"{str(exc).splitlines()[0][:200] if str(exc) else ''})") from None
-            missing = [c for c in COLUMNS[name] if c not in df.columns]
-            if missing:
-                raise ResultsError(f"{self.key}: {name} lacks the column{'s' if len(missing) > 1 else ''} "
-                                   f"{', '.join(missing)} (docs/results.md)")
-            return df
+            return _reader.ResultsFolder(self.path, self.key).table(name)
 
         return _FILES.get((str(self.path), name), load)
 
@@ -123,18 +102,7 @@ class Run:
             raise ResultsError(self.error)
 
         def load():
-            f = self._file(name)
-            if not f.is_file():
-                if required:
-                    raise ResultsError(f"{self.key}: {name} is missing")
-                return None
-            try:
-                doc = json.loads(f.read_text())
-            except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-                raise ResultsError(f"{self.key}: {name} is not valid JSON ({exc})") from None
-            if not isinstance(doc, dict):
-                raise ResultsError(f"{self.key}: {name} is not a JSON object")
-            return doc
+            return _reader.ResultsFolder(self.path, self.key).json(name, required)
 
         return _FILES.get((str(self.path), name), load)
 
@@ -161,29 +129,8 @@ def is_sweep_dir(path: Path) -> bool:
 
 
 def read_summary(path: Path) -> dict:
-    f = path / "summary.json"
-    if not f.is_file():
-        raise ResultsError(f"{path.name}: not a results folder (no summary.json)")
-    try:
-        s = json.loads(f.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ResultsError(f"{path.name}: summary.json is not valid JSON ({exc})") from None
-    if not isinstance(s, dict):
-        raise ResultsError(f"{path.name}: summary.json is not a JSON object")
-    missing = [k for k in SUMMARY_NEEDS if k not in s]
-    if missing:
-        raise ResultsError(f"{path.name}: summary.json lacks {', '.join(missing)} (docs/results.md)")
-    # the numbers the pages compute with must be numbers: a crafted folder shows as unreadable
-    for k, kind in SUMMARY_TYPES.items():
-        v = s.get(k)
-        if v is None and k not in ("nodes",):
-            continue
-        ok = isinstance(v, int) and not isinstance(v, bool) if kind == "int" else \
-            isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-        if not ok or (kind == "int" and k == "nodes" and not 0 < v <= 4096):
-            raise ResultsError(f"{path.name}: summary.json: {k} is not {'an integer' if kind == 'int' else 'a number'} "
-                               "(docs/results.md)")
-    return s
+    """summary.json of a results folder, checked (emu.reader); ResultsError names the folder."""
+    return _reader.ResultsFolder(path, Path(path).name).summary()
 
 
 class Registry:

@@ -1,4 +1,8 @@
-"""A file appears whole or not at all: written to a temporary sibling, then renamed (folders: emu.outputs)."""
+"""A file appears whole or not at all: written to a temporary sibling, then renamed (folders: emu.outputs).
+
+The temporary sibling's name says which process owns it (``emu.outputs.staged_prefix``), so
+what a killed process left can be told from what a running one is writing, and removed
+(``emu.outputs.reclaim_stale``)."""
 
 from __future__ import annotations
 
@@ -19,7 +23,9 @@ def atomic_file(path: str | os.PathLike, mode: str = "wb"):
     """Yield a file object; on success it replaces ``path``, on error nothing is left."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
+    from .outputs import staged_prefix
+
+    fd, tmp = tempfile.mkstemp(prefix=staged_prefix(path.name), suffix=".part", dir=path.parent)
     os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; outputs get the usual permissions
     try:
         with os.fdopen(fd, mode) as fh:

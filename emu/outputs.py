@@ -3,15 +3,24 @@
 A results folder goes through three states, so that whatever happens its files come from
 one run and no half-written file is left behind:
 
-1. **claim**: ``os.mkdir(out)`` succeeds for exactly one process. An explicit ``--out``
-   that already exists is refused (one line); the default timestamped name takes the next
-   free ``-2``, ``-3``... suffix instead, so two runs started in the same second both succeed.
+1. **claim**: the staging folder ``.<name>.<owner>.<random>.part`` is made first, then
+   ``os.mkdir(out)``, which succeeds for exactly one process. An explicit ``--out`` that
+   already exists is refused (one line); the default timestamped name takes the next free
+   ``-2``, ``-3``... suffix instead, so two runs started in the same second both succeed.
    The claimed folder stays empty while the run works.
-2. **stage**: every file (summary, parquet, the capture) is written into a hidden sibling
-   ``.<name>.<random>.part`` that only this run knows.
+2. **stage**: every file (summary, parquet, the capture) is written into the staging folder,
+   which only this run knows.
 3. **publish**: the staging folder is renamed onto the empty claimed folder (POSIX
-   ``rename`` replaces an empty directory atomically). On any error or signal the staging
-   folder is deleted and the claim released instead.
+   ``rename`` replaces an empty directory atomically). On any error or signal the claim is
+   released and then the staging folder deleted instead.
+
+``<owner>`` names the process (``o<pid>-<start>-<host>-<boot>``: its id, its start time in
+clock ticks since boot, and hashes of the host name and of the boot), so an empty claim
+always has a staging sibling saying whose it is. SIGKILL (the OOM killer, a CI timeout)
+leaves both behind; ``reclaim_stale`` finds owners that are dead (same host, and another
+boot, or no such process, or a process of that id started at another time), removes what
+they staged and their empty claim, and says so in one line. Claims and exports call it on
+the folder they write into; files written with ``emu.atomic`` carry the same owner.
 
 ``check_writable`` probes an output location before a long run starts, so an unwritable
 path fails in a second, not after the replay.
@@ -21,9 +30,13 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import os
+import re
 import shutil
 import signal
+import socket
+import sys
 import tempfile
 from pathlib import Path
 
@@ -78,6 +91,106 @@ def _umask() -> int:
     return mask
 
 
+# ---------------------------------------------------------------- owners of staged names
+STAGED = re.compile(r"\.(?P<name>.+)\.o(?P<pid>\d+)-(?P<start>\d+)-(?P<host>[0-9a-f]{8})-(?P<boot>[0-9a-f]{8})"
+                    r"\.[A-Za-z0-9_]+\.part")
+
+
+def _hash(text: str) -> str:
+    return hashlib.sha1(text.encode("utf-8", "replace")).hexdigest()[:8]
+
+
+def _boot() -> str:
+    try:
+        return _hash(Path("/proc/sys/kernel/random/boot_id").read_text().strip())
+    except OSError:
+        return "0" * 8  # no /proc: process ids alone decide
+
+
+def _start_ticks(pid: int) -> int | None:
+    """When process ``pid`` started (clock ticks since boot), or None if there is none."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return 0
+    return int(stat[stat.rindex(")") + 2:].split()[19])  # field 22, starttime
+
+
+def owner_token(pid: int | None = None) -> str:
+    """``o<pid>-<start>-<host>-<boot>`` of process ``pid`` (default this one)."""
+    pid = os.getpid() if pid is None else pid
+    return f"o{pid}-{_start_ticks(pid) or 0}-{_hash(socket.gethostname())}-{_boot()}"
+
+
+def staged_prefix(name: str) -> str:
+    """The start of a staging name for ``name`` owned by this process (``tempfile`` adds the rest)."""
+    return f".{name}.{owner_token()}."
+
+
+def owner_gone(m: re.Match) -> bool:
+    """Whether the owner of a staged name (a ``STAGED`` match) is dead: it ran on this host and
+    this boot is another, or no process has its id, or one does that started at another time.
+    An owner on another host (a shared file system) is never taken for dead."""
+    if m["host"] != _hash(socket.gethostname()):
+        return False
+    if m["boot"] != _boot():
+        return True
+    pid = int(m["pid"])
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        pass  # someone else's process: it exists
+    now = _start_ticks(pid)
+    return now is None or (now != 0 and int(m["start"]) not in (0, now))
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def reclaim_stale(folder: str | os.PathLike, what: str = "emu", say=_say) -> list[Path]:
+    """Remove what killed runs left in ``folder``: staged folders and files (``STAGED``) whose
+    owner is dead, and the empty folder each staged folder had claimed. One line per removal
+    through ``say``; returns what was removed. Safe against concurrent callers: a staged name
+    is first renamed to one of this process's own, which only one caller can do."""
+    folder = Path(folder)
+    removed: list[Path] = []
+    try:
+        entries = [e for e in os.scandir(folder) if e.name.startswith(".") and e.name.endswith(".part")]
+    except OSError:
+        return removed
+    for e in entries:
+        m = STAGED.fullmatch(e.name)
+        if m is None or not owner_gone(m):
+            continue
+        is_dir = e.is_dir(follow_symlinks=False)
+        taken = folder / (staged_prefix(m["name"]) + os.urandom(4).hex() + ".part")
+        try:
+            os.rename(e.path, taken)
+        except OSError:
+            continue  # another run took it first, or it is gone
+        if is_dir:
+            shutil.rmtree(taken, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                os.unlink(taken)
+        removed.append(Path(e.path))
+        claim = folder / m["name"]
+        note = ""
+        if is_dir and claim.is_dir() and not claim.is_symlink():
+            # Only the caller that took the staging folder gets here, and the claim cannot have
+            # been made again while it existed; rmdir never removes a published (full) folder.
+            with contextlib.suppress(OSError):
+                os.rmdir(claim)
+                note = f" and its empty claim {claim}"
+        say(f"{what}: removed {e.path}{note}, left by process {m['pid']} (killed: it no longer runs)")
+    return removed
+
+
 def _problem(path: Path, exc: OSError, what: str) -> ConfigError:
     return ConfigError(f"{what} {path}: cannot create ({exc.strerror or exc})")
 
@@ -129,27 +242,31 @@ class OutputFolder:
             req.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise _problem(req.parent, exc, self.what) from None
+        reclaim_stale(req.parent, self.what)
         candidates = [req] if self.explicit else [req] + [req.with_name(f"{req.name}-{k}") for k in range(2, MAX_SUFFIX + 1)]
         for cand in candidates:
+            # the staging folder first: an empty claim always has a sibling naming its owner
+            try:
+                staging = Path(tempfile.mkdtemp(prefix=staged_prefix(cand.name), suffix=".part", dir=cand.parent))
+                os.chmod(staging, 0o777 & ~_umask())
+            except OSError as exc:
+                raise _problem(cand, exc, self.what) from None
             try:
                 os.mkdir(cand)
             except FileExistsError:
+                os.rmdir(staging)
                 continue
             except OSError as exc:
+                os.rmdir(staging)
                 raise _problem(cand, exc, self.what) from None
-            self.path = cand
-            break
-        else:
-            if self.explicit:
-                raise ConfigError(f"{self.what} {req}: already exists; choose another --out")
-            raise ConfigError(f"{self.what} {req}: {MAX_SUFFIX} folders of that name exist; choose --out")
-        try:
-            self.staging = Path(tempfile.mkdtemp(prefix=f".{self.path.name}.", suffix=".part", dir=self.path.parent))
-            os.chmod(self.staging, 0o777 & ~_umask())
-        except OSError as exc:
-            self._release()
-            raise _problem(self.path, exc, self.what) from None
-        return self.path
+            except BaseException:  # a signal between the two
+                os.rmdir(staging)
+                raise
+            self.path, self.staging = cand, staging
+            return self.path
+        if self.explicit:
+            raise ConfigError(f"{self.what} {req}: already exists; choose another --out")
+        raise ConfigError(f"{self.what} {req}: {MAX_SUFFIX} folders of that name exist; choose --out")
 
     # -- finish -----------------------------------------------------------------------
     def publish(self) -> Path:
@@ -160,10 +277,10 @@ class OutputFolder:
         return self.path
 
     def abort(self) -> None:
+        self._release()  # the claim first: killed in between, the staging left says whose it was
         if self.staging is not None:
             shutil.rmtree(self.staging, ignore_errors=True)
             self.staging = None
-        self._release()
 
     def _release(self) -> None:
         if self.path is not None and not self.published:

@@ -398,6 +398,51 @@ def cases() -> list[Case]:
     add("report-out-proc", ["report", "{material}/res", "-o", "/proc/rep.html"], ("/proc/rep.html",))
     add("report-frames-negative", ["report", "{material}/res", "-o", "{in}/rep.html", "--frames", "-1"], ("--frames",))
 
+    # ---- damaged results folders: every command reads them with one reader (emu.reader)
+    def damaged(mutate):
+        def setup(d: Path, material: Path):
+            import shutil
+
+            shutil.copytree(material / "res", d / "r")
+            mutate(d / "r")
+        return setup
+
+    def put(name, data):
+        return lambda r: (r / name).write_bytes(data if isinstance(data, bytes) else data.encode())
+
+    def summary_with(**changes):
+        def m(r):
+            s = json.loads((r / "summary.json").read_text())
+            s.update(changes)
+            (r / "summary.json").write_text(json.dumps({k: v for k, v in s.items() if v is not None}))
+        return m
+
+    damage = {
+        "links-empty": put("links.parquet", b""),
+        "links-garbage": put("links.parquet", b"PAR1" + bytes(range(256)) * 4 + b"PAR1"),
+        "links-is-ops": lambda r: (r / "links.parquet").write_bytes((r / "ops.parquet").read_bytes()),
+        "summary-list": put("summary.json", "[1, 2, 3]"),
+        "summary-no-nodes": summary_with(nodes=None),
+        "summary-nodes-text": summary_with(nodes="4"),
+        "summary-busiest-link": summary_with(busiest_link=[0, 1]),
+        "summary-nested": put("summary.json", _deep()),
+    }
+    for name, mutate in damage.items():
+        file = "links.parquet" if name.startswith("links") else "summary.json"
+        add(f"export-{name}", ["export", "perfetto", "{in}/r", "-o", "{in}/t.json"], ("r", file), damaged(mutate))
+    add("report-schedule-nested", ["report", "{in}/r", "-o", "{in}/rep.html"], ("r", "schedule.json"),
+        damaged(put("schedule.json", _deep())))
+    add("report-links-garbage", ["report", "{in}/r", "-o", "{in}/rep.html"], ("r", "links.parquet"),
+        damaged(damage["links-garbage"]))
+    add("export-nodes-past-the-run", ["export", "perfetto", "{material}/res", "-o", "{in}/t.json", "--nodes",
+                                      "0-100000000"], ("--nodes", "100000000"))
+    add("export-out-ends-in-slash", ["export", "perfetto", "{material}/res", "-o", "{in}/nosuchdir/"],
+        ("-o", "nosuchdir"))
+    # a folder named 200 times is read once: a summary that parses to ~60 MB of objects
+    pad = "[" + "[]," * 900_000 + "[]]"
+    add("compare-one-folder-200-times", ["compare", *["{in}/r"] * 200], (), damaged(summary_with(pad=json.loads(pad))),
+        status=0)
+
     # ---- hardware: outputs are checked before any socket opens (loopback only)
     add("hw-listen-out-dir", ["hw", "listen", "--iface", "lo", "--out", "{in}/d", "--count", "1", "--timeout", "1s"],
         ("--out",), _mkdir("d"))

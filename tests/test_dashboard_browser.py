@@ -6,6 +6,8 @@ and its CSV, timeline hover and click, frame detail and hex panes, and the repor
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import numpy as np
 import pandas as pd
@@ -252,11 +254,14 @@ def test_report_escapes_values_from_files(browser, runs, tmp_path):
         (crafted / f).write_bytes((runs["mars"] / f).read_bytes())
     s = json.loads((runs["mars"] / "summary.json").read_text())
     (crafted / "summary.json").write_text(json.dumps(dict(s, scheme=bad, topology=bad, trace=bad, model=bad, hw=bad)))
-    typed = tmp_path / "typed"  # numbers given as strings: shown as an unreadable folder, escaped
+    typed = tmp_path / "typed"  # numbers given as strings: refused with one line, as by every command
     typed.mkdir()
     (typed / "summary.json").write_text(json.dumps(dict(s, seq=bad, nodes=bad)))
     out = tmp_path / "r.html"
-    emu("report", crafted, typed, "-o", out, "--frames", 0)
+    p = subprocess.run([sys.executable, "-m", "emu", "report", crafted, typed, "-o", out], capture_output=True, text=True)
+    assert p.returncode == 2 and p.stderr.count("\n") == 1 and "typed: summary.json: nodes is not an integer" in p.stderr
+    assert not out.exists()
+    emu("report", crafted, "-o", out, "--frames", 0)
     ctx = browser.new_context(offline=True)
     pg = ctx.new_page()
     pg.goto(out.as_uri())
@@ -265,7 +270,6 @@ def test_report_escapes_values_from_files(browser, runs, tmp_path):
     pg.mouse.move(400, 400)
     assert pg.evaluate("window.__pwned") is None
     assert pg.evaluate("document.querySelectorAll('img[src=x]').length") == 0
-    assert "summary.json: seq is not an integer" in pg.inner_text("body") or "nodes is not an integer" in pg.inner_text("body")
     assert bad in pg.inner_text("body")  # shown as text
     ctx.close()
 

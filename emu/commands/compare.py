@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import sys
+import textwrap
 from pathlib import Path
 
 
@@ -14,12 +17,34 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
-def run(args) -> int:
-    from ..replay.compare import Comparison, load_summary
+def _same_file(path: str) -> str:
+    """One key for a folder named several ways (``r``, ``./r/``, ``r/summary.json``)."""
+    p = Path(path)
+    return os.path.realpath(p / "summary.json" if p.is_dir() else p)
 
-    sums = [load_summary(p) for p in args.results]
+
+def run(args) -> int:
+    from ..jsontext import parse_json
+    from ..replay.compare import Comparison, table_fields
+    from ..reader import ResultsError, ResultsFolder
+
+    # Every folder is read and checked before anything is printed; each distinct file once,
+    # and only what is printed is kept (the table's fields, or the summary's text for
+    # --json), so memory does not grow with how often a folder is named.
+    kept: dict[str, object] = {}
+    for p in args.results:
+        key = _same_file(p)
+        if key not in kept:
+            folder = ResultsFolder(p)
+            kept[key] = folder.summary_text() if args.json else table_fields(folder.summary())
+    keys = [_same_file(p) for p in args.results]
     if args.json:
-        print(json.dumps(sums, indent=2))
+        out = sys.stdout
+        out.write("[\n")
+        for i, (p, key) in enumerate(zip(args.results, keys)):
+            doc = parse_json(kept[key], p, ResultsError)
+            out.write(textwrap.indent(json.dumps(doc, indent=2), "  ") + (",\n" if i < len(keys) - 1 else "\n"))
+        out.write("]\n")
         return 0
-    print(Comparison(sums, [Path(p).name for p in args.results]))
+    print(Comparison([kept[k] for k in keys], [Path(p).name for p in args.results]))
     return 0

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 
-from ..errors import ConfigError
-
 
 def register(sub) -> None:
     p = sub.add_parser("export", help="export a results folder to another tool's format (perfetto)",
@@ -21,26 +19,12 @@ def register(sub) -> None:
                           epilog="example: emu export perfetto results/mars_16k -o mars.json --from 1s --to 1.5s "
                                  "--nodes 0-3")
     pf.add_argument("results", help="results folder (from emu replay)")
-    pf.add_argument("-o", "--output", required=True, help="JSON file to write")
+    pf.add_argument("-o", "--output", required=True, help="JSON file to write (a file name: a path ending in / is refused)")
     pf.add_argument("--from", dest="t_from", metavar="T", help="keep from this time on, e.g. 1.5s or 200ms")
     pf.add_argument("--to", dest="t_to", metavar="T", help="keep up to this time")
     pf.add_argument("--nodes", metavar="LIST", help="keep these boards, e.g. 0,1,5 or 0-3")
     pf.add_argument("--json", action="store_true", help="print what was written as one JSON object")
     pf.set_defaults(func=run)
-
-
-def parse_nodes(text: str) -> list[int]:
-    out: set[int] = set()
-    for part in text.split(","):
-        a, _, b = part.strip().partition("-")
-        try:
-            lo, hi = int(a), int(b or a)
-        except ValueError:
-            raise ConfigError(f"--nodes {text!r}: expected boards like 0,1,5 or 0-3") from None
-        if hi < lo:
-            raise ConfigError(f"--nodes {text!r}: range {part.strip()} runs backwards")
-        out.update(range(lo, hi + 1))
-    return sorted(out)
 
 
 def run(args) -> int:
@@ -49,8 +33,7 @@ def run(args) -> int:
 
     start = parse_time(args.t_from, "--from") if args.t_from else None
     end = parse_time(args.t_to, "--to") if args.t_to else None
-    nodes = parse_nodes(args.nodes) if args.nodes else None
-    n = write_perfetto(args.results, args.output, start_ps=start, end_ps=end, nodes=nodes)
+    n = write_perfetto(args.results, args.output, start_ps=start, end_ps=end, nodes=args.nodes, flag="--")
     if args.json:
         print(json.dumps({"path": args.output, "bytes": n}))
     else:

@@ -45,11 +45,13 @@ def _has_sweeps(p: Path) -> bool:
 
 def run(args) -> int:
     from ..outputs import check_writable
-    from ..replay.compare import load_summary
+    from ..reader import ResultsFolder
 
     for r in args.results:
         for folder in _results_folders(r):
-            load_summary(str(folder))  # one line naming the file, before any figure is drawn
+            # one line naming the file, before any figure is drawn: the summary, each table's
+            # columns, topology.json and schedule.json (the reader every command uses)
+            ResultsFolder(folder).check()
     if args.frames < 0:
         raise ConfigError(f"--frames {args.frames}: must be >= 0")
     check_writable(args.output, "-o")

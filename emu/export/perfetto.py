@@ -25,13 +25,15 @@ first source, the one the ops table names.
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from ..atomic import atomic_file
-from ..errors import EmuError
+from ..errors import ConfigError, EmuError
+from ..reader import ResultsError, ResultsFolder
 
 SEND_KINDS = ("send", "all_to_all", "drain", "invalidate")
 REDUCE_KINDS = ("reduce",)
@@ -39,11 +41,56 @@ COMPUTE_TID, SEND_TID, RECEIVE_TID, REDUCE_TID = 1, 100, 1000, 2000  # first tid
 MAX_LANES = 900  # per lane family; past that a window or a node set is needed
 
 
-def _read(results: Path, name: str) -> pd.DataFrame:
-    f = results / name
-    if not f.is_file():
-        raise EmuError(f"{results}: no {name} (not a results folder, or written by an older emu; replay it again)")
-    return pd.read_parquet(f)
+def board_set(nodes, boards: int, what: str = "nodes") -> list[int]:
+    """The boards ``nodes`` names, sorted: a spec like "0,1,5" or "0-3" (what ``--nodes`` takes),
+    a range or an iterable of ints. Each is checked against the run's ``boards`` before
+    anything is expanded, so "0-100000000" or range(10**9) costs nothing (ConfigError)."""
+    def past(n) -> ConfigError:
+        return ConfigError(f"{what} {shown}: node {n} is not in the run (boards 0..{boards - 1})")
+
+    shown = repr(nodes) if isinstance(nodes, (str, range)) else "list"
+    keep: set[int] = set()
+    if isinstance(nodes, str):
+        for part in nodes.split(","):
+            a, dash, b = part.strip().partition("-")
+            try:
+                lo, hi = int(a), int(b) if dash else int(a)
+            except ValueError:
+                raise ConfigError(f"{what} {nodes!r}: expected boards like 0,1,5 or 0-3") from None
+            if hi < lo:
+                raise ConfigError(f"{what} {nodes!r}: range {part.strip()} runs backwards")
+            if lo < 0 or hi >= boards:
+                raise past(lo if lo < 0 else hi)
+            keep.update(range(lo, hi + 1))
+    elif isinstance(nodes, range):
+        if len(nodes):
+            lo, hi = min(nodes[0], nodes[-1]), max(nodes[0], nodes[-1])
+            if lo < 0 or hi >= boards:
+                raise past(lo if lo < 0 else hi)
+        keep.update(nodes)
+    else:
+        try:
+            items = iter(nodes)
+        except TypeError:
+            raise ConfigError(f"{what}: expected boards like \"0-3\", a range or a list of ints") from None
+        for n in items:
+            if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
+                raise ConfigError(f"{what}: {n!r} is not a board number")
+            if not 0 <= n < boards:
+                raise past(int(n))
+            keep.add(int(n))
+    if not keep:
+        raise ConfigError(f"{what} {shown}: names no board")
+    return sorted(keep)
+
+
+def _deliveries(folder: ResultsFolder, n_ops: int) -> pd.DataFrame:
+    d = folder.table("deliveries.parquet")
+    bad = (d["op"] < 0) | (d["op"] >= n_ops)
+    if bad.any():
+        raise ResultsError(f"{folder.label}: deliveries.parquet: op {int(d['op'][bad].iloc[0])} is not in "
+                           f"ops.parquet (ops 0..{n_ops - 1})")
+    return d
 
 
 def _ns(seconds) -> np.ndarray:
@@ -71,36 +118,31 @@ def _lanes(start: np.ndarray, end: np.ndarray) -> np.ndarray:
     return lane
 
 
-def perfetto_trace(results_dir, *, start_ps: int | None = None, end_ps: int | None = None, nodes=None) -> dict:
+def perfetto_trace(results_dir, *, start_ps: int | None = None, end_ps: int | None = None, nodes=None,
+                   flag: str = "") -> dict:
     """The timeline of the results folder ``results_dir`` as a trace-event JSON object.
 
     ``start_ps``/``end_ps`` keep a time window (slices cut at its edges, counters starting
     with the value they had at its start); ``nodes`` keeps those boards (and the links that
-    touch them)."""
-    results = Path(results_dir)
-    if not results.is_dir():
-        raise EmuError(f"{results}: no such results folder")
-    try:
-        summary = json.loads((results / "summary.json").read_text())
-    except (OSError, ValueError) as exc:
-        raise EmuError(f"{results}: cannot read summary.json ({exc})") from None
-    boards = int(summary["nodes"])
-    keep = set(range(boards)) if nodes is None else {int(n) for n in nodes}
-    bad = sorted(n for n in keep if not 0 <= n < boards)
-    if bad:
-        raise EmuError(f"node {bad[0]}: the run has boards 0..{boards - 1}")
+    touch them): "0,1,5", "0-3", a range or a list (``board_set``). ``flag``: what error
+    messages put before an option's name (the CLI passes "--")."""
+    folder = ResultsFolder(results_dir)
+    results = folder.path
+    summary = folder.summary()
+    boards = summary["nodes"]
+    keep = set(range(boards)) if nodes is None else set(board_set(nodes, boards, f"{flag}nodes"))
     lo = 0 if start_ps is None else int(start_ps) // 1000
     hi = None if end_ps is None else -(-int(end_ps) // 1000)
     if hi is not None and hi <= lo:
         raise EmuError(f"time window {start_ps} ps .. {end_ps} ps is empty")
 
-    ops = _read(results, "ops.parquet")
-    has_deliveries = (results / "deliveries.parquet").is_file()
-    deliv = _read(results, "deliveries.parquet") if has_deliveries else \
+    ops = folder.table("ops.parquet")
+    has_deliveries = folder.has("deliveries.parquet")
+    deliv = _deliveries(folder, len(ops)) if has_deliveries else \
         pd.DataFrame({"op": pd.Series([], dtype="int64"), "node": pd.Series([], dtype="int64"),
                       "t_s": pd.Series([], dtype="float64")})  # folders from before it: no arrows, no reductions
-    kv = _read(results, "nodes.parquet")
-    links = _read(results, "links.parquet")
+    kv = folder.table("nodes.parquet")
+    links = folder.table("links.parquet")
     kind = ops["kind"].astype(str).to_numpy()
     kinds = kind.tolist()
     ran = ops["start_s"].notna().to_numpy() & ops["end_s"].notna().to_numpy()
@@ -217,9 +259,19 @@ def perfetto_trace(results_dir, *, start_ps: int | None = None, end_ps: int | No
                           "deliveries": has_deliveries}}
 
 
-def write_perfetto(results_dir, out, *, start_ps: int | None = None, end_ps: int | None = None, nodes=None) -> int:
-    """Write ``perfetto_trace(...)`` to ``out`` atomically; returns the bytes written."""
-    doc = perfetto_trace(results_dir, start_ps=start_ps, end_ps=end_ps, nodes=nodes)
+def write_perfetto(results_dir, out, *, start_ps: int | None = None, end_ps: int | None = None, nodes=None,
+                   flag: str = "") -> int:
+    """Write ``perfetto_trace(...)`` to ``out`` atomically; returns the bytes written. ``out`` is
+    a file: a path ending in "/" or naming a folder is refused (ConfigError), nothing written."""
+    from ..outputs import check_writable, reclaim_stale
+
+    out_what = "-o" if flag else "out"
+    if str(out).endswith(("/", os.sep)) or Path(out).is_dir():
+        raise ConfigError(f"{out_what} {out}: is a folder; give a file name, e.g. {Path(out) / 'timeline.json'}")
+    ResultsFolder(results_dir).summary()  # a bad folder is refused before the output is touched
+    check_writable(out, out_what)
+    reclaim_stale(Path(out).parent, out_what)  # what a killed export left there
+    doc = perfetto_trace(results_dir, start_ps=start_ps, end_ps=end_ps, nodes=nodes, flag=flag)
     data = json.dumps(doc, separators=(",", ":")).encode("utf-8")
     try:
         with atomic_file(out, "wb") as fh:

@@ -71,11 +71,22 @@ def parse_filters(items) -> Filter:
     return Filter(frozenset(links), frozenset(nodes), frozenset(ops), t_from, t_to)
 
 
+def capture_format(path) -> str:
+    """pcapng or pcap, from the file name's last ``.pcapng``/``.pcap`` part, wherever the file is
+    and whatever follows (a capture at an absolute path is written under a staged name first,
+    ``.cap.pcapng.<pid>.part``)."""
+    kinds = re.findall(r"\.(pcapng|pcap)(?=\.|$)", Path(path).name.lower())
+    return kinds[-1] if kinds else "pcap"
+
+
 class Capture:
     def __init__(self, path, flt: Filter = Filter(), snaplen: int = FRAME_HEADER_LEN, format: str | None = None):
+        from ..outputs import reclaim_stale
+
         self.path = Path(path)
         self.filter = flt
-        fmt = format or ("pcapng" if str(path).endswith(".pcapng") else "pcap")
+        fmt = format or capture_format(path)
+        reclaim_stale(self.path.parent, "--capture")  # what a killed replay left being written there
         if snaplen < FRAME_HEADER_LEN:
             raise ConfigError(f"--snaplen {snaplen}: at least {FRAME_HEADER_LEN} (the headers)")
         self.writer = CaptureWriter(self.path, format=fmt, snaplen=snaplen)

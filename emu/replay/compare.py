@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from pathlib import Path
 
 from ..errors import EmuError
-from ..jsontext import parse_json
 
 ROWS = [
     ("scheme", "scheme", "{}"),
@@ -31,30 +29,17 @@ ROWS = [
 MIB = {"wire_bytes", "kv_bytes", "peak_node_kv_bytes", "peak_node_owner_replica_bytes", "peak_node_transient_bytes"}
 
 
-MAX_SUMMARY_BYTES = 64 << 20  # a summary is a few kB; anything this large is not one
-
-
 def load_summary(path: str) -> dict:
-    """The summary object of a results folder (or of its summary.json); EmuError names the file."""
-    p = Path(path)
-    f = p / "summary.json" if p.is_dir() else p
-    try:
-        if f.is_dir():
-            raise EmuError(f"{f}: is a folder, not a summary file")
-        with open(f, "rb") as fh:
-            raw = fh.read(MAX_SUMMARY_BYTES + 1)
-    except FileNotFoundError:
-        raise EmuError(f"{path}: no summary.json (is it a results folder?)") from None
-    except OSError as exc:
-        raise EmuError(f"{f}: cannot read ({exc.strerror or exc})") from None
-    if len(raw) > MAX_SUMMARY_BYTES:
-        raise EmuError(f"{f}: more than {MAX_SUMMARY_BYTES >> 20} MiB; not a replay summary")
-    doc = parse_json(raw, str(f), EmuError)
-    if not isinstance(doc, dict):
-        raise EmuError(f"{f}: expected a summary object, got a JSON {type(doc).__name__}")
-    for key, _, fmt in ROWS:  # what compare and report print must be what it claims to be
-        cell(doc, key, fmt, str(f))
-    return doc
+    """The summary object of a results folder (or of its summary.json), checked by the one
+    reader of results folders (emu.replay.reader); EmuError names the file."""
+    from ..reader import ResultsFolder
+
+    return ResultsFolder(path).summary()
+
+
+def table_fields(summary: dict) -> dict:
+    """What the table prints of a summary (the rest need not be kept for it)."""
+    return {key: summary.get(key) for key, _, _ in ROWS}
 
 
 def cell(s: dict, key: str, fmt: str, where: str = "summary") -> str:

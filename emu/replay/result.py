@@ -29,11 +29,10 @@ class Result:
     @classmethod
     def load(cls, path: str | Path) -> "Result":
         """A results folder written by ``emu replay`` (or ``emu.replay(..., out=DIR)``)."""
-        from .compare import load_summary
+        from ..reader import ResultsFolder
 
-        p = Path(path)
-        s = load_summary(str(p))
-        return cls(s, path=p if p.is_dir() else p.parent)
+        folder = ResultsFolder(path)
+        return cls(folder.summary(), path=folder.path)
 
     def __getattr__(self, name: str):
         summary = self.__dict__.get("summary", {})
@@ -45,9 +44,8 @@ class Result:
         return sorted(set(super().__dir__()) | set(self.summary))
 
     def _table(self, name: str):
-        import pandas as pd
-
         from ..errors import EmuError
+        from ..reader import ResultsFolder
 
         if self.engine is not None:
             from . import results
@@ -55,10 +53,7 @@ class Result:
             return getattr(results, f"{name}_frame")(self.engine)
         if self.path is None:
             raise EmuError(f"{self.name}: no engine and no results folder to read {name} from")
-        f = self.path / FILES[name]
-        if not f.is_file():
-            raise EmuError(f"{f}: missing (written by an older emu?)")
-        return pd.read_parquet(f)
+        return ResultsFolder(self.path).table(FILES[name])
 
     @cached_property
     def ops(self):
@@ -90,7 +85,8 @@ class Result:
         return Comparison([r.summary for r in runs], [r.name for r in runs])
 
     def perfetto(self, out: str | Path, **window) -> int:
-        """Write the run's timeline as Chrome trace-event JSON (emu.export.perfetto); bytes written."""
+        """Write the run's timeline as Chrome trace-event JSON (emu.export.perfetto); bytes written.
+        ``start_ps``, ``end_ps``, ``nodes`` ("0-3", "0,1,5", a range or a list of boards)."""
         from ..errors import EmuError
         from ..export.perfetto import write_perfetto
 
