@@ -113,6 +113,9 @@ def _parse_clause(clause: str) -> list[Change]:
             out.append(Change(parse_time(a["until"], f"{clause!r}: time"), f"restore-{what}", **common))
     if len(out) == 2 and out[1].time_ps < out[0].time_ps:
         raise ConfigError(f"scenario clause {clause!r}: ends before it starts")
+    if len(out) == 2 and out[1].time_ps == out[0].time_ps:
+        # a change undone at its own instant would leave no trace in the run, only a re-route
+        raise ConfigError(f"scenario clause {clause!r}: ends when it starts; give a later end or drop it")
     return out
 
 
