@@ -1,5 +1,7 @@
 """Option checks shared by the CLI and the Python API (emu.validate), and the bounds they keep."""
 
+import re
+
 import pytest
 
 from emu.errors import ConfigError
@@ -40,3 +42,33 @@ def test_hw_check_bounds_the_merged_state_before_building_it(head_dim, heads, ne
 
     with pytest.raises(ConfigError, match=needle):
         C.build("reduce-merge", Board(node=1, heads=heads), head_dim=head_dim)
+
+
+@pytest.mark.parametrize("attrs, needle", [
+    ({"latency_us": 1e30}, "link 0-1: latency_us must be <= 1000000, got 1e+30"),
+    ({"latency_ns": "1e999999999"}, "latency_ns must be <= 1000000000"),
+    ({"rate_gbps": 1e9}, "rate_gbps must be <= 1000000"),
+    ({"rate_mbps": "-1e999999999"}, "rate_mbps must be > 0"),
+    ({"mtu": 70000}, "mtu must be <= 65583"),
+    ({"queue_bytes": 2**41}, "queue_bytes must be <= 1099511627776"),
+])
+def test_topology_numbers_are_finite_and_in_range(tmp_path, attrs, needle):
+    import json
+
+    from emu.topology import load
+
+    f = tmp_path / "topo.json"
+    f.write_text(json.dumps({"nodes": [0, 1], "links": [{"u": 0, "v": 1, **attrs}]}))
+    with pytest.raises(ConfigError, match=f"topo.json: .*{re.escape(needle)}"):
+        load(f)
+
+
+def test_topology_ranges_take_what_a_profile_can_give():
+    from emu.topology import LinkDefaults
+    from emu.topology.graph import LINK_RANGES
+    from emu.workload.profiles import MAX_MTU, RANGES
+
+    hw = RANGES["hw"]
+    assert LINK_RANGES["rate_bps"][1] >= hw["link_rate"][1] and LINK_RANGES["latency_ps"][1] >= hw["link_latency_ps"][1]
+    assert LINK_RANGES["mtu"][1] == MAX_MTU and LINK_RANGES["queue_bytes"][1] >= hw["comm_buffer"][1]
+    LinkDefaults(rate_bps=hw["link_rate"][1], latency_ps=hw["link_latency_ps"][1], mtu=MAX_MTU)
