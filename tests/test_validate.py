@@ -72,3 +72,21 @@ def test_topology_ranges_take_what_a_profile_can_give():
     assert LINK_RANGES["rate_bps"][1] >= hw["link_rate"][1] and LINK_RANGES["latency_ps"][1] >= hw["link_latency_ps"][1]
     assert LINK_RANGES["mtu"][1] == MAX_MTU and LINK_RANGES["queue_bytes"][1] >= hw["comm_buffer"][1]
     LinkDefaults(rate_bps=hw["link_rate"][1], latency_ps=hw["link_latency_ps"][1], mtu=MAX_MTU)
+
+
+def test_meta_nodes_counts_the_boards_the_ops_use(tmp_path):
+    import json
+
+    import emu
+    from emu.errors import TraceError
+    from emu.workload.trace import dumps
+
+    doc = json.loads(dumps(emu.trace("ring", nodes=4, seq=512, chunk=128)))
+    doc["meta"]["nodes"] = 5
+    (tmp_path / "t.json").write_text(json.dumps(doc))
+    with pytest.raises(TraceError, match=r"t.json: meta.nodes: 5 boards, but the ops use 4: board 4 takes part in no op"):
+        emu.load_trace(tmp_path / "t.json")
+    # a PD decode board without decode tokens runs nothing, but receives the KV: it takes part
+    pd = emu.trace("pd", nodes=4, seq=512, chunk=128)
+    assert set(pd.ops["node"][pd.ops["node"] >= 0].tolist()) != {0, 1, 2, 3}
+    emu.save_trace(pd, tmp_path / "pd.json")
