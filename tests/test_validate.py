@@ -90,3 +90,20 @@ def test_meta_nodes_counts_the_boards_the_ops_use(tmp_path):
     pd = emu.trace("pd", nodes=4, seq=512, chunk=128)
     assert set(pd.ops["node"][pd.ops["node"] >= 0].tolist()) != {0, 1, 2, 3}
     emu.save_trace(pd, tmp_path / "pd.json")
+
+
+def test_dashboard_address_that_cannot_be_served_is_a_usage_error(tmp_path, monkeypatch, capsys):
+    import socket
+
+    from emu.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        assert main(["dashboard", "--port", str(port)]) == 2
+    assert capsys.readouterr().err == f"emu dashboard: error: cannot listen on 127.0.0.1:{port}: Address already in use\n"
+    assert main(["dashboard", "--host", "no.such.host.invalid", "--port", "0"]) == 2
+    assert capsys.readouterr().err.startswith("emu dashboard: error: --host no.such.host.invalid: cannot resolve it")
+    assert list(tmp_path.iterdir()) == []
