@@ -107,3 +107,12 @@ def test_dashboard_address_that_cannot_be_served_is_a_usage_error(tmp_path, monk
     assert main(["dashboard", "--host", "no.such.host.invalid", "--port", "0"]) == 2
     assert capsys.readouterr().err.startswith("emu dashboard: error: --host no.such.host.invalid: cannot resolve it")
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("clause", ["node 99999999999999999999 down at 1s", "link 99999999999999999999-1 down at 1s",
+                                    "link 0>65536 down at 1s", "node " + "9" * 5000 + " down at 1s"])
+def test_a_clause_naming_a_node_no_topology_has_is_refused_by_the_parser(clause):
+    # the what-if form parses clauses before it starts a run, with no topology at hand
+    with pytest.raises(ConfigError, match=r"no node [\d.]+; node ids are 0..65535"):
+        parse(clause)
+    assert parse("node 65535 down at 1s")[0].items == (65535,)

@@ -25,6 +25,7 @@ LINK_ATTRS = ("rate_bps", "latency_ps", "mtu", "queue_bytes", "queue_frames")
 MIN_MTU = 64
 MAX_MTU = 48 + 0xFFFF   # the wire format's largest frame: header + a 16-bit pay_len
 MAX_BOARDS = 4096       # as many as a trace may have (emu.workload.validate.MAX_NODES)
+MAX_NODES = 16 * MAX_BOARDS  # boards and switches of a topology file
 # Each link attribute's range (None: no limit, for queues). The upper bounds are the hardware
 # profile's for the same quantity (emu.workload.profiles.RANGES): far beyond any real link,
 # and small enough that the engine's int64 picosecond clock and byte counts cannot overflow.

@@ -19,7 +19,7 @@ from ..atomic import atomic_file
 from ..errors import ConfigError
 from ..jsontext import parse_json
 from ..units import parse_decimal
-from .graph import LINK_ATTRS, LINK_RANGES, MAX_BOARDS, LinkDefaults, check, new_graph
+from .graph import LINK_ATTRS, LINK_RANGES, MAX_BOARDS, MAX_NODES, LinkDefaults, check, new_graph
 
 _UNITS = {
     "rate_bps": ("rate_bps", 1),
@@ -98,8 +98,8 @@ def _assemble(path: str, name: str, nodes: list[tuple[object, str, dict]],
     keeps the file id as ``label``.
     """
 
-    if len(nodes) > 16 * MAX_BOARDS:
-        raise ConfigError(f"{path}: {len(nodes):,} nodes; at most {16 * MAX_BOARDS:,} (boards and switches)")
+    if len(nodes) > MAX_NODES:
+        raise ConfigError(f"{path}: {len(nodes):,} nodes; at most {MAX_NODES:,} (boards and switches)")
     seen: dict = {}
     for fid, kind, _ in nodes:
         if kind not in ("board", "switch"):
