@@ -12,6 +12,7 @@ bad input raises ConfigError or TraceError with the one line the CLI prints.
 
 from __future__ import annotations
 
+import numbers
 import os
 from pathlib import Path
 
@@ -34,25 +35,24 @@ def trace_params(scheme, *, seq=16384, nodes=16, chunk=1024, model="qwen2.5-1.5b
         return flag + name.replace("_", "-") if flag else name
 
     V.choice(scheme, "scheme", SCHEMES)
-    count = {"seq": (seq, 1), "nodes": (nodes, 2), "decode_tokens": (decode_tokens, 0)}
-    ints = {k: V.integer(v, opt(k), lo=lo) for k, (v, lo) in count.items()}
-    for name, value in (("prefill_nodes", prefill_nodes), ("ulysses_degree", ulysses_degree)):
-        if value is not None:
-            V.integer(value, opt(name), lo=1)
-    if chunk != "auto":
-        V.integer(chunk, opt("chunk"), lo=1, expect="at least 1 (tokens), or 'auto'")
+    counts = {"seq": (seq, 1), "nodes": (nodes, 2), "decode_tokens": (decode_tokens, 0),
+              "prefill_nodes": (prefill_nodes, 1), "ulysses_degree": (ulysses_degree, 1)}
+    ints = {k: None if v is None and k in ("prefill_nodes", "ulysses_degree") else V.integer(v, opt(k), lo=lo)
+            for k, (v, lo) in counts.items()}
+    if not (isinstance(chunk, str) and chunk == "auto"):
+        chunk = V.integer(chunk, opt("chunk"), lo=1, expect="at least 1 (tokens), or 'auto'")
     if kv_budget is not None:
-        if isinstance(kv_budget, bool) or not isinstance(kv_budget, (str, int)):
+        if isinstance(kv_budget, bool) or not isinstance(kv_budget, (str, numbers.Integral)):
             raise ConfigError(f"{opt('kv_budget')} {V.show(kv_budget)}: expected bytes (an int), a size such as "
-                                "'16MiB' or a multiple such as '2x'")
+                              "'16MiB' or a multiple such as '2x'")
+        kv_budget = kv_budget if isinstance(kv_budget, str) else int(kv_budget)
         parse_budget(kv_budget, opt("kv_budget"))
-    alpha = V.number(alpha, opt("alpha"), lo=0)
     profiles = {name: V.spec_or_path(v, opt(name)) for name, v in (("model", model), ("hw", hw))}
     return Params(
-        scheme=scheme, **ints, chunk=chunk, **profiles, kv_budget=kv_budget, alpha=alpha,
+        scheme=scheme, **ints, chunk=chunk, **profiles, kv_budget=kv_budget, alpha=V.number(alpha, opt("alpha"), lo=0),
         overrides=overrides_list(set, opt("set")), pd_mode=V.choice(pd_mode, opt("pd_mode"), PD_MODES),
-        prefill_nodes=prefill_nodes, topology=None if topology is None else V.spec_or_path(topology, opt("topology")),
-        ring_order=V.choice(ring_order, opt("ring_order"), RING_ORDERS), ulysses_degree=ulysses_degree)
+        topology=None if topology is None else V.spec_or_path(topology, opt("topology")),
+        ring_order=V.choice(ring_order, opt("ring_order"), RING_ORDERS))
 
 
 def trace(scheme: str, *, seq: int = 16384, nodes: int = 16, chunk: int | str = 1024, model: str = "qwen2.5-1.5b",

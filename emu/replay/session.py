@@ -16,9 +16,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..errors import ConfigError
-
 from .. import validate as V
+from ..errors import ConfigError
 
 DEFAULT_SNAPLEN = V.SNAPLEN_MIN  # the MCF headers: frame and message metadata, no payload
 PROBABILITY = "a probability in [0, 1]"
@@ -113,7 +112,8 @@ def replay(trace, *, topology: str = "auto", set=None, loss=0.0, fail=None, degr
     (the summary reports the error). ``engine``: "compiled" (the compiled loop, emu.replay.core),
     "python", or "auto" (compiled whenever it supports the run: timing mode, no capture,
     at most 64 boards). ``flag``: what error messages put before an option's name
-    (the CLI passes "--", so a message names ``--loss``)."""
+    (the CLI passes "--", so a message names ``--loss``). Every option is checked, types as
+    docs/api.md lists them, before the trace is read: ConfigError in one line."""
     import contextlib
 
     from .capture import Capture
