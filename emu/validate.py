@@ -79,13 +79,20 @@ def choice(value, what: str, choices) -> str:
     return value
 
 
+def printable(value: str, what: str) -> str:
+    """Text that messages quote as it is must not break their one line (a newline, a CR)."""
+    if any((ord(c) < 32 and c != "\t") or ord(c) == 127 for c in value):
+        raise ConfigError(f"{what} {show(value)}: holds a control character")
+    return value
+
+
 def text(value, what: str) -> str:
     """A non-empty str (a name or a spec)."""
     if not isinstance(value, str):
         raise ConfigError(f"{what} {show(value)}: expected text, got {_kind(value)}")
     if not value.strip():
         raise ConfigError(f"{what} {show(value)}: empty")
-    return value
+    return printable(value, what)
 
 
 def path(value, what: str) -> Path:
@@ -96,7 +103,7 @@ def path(value, what: str) -> Path:
         raise ConfigError(f"{what} {show(value)}: expected a path (str or os.PathLike), got {_kind(value)}")
     if not value.strip():
         raise ConfigError(f"{what} {show(value)}: an empty path")
-    return Path(value)
+    return Path(printable(value, what))
 
 
 def spec_or_path(value, what: str) -> str:
@@ -109,11 +116,12 @@ def texts(value, what: str, item: str = "text") -> list[str]:
     if value is None:
         return []
     if isinstance(value, str):
-        return [value]
+        return [printable(value, what)]
     if isinstance(value, (list, tuple)):
         for v in value:
             if not isinstance(v, str):
-                raise ConfigError(f"{what} {show(v)}: each {item} must be text, got {_kind(v)}")
+                raise ConfigError(f"{what} {show(v)}: expected text in the list, got {_kind(v)}")
+            printable(v, what)
         return list(value)
     raise ConfigError(f"{what} {show(value)}: expected {item} or a list of them, got {_kind(value)}")
 

@@ -212,11 +212,23 @@ TRACE_PARAMS = {
 }
 
 
+not_a_path = st.one_of(anything_but_text, st.just(""), st.just("   "))
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture],
           derandomize=True)
 @given(data=st.data())
 def test_generated_bad_values_raise_only_documented_errors(material, data):
-    if data.draw(st.booleans(), label="replay or trace"):
+    which = data.draw(st.sampled_from(["replay", "trace", "files"]), label="function")
+    if which == "files":
+        value = data.draw(st.one_of(not_a_path, no_such_name), label="value")
+        calls = [(emu.load_trace, (value,)), (emu.load, (value,)), (emu.save_trace, (value, material.out("h.json")))]
+        if not isinstance(value, str) or not value.strip():  # (a name is a good path to write)
+            calls.append((emu.save_trace, (material.trace, value)))
+        fn, args = data.draw(st.sampled_from(calls), label="call")
+        got = outcome(fn, args, {})
+        assert got == "documented", f"{fn.__name__}{args!r:.80}: {got}"
+    elif which == "replay":
         param = data.draw(st.sampled_from(sorted(REPLAY_PARAMS)), label="param")
         value = data.draw(REPLAY_PARAMS[param], label="value")
         kwargs = {param: value}

@@ -116,3 +116,16 @@ def test_a_clause_naming_a_node_no_topology_has_is_refused_by_the_parser(clause)
     with pytest.raises(ConfigError, match=r"no node [\d.]+; node ids are 0..65535"):
         parse(clause)
     assert parse("node 65535 down at 1s")[0].items == (65535,)
+
+
+@pytest.mark.parametrize("call", ["load_trace", "replay-topology", "replay-set", "trace-model"])
+def test_text_that_would_break_the_one_line_message_is_refused(call):
+    import emu
+
+    bad = "no such\nthing\r"
+    run = {"load_trace": lambda: emu.load_trace(bad), "replay-topology": lambda: emu.replay("ring_16k", topology=bad),
+           "replay-set": lambda: emu.replay("ring_16k", set={"hw.link_rate": bad}),
+           "trace-model": lambda: emu.trace("ring", model=bad)}[call]
+    with pytest.raises(ConfigError) as e:
+        run()
+    assert "control character" in str(e.value) and len(str(e.value).splitlines()) == 1

@@ -35,7 +35,7 @@ def overrides_list(set_, what: str = "set") -> list[str]:
             raise ConfigError(f"{what} {V.show(k)}: a field is named by text, e.g. 'hw.link_rate'")
         if not isinstance(v, (str, numbers.Real)):
             raise ConfigError(f"{what} {k}={V.show(v)}: a value is a number, a bool or text such as '10Gbps'")
-        out.append(f"{k}={v}")
+        out.append(V.printable(f"{k}={v}", what))
     return out
 
 
