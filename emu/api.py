@@ -16,8 +16,8 @@ import numbers
 import os
 from pathlib import Path
 
-PD_MODES = ("bulk", "stream")
-RING_ORDERS = ("embedding", "boards")
+PD_MODES = ("bulk", "stream")  # emu trace pd --pd-mode
+RING_ORDERS = ("embedding", "boards")  # the generator's RING_ORDERS; here so the CLI need not import it
 
 
 def trace_params(scheme, *, seq=16384, nodes=16, chunk=1024, model="qwen2.5-1.5b", hw="kr260", decode_tokens=0,

@@ -129,3 +129,10 @@ def test_text_that_would_break_the_one_line_message_is_refused(call):
     with pytest.raises(ConfigError) as e:
         run()
     assert "control character" in str(e.value) and len(str(e.value).splitlines()) == 1
+
+
+def test_the_api_names_the_generators_choices():
+    from emu.api import PD_MODES, RING_ORDERS
+    from emu.workload import generate
+
+    assert RING_ORDERS == generate.RING_ORDERS and PD_MODES == ("bulk", "stream")

@@ -34,6 +34,7 @@ SCHEME_HELP = {
 
 
 def register(subparsers) -> None:
+    from ..api import PD_MODES, RING_ORDERS
     from ..workload.generate import SCHEMES
 
     parser = subparsers.add_parser(
@@ -56,7 +57,7 @@ def register(subparsers) -> None:
                         help="override a profile field, e.g. hw.link_rate=10Gbps or model.layers=4 (repeatable)")
     common.add_argument("--topology", default=None,
                         help="topology the placement assumes (emu.topology spec, e.g. torus:4x4, full, star); default: the hardware's for the node count")
-    common.add_argument("--ring-order", choices=("embedding", "boards"), default="embedding",
+    common.add_argument("--ring-order", choices=RING_ORDERS, default="embedding",
                         help="ring schemes (ring, zigzag, pd's prefill, usp): the topology's best ring embedding "
                              "(default; one link per step where the topology has such a cycle) or board order 0..N-1")
     common.add_argument("-o", "--output", required=True, help="trace file to write (.json or .json.gz)")
@@ -66,7 +67,7 @@ def register(subparsers) -> None:
                            epilog=f"example: emu trace {name} --seq 4096 --nodes 8 -o {name}_4k.json",
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         if name == "pd":
-            p.add_argument("--pd-mode", choices=("bulk", "stream"), default="bulk",
+            p.add_argument("--pd-mode", choices=PD_MODES, default="bulk",
                            help="KV handoff: bulk after each prefill board finishes, or streamed per block (default bulk)")
             p.add_argument("--prefill-nodes", default=None, help="prefill pool size P (default nodes/2)")
         if name == "usp":
