@@ -6,49 +6,113 @@
     print(mars.compare(ring)); mars.nodes  # KV memory per node over time, a DataFrame
 
 ``emu.replay`` is ``emu.replay.session.replay``; the rest is here. ``import emu`` loads none
-of this until a name is used.
+of this until a name is used. Every argument is checked (emu.validate) before any work:
+bad input raises ConfigError or TraceError with the one line the CLI prints.
 """
 
 from __future__ import annotations
 
+import numbers
+import os
 from pathlib import Path
 
+PD_MODES = ("bulk", "stream")  # emu trace pd --pd-mode
+RING_ORDERS = ("embedding", "boards")  # the generator's RING_ORDERS; here so the CLI need not import it
 
-def trace(scheme: str, *, seq: int = 16384, nodes: int = 16, chunk="1024", model: str = "qwen2.5-1.5b",
-          hw: str = "kr260", decode_tokens: int = 0, kv_budget=None, alpha: float = 1.0, set=None,
-          pd_mode: str = "bulk", prefill_nodes: int | None = None, topology: str | None = None):
+
+def trace_params(scheme, *, seq=16384, nodes=16, chunk=1024, model="qwen2.5-1.5b", hw="kr260", decode_tokens=0,
+                 kv_budget=None, alpha=1.0, set=None, pd_mode="bulk", prefill_nodes=None, topology=None,
+                 ring_order="embedding", ulysses_degree=None, flag: str = ""):
+    """``emu.trace``'s arguments checked into the generator's Params (``emu trace`` comes here too;
+    ``flag``: "--" names the options as the CLI spells them)."""
+    from . import validate as V
+    from .errors import ConfigError
+    from .replay.session import overrides_list
+    from .units import parse_budget
+    from .workload.generate import SCHEMES, Params
+
+    def opt(name: str) -> str:
+        return flag + name.replace("_", "-") if flag else name
+
+    V.choice(scheme, "scheme", SCHEMES)
+    counts = {"seq": (seq, 1), "nodes": (nodes, 2), "decode_tokens": (decode_tokens, 0),
+              "prefill_nodes": (prefill_nodes, 1), "ulysses_degree": (ulysses_degree, 1)}
+    ints = {k: None if v is None and k in ("prefill_nodes", "ulysses_degree") else V.integer(v, opt(k), lo=lo)
+            for k, (v, lo) in counts.items()}
+    if not (isinstance(chunk, str) and chunk == "auto"):
+        chunk = V.integer(chunk, opt("chunk"), lo=1, expect="at least 1 (tokens), or 'auto'")
+    if kv_budget is not None:
+        if isinstance(kv_budget, bool) or not isinstance(kv_budget, (str, numbers.Integral)):
+            raise ConfigError(f"{opt('kv_budget')} {V.show(kv_budget)}: expected bytes (an int), a size such as "
+                              "'16MiB' or a multiple such as '2x'")
+        kv_budget = kv_budget if isinstance(kv_budget, str) else int(kv_budget)
+        parse_budget(kv_budget, opt("kv_budget"))
+    profiles = {name: V.spec_or_path(v, opt(name)) for name, v in (("model", model), ("hw", hw))}
+    return Params(
+        scheme=scheme, **ints, chunk=chunk, **profiles, kv_budget=kv_budget, alpha=V.number(alpha, opt("alpha"), lo=0),
+        overrides=overrides_list(set, opt("set")), pd_mode=V.choice(pd_mode, opt("pd_mode"), PD_MODES),
+        topology=None if topology is None else V.spec_or_path(topology, opt("topology")),
+        ring_order=V.choice(ring_order, opt("ring_order"), RING_ORDERS))
+
+
+def trace(scheme: str, *, seq: int = 16384, nodes: int = 16, chunk: int | str = 1024, model: str = "qwen2.5-1.5b",
+          hw: str = "kr260", decode_tokens: int = 0, kv_budget: int | str | None = None, alpha: float = 1.0,
+          set=None, pd_mode: str = "bulk", prefill_nodes: int | None = None, topology: str | None = None,
+          ring_order: str = "embedding", ulysses_degree: int | None = None):
     """A generated workload trace (``emu trace SCHEME``'s options, same defaults); save it with
     ``save_trace(t, path)`` or replay it directly. ``chunk`` is a token count or "auto"."""
-    from .replay.session import overrides_list
-    from .units import parse_int
-    from .workload.generate import Params, generate
+    from .workload.generate import generate
 
-    return generate(Params(
-        scheme=scheme, seq=parse_int(seq, "seq"), nodes=parse_int(nodes, "nodes"),
-        chunk="auto" if chunk == "auto" else parse_int(chunk, "chunk"), model=model, hw=hw,
-        decode_tokens=parse_int(decode_tokens, "decode_tokens"), kv_budget=kv_budget, alpha=alpha,
-        overrides=overrides_list(set), pd_mode=pd_mode, prefill_nodes=prefill_nodes, topology=topology))
+    return generate(trace_params(scheme, seq=seq, nodes=nodes, chunk=chunk, model=model, hw=hw,
+                                 decode_tokens=decode_tokens, kv_budget=kv_budget, alpha=alpha, set=set,
+                                 pd_mode=pd_mode, prefill_nodes=prefill_nodes, topology=topology,
+                                 ring_order=ring_order, ulysses_degree=ulysses_degree))
 
 
 def load_trace(ref):
     """A trace from a file, or a shipped trace by name ("mars_16k"); validated."""
     from .replay.session import resolve_trace
 
-    return resolve_trace(ref)
+    return resolve_trace(ref, "ref")
 
 
 def save_trace(trace, path) -> None:
     """Write ``trace`` to ``path`` (.json or .json.gz), validated, atomically."""
-    from .workload.trace import save_trace as save
+    from . import validate as V
+    from .errors import ConfigError
+    from .outputs import check_writable
+    from .workload.trace import Trace, save_trace as save
 
-    save(trace, path)
+    if not isinstance(trace, Trace):
+        raise ConfigError(f"trace {V.show(trace)}: expected a Trace (from emu.trace or emu.load_trace), "
+                            f"got {type(trace).__name__}")
+    save(trace, check_writable(V.path(path, "path"), "path"))
 
 
 def load(path: str | Path):
     """The Result of a results folder written earlier."""
+    from . import validate as V
+    from .errors import ConfigError
     from .replay.result import Result
 
-    return Result.load(path)
+    p = V.path(path, "path")
+    if not p.exists():
+        raise ConfigError(f"{p}: no such results folder")
+    if p.is_file() and p.name != "summary.json":  # a folder's summary.json stands for its folder
+        what = "a trace file" if _is_trace(p) else "a file"
+        raise ConfigError(f"{p}: {what}, not a results folder"
+                            + ("; emu.load_trace reads traces" if what == "a trace file" else ""))
+    return Result.load(p)
+
+
+def _is_trace(p: Path) -> bool:
+    """A trace by its first bytes: gzip, or JSON whose first key is "meta" (the writer puts it first)."""
+    try:
+        with open(p, "rb") as fh:
+            head = fh.read(64)
+    except OSError:
+        return False
+    return head[:2] == b"\x1f\x8b" or head.lstrip().startswith(b'{"meta"') or os.fspath(p).endswith(".json.gz")
 
 
 def shipped_traces() -> dict[str, Path]:

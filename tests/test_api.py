@@ -10,6 +10,7 @@ import pytest
 
 import emu
 from emu.cli import main
+from emu.errors import ConfigError
 from emu.replay.results import summarize
 from emu.replay.run import Options, Replay
 from emu.workload.trace import dumps, load_trace
@@ -52,7 +53,7 @@ def test_replay_equals_the_engine_and_the_cli(files, tmp_path, capsys):
     # options as the CLI spells them and as Python values mean the same run
     a = emu.replay(str(files["ring"]), set={"hw.link_rate": "10Gbps"}, fail="link 0-1 down at 1ms up at 2ms")
     b = emu.replay(load_trace(str(files["ring"])), set=["hw.link_rate=10Gbps"], fail=["link 0-1 down at 1ms up at 2ms"],
-                   reliable="auto", detect="100us", seed="0")
+                   reliable="auto", detect="100us", seed=0)
     assert same(a.summary, b.summary) and a.ttft_s < emu.replay(str(files["ring"])).ttft_s
 
 
@@ -156,3 +157,45 @@ def test_shipped_traces_by_name(tmp_path, capsys, monkeypatch):
     p = subprocess.run([sys.executable, "-m", "emu", "replay", "no_such_trace", "--no-results"], capture_output=True,
                        text=True, cwd=tmp_path)
     assert p.returncode == 2 and "shipped" in p.stderr and "mars_16k" in p.stderr
+
+
+@pytest.mark.parametrize("call", [
+    lambda f: emu.load(f["ring"]),                       # a trace, not a results folder
+    lambda f: emu.save_trace(emu.load_trace(f["ring"]), ""),
+    lambda f: emu.save_trace(emu.load_trace(f["ring"]), f["dir"]),
+    lambda f: emu.replay(f["ring"], fail=b"link 0-1 down at 1ms"),
+    lambda f: emu.replay(f["ring"], fail=[None]),
+    lambda f: emu.replay(f["ring"], capture_filter=[1]),
+    lambda f: emu.replay(f["ring"], reliable=[]),
+    lambda f: emu.replay(f["ring"], seed="7"),
+    lambda f: emu.replay(f["ring"], seed=-1),
+    lambda f: emu.replay(f["ring"], loss="0.5"),
+    lambda f: emu.replay(f["ring"], trains="false"),
+    lambda f: emu.replay(f["ring"], functional=2),
+    lambda f: emu.trace("ring", **{**SMALL, "seq": "1e3"}),
+], ids=["load-trace", "save-empty", "save-folder", "fail-bytes", "fail-none", "filter-int", "reliable-list",
+        "seed-text", "seed-negative", "loss-text", "trains-text", "functional-int", "seq-text"])
+def test_bad_arguments_raise_config_error_and_write_nothing(files, call):
+    before = sorted(files["dir"].rglob("*"))
+    with pytest.raises(ConfigError) as e:
+        call(files)
+    assert len(str(e.value).splitlines()) == 1
+    assert sorted(files["dir"].rglob("*")) == before
+
+
+@pytest.mark.parametrize("kwargs, argv", [
+    (dict(seed=-1), ["--seed", "-1"]), (dict(loss=2), ["--loss", "2"]), (dict(snaplen=10), ["--snaplen", "10"]),
+    (dict(detect="-1us"), ["--detect=-1us"]), (dict(reliable="maybe"), None),
+    (dict(fail="link 0-1 down at 1ms up at 1ms"), ["--fail", "link 0-1 down at 1ms up at 1ms"]),
+])
+def test_the_api_raises_the_line_the_cli_prints(files, capsys, kwargs, argv):
+    with pytest.raises(ConfigError) as e:
+        emu.replay(str(files["ring"]), **kwargs)
+    (name,) = kwargs
+    msg = str(e.value)
+    if argv is None:  # argparse refuses it first; the API names the same choices
+        assert msg.startswith(f"{name} 'maybe': one of auto, on, off")
+        return
+    assert main(["replay", str(files["ring"]), "--no-results", *argv]) == 2
+    cli = msg.replace(name, "--" + name, 1) if msg.startswith(name) else msg
+    assert capsys.readouterr().err == f"emu replay: error: {cli}\n"

@@ -457,6 +457,27 @@ def cases() -> list[Case]:
     # ---- profiles
     add("profiles-show-unknown", ["profiles", "show", "nope"], ("nope",))
     add("profiles-show-bad-file", ["profiles", "show", "{in}/p.toml"], ("p.toml",), _write("p.toml", "x = ["))
+
+    # ---- option values: one check for the CLI and the API (emu.validate), numbers in range
+    idle = _trace_variant(_with(("meta", "nodes"), 5))  # the tiny trace's ops use 4 boards
+    add("trace-meta-nodes-idle-replay", ["replay", T, "--no-results"], ("t.json", "meta.nodes"), idle)
+    add("trace-meta-nodes-idle-show", ["trace", "show", T], ("t.json", "meta.nodes"), idle)
+    add("scenario-zero-length", [*REPLAY, "--no-results", "--fail", "link 0-1 down at 1ms up at 1ms"],
+        ("link 0-1 down at 1ms up at 1ms",))
+    add("replay-seed-negative", [*REPLAY, "--no-results", "--seed", "-1"], ("--seed",))
+    add("replay-snaplen-no-capture", [*REPLAY, "--no-results", "--snaplen", "10"], ("--snaplen",))
+    for attr, val in (("latency_us", 1e30), ("latency_ns", "1e999999999"), ("rate_gbps", 1e30), ("mtu", 10**6)):
+        add(f"topology-file-{attr}-{val}", [*REPLAY, "--no-results", "--topology", "{in}/topo.json"],
+            ("topo.json", attr), _write("topo.json", json.dumps(
+                {"nodes": [0, 1, 2, 3], "links": [{"u": i, "v": (i + 1) % 4, attr: val} for i in range(4)]})))
+    add("hw-listen-snaplen-no-out", ["hw", "listen", "--iface", "lo", "--snaplen", "10", "--timeout", "1s"],
+        ("--snaplen",))
+    add("hw-listen-snaplen-out-big", ["hw", "listen", "--iface", "lo", "--out", "{in}/c.pcap", "--snaplen", "100000",
+                                      "--timeout", "1s"], ("--snaplen",))
+    for hd in ("100000000", "0"):
+        add(f"hw-check-head-dim-{hd}", ["hw", "check", "--iface", "lo", "--scenario", "reduce-merge", "--head-dim", hd,
+                                        "--timeout", "1s"], ("--head-dim",))
+    add("dashboard-host-unresolvable", ["dashboard", "--host", "no.such.host.invalid", "--port", "0"], ("--host",))
     return c
 
 

@@ -25,6 +25,26 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
+def check_address(host: str, port: int) -> None:
+    """Resolve and bind ``host:port`` now, as werkzeug will (its address family, SO_REUSEADDR):
+    werkzeug reports a name that does not resolve or a port in use on stderr and exits 1."""
+    import socket
+
+    if host.startswith("unix://"):
+        return
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        addr = socket.getaddrinfo(host, port, family, socket.SOCK_STREAM, socket.IPPROTO_TCP)[0][4]
+    except (OSError, UnicodeError) as exc:
+        raise ConfigError(f"--host {host}: cannot resolve it ({getattr(exc, 'strerror', None) or exc})") from None
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(addr)
+        except OSError as exc:
+            raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+
+
 def run(args) -> int:
     for r in args.results:
         if not Path(r).exists():
@@ -38,6 +58,7 @@ def run(args) -> int:
     for t in traces:
         if not Path(t).exists():
             raise ConfigError(f"--traces {t}: no such file or folder")
+    check_address(args.host, args.port)  # before the app makes its what-if folder
 
     from dashboard.app import Config, create_app, make_server
 
@@ -46,6 +67,9 @@ def run(args) -> int:
         server = make_server(app, args.host, args.port)
     except OSError as exc:
         raise ConfigError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
+    except SystemExit:  # werkzeug's own report of a bind failure (taken since check_address): ours is exit 2
+        state.close()
+        raise ConfigError(f"cannot listen on {args.host}:{args.port}") from None
     host = args.host if args.host not in ("0.0.0.0", "::") else "127.0.0.1"
     url = f"http://{'[' + host + ']' if ':' in host else host}:{server.server_port}/"
     runs = state.registry.runs()

@@ -11,9 +11,11 @@ import signal
 import sys
 import threading
 
+from .. import validate as V
 from ..errors import ConfigError, EmuError
 from ..units import parse_int, parse_rate, parse_time
 
+SNAPLEN_MIN, SNAPLEN_MAX = V.SNAPLEN_MIN, V.SNAPLEN_MAX
 IFACE_HELP = "network interface (in this network namespace), e.g. enp3s0 or a veth end"
 
 
@@ -53,7 +55,9 @@ def register(subparsers) -> None:
     s.add_argument("--out", metavar="FILE", help="write the frames to a capture (.pcapng for pcapng, else pcap)")
     s.add_argument("--count", help="stop after this many frames")
     s.add_argument("--timeout", help="stop after this long, e.g. 10s or 500ms (plain number: seconds)")
-    s.add_argument("--snaplen", default="65535", help="bytes kept per captured frame (62: headers only)")
+    s.add_argument("--snaplen", default=str(SNAPLEN_MAX),
+                   help=f"bytes kept per captured frame, {SNAPLEN_MIN}..{SNAPLEN_MAX} (default {SNAPLEN_MAX}; "
+                        f"{SNAPLEN_MIN}: headers only)")
     s.add_argument("--json", action="store_true", help="print the counters as JSON")
     s.set_defaults(func=run_listen)
 
@@ -98,7 +102,8 @@ def register(subparsers) -> None:
                    help=f"one of {', '.join(SCENARIOS)}, or all")
     s.add_argument("--node", default="1", help="the device's board id K (default 1)")
     _board_options(s)
-    s.add_argument("--head-dim", default="128", help="head dimension of the merged states (default 128)")
+    s.add_argument("--head-dim", default="128",
+                   help="head dimension of the merged states, 1..16384 (default 128)")
     s.add_argument("--dtype", choices=("fp32", "fp16"), default="fp32", help="reduction payload type (default fp32)")
     s.add_argument("--no-ack-req", action="store_true", help="send without ACK_REQ (expect no acks)")
     s.add_argument("--timeout", default="2s", help="how long to wait for the device's frames (default 2s)")
@@ -222,7 +227,7 @@ def run_listen(args) -> int:
 
     count = parse_int(args.count, "--count") if args.count is not None else None
     timeout = seconds(args.timeout, "--timeout") if args.timeout is not None else None
-    snaplen = parse_int(args.snaplen, "--snaplen")
+    snaplen = V.snaplen(V.integer_text(args.snaplen, "--snaplen"), "--snaplen")  # checked with or without --out
     if args.out:
         from ..outputs import check_writable
 
@@ -310,6 +315,8 @@ def run_check(args) -> int:
     from ..units import parse_float
 
     board = _board(args, parse_int(args.node, "--node"))
+    head_dim = V.integer_text(args.head_dim, "--head-dim")
+    C.check_state(board.heads, head_dim)  # before a scenario allocates its states
     names = list(C.SCENARIOS) if args.scenario == "all" else [args.scenario]
     seed = parse_int(args.seed, "--seed") if args.seed is not None else None
     scenarios = []
@@ -317,7 +324,7 @@ def run_check(args) -> int:
     for name in names:
         try:
             scenarios.append(C.build(name, board, reliable=not args.no_ack_req, seed=seed, dtype=Dtype[args.dtype],
-                                     head_dim=parse_int(args.head_dim, "--head-dim")))
+                                     head_dim=head_dim))
         except ConfigError as exc:
             if args.scenario != "all":
                 raise

@@ -59,15 +59,17 @@ def register(sub) -> None:
 def run(args) -> int:
     from ..replay.results import format_summary
     from ..replay.session import replay
+    from ..validate import integer_text, number_text
 
     if args.out is not None and args.no_results:
         raise ConfigError("--out names the results folder; --no-results writes none: drop one")
     stem = Path(args.trace).name.split(".")[0]
     default = None if args.no_results or args.out else Path("results") / f"{stem}-{time.strftime('%Y%m%d-%H%M%S')}"
-    res = replay(args.trace, topology=args.topology, set=args.overrides, loss=args.loss, fail=args.fail,
-                 degrade=args.degrade, detect=args.detect, reliable=args.reliable, seed=args.seed,
-                 capture=args.capture, functional=args.functional, capture_filter=args.capture_filter,
-                 snaplen=args.snaplen, engine=args.engine, trains=args.trains, out=args.out, out_default=default,
+    # The text read into the API's types here; replay() checks the values, as for a Python caller.
+    res = replay(args.trace, topology=args.topology, set=args.overrides, loss=number_text(args.loss, "--loss"),
+                 fail=args.fail, degrade=args.degrade, detect=args.detect, reliable=args.reliable,
+                 seed=integer_text(args.seed, "--seed"), capture=args.capture, functional=args.functional,
+                 capture_filter=args.capture_filter, snaplen=integer_text(args.snaplen, "--snaplen"), engine=args.engine, trains=args.trains, out=args.out, out_default=default,
                  progress=sys.stderr.isatty() and not args.json, flag="--")
     summary = res.summary
     print(json.dumps(summary, indent=2) if args.json else format_summary(summary)

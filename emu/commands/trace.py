@@ -4,37 +4,20 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 
-from ..errors import ConfigError
-from ..units import format_size, parse_int
+from ..units import format_size
 
 
-def _int(lo: int):
-    def conv(text: str) -> int:
-        try:
-            value = parse_int(text, "value")
-        except ConfigError as exc:
-            raise argparse.ArgumentTypeError(str(exc).split(": ", 1)[-1]) from None
-        if value < lo:
-            raise argparse.ArgumentTypeError(f"must be >= {lo}, got {value}")
-        return value
-    return conv
+def _ints(args, names) -> dict:
+    """The count options' text as ints ("1e3" is 1000); emu.api.trace_params checks their values."""
+    from ..validate import integer_text
 
-
-def _chunk(text: str):
-    return "auto" if text == "auto" else _int(1)(text)
-
-
-def _float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
-    return value
+    out = {}
+    for name in names:
+        value = getattr(args, name, None)
+        out[name] = None if value is None else integer_text(value, "--" + name.replace("_", "-"))
+    return out
 
 
 SCHEME_HELP = {
@@ -51,6 +34,7 @@ SCHEME_HELP = {
 
 
 def register(subparsers) -> None:
+    from ..api import PD_MODES, RING_ORDERS
     from ..workload.generate import SCHEMES
 
     parser = subparsers.add_parser(
@@ -60,20 +44,20 @@ def register(subparsers) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="scheme", metavar="SCHEME")
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--seq", type=_int(1), default=16384, help="prompt length in tokens (default 16384)")
-    common.add_argument("--nodes", type=_int(2), default=16, help="boards (default 16)")
-    common.add_argument("--chunk", type=_chunk, default=1024, help="prefill chunk size in tokens, or 'auto' (eq. 8); default 1024")
+    common.add_argument("--seq", default="16384", help="prompt length in tokens (default 16384)")
+    common.add_argument("--nodes", default="16", help="boards (default 16)")
+    common.add_argument("--chunk", default="1024", help="prefill chunk size in tokens, or 'auto' (eq. 8); default 1024")
     common.add_argument("--model", default="qwen2.5-1.5b", help="model profile name or file (default qwen2.5-1.5b)")
     common.add_argument("--hw", default="kr260", help="hardware profile name or file (default kr260)")
-    common.add_argument("--decode-tokens", type=_int(0), default=0, metavar="K", help="decode steps after the first token (default 0)")
+    common.add_argument("--decode-tokens", default="0", metavar="K", help="decode steps after the first token (default 0)")
     common.add_argument("--kv-budget", default=None, metavar="BYTES|Nx",
                         help="S_node: bytes (e.g. 16MiB) or a multiple of the owner-only share (e.g. 2x); default: the hardware profile's")
-    common.add_argument("--alpha", type=_float, default=1.0, help="MARS reuse aggressiveness (eq. 15), default 1.0")
+    common.add_argument("--alpha", default="1.0", help="MARS reuse aggressiveness (eq. 15), default 1.0")
     common.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.FIELD=VALUE",
                         help="override a profile field, e.g. hw.link_rate=10Gbps or model.layers=4 (repeatable)")
     common.add_argument("--topology", default=None,
                         help="topology the placement assumes (emu.topology spec, e.g. torus:4x4, full, star); default: the hardware's for the node count")
-    common.add_argument("--ring-order", choices=("embedding", "boards"), default="embedding",
+    common.add_argument("--ring-order", choices=RING_ORDERS, default="embedding",
                         help="ring schemes (ring, zigzag, pd's prefill, usp): the topology's best ring embedding "
                              "(default; one link per step where the topology has such a cycle) or board order 0..N-1")
     common.add_argument("-o", "--output", required=True, help="trace file to write (.json or .json.gz)")
@@ -83,11 +67,11 @@ def register(subparsers) -> None:
                            epilog=f"example: emu trace {name} --seq 4096 --nodes 8 -o {name}_4k.json",
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         if name == "pd":
-            p.add_argument("--pd-mode", choices=("bulk", "stream"), default="bulk",
+            p.add_argument("--pd-mode", choices=PD_MODES, default="bulk",
                            help="KV handoff: bulk after each prefill board finishes, or streamed per block (default bulk)")
-            p.add_argument("--prefill-nodes", type=_int(1), default=None, help="prefill pool size P (default nodes/2)")
+            p.add_argument("--prefill-nodes", default=None, help="prefill pool size P (default nodes/2)")
         if name == "usp":
-            p.add_argument("--ulysses-degree", type=_int(1), default=None, metavar="U",
+            p.add_argument("--ulysses-degree", default=None, metavar="U",
                            help="Ulysses degree u (all-to-all groups of u boards, ring over nodes/u groups); "
                                 "default: the model's KV heads (the largest degree without replicating them)")
         p.set_defaults(func=_generate)
@@ -108,16 +92,19 @@ def register(subparsers) -> None:
 
 
 def _generate(args) -> int:
+    from ..api import trace_params
     from ..outputs import check_writable
-    from ..workload.generate import Params, generate
+    from ..validate import number_text
+    from ..workload.generate import generate
     from ..workload.trace import save_trace
 
     check_writable(args.output, "-o")  # before generating: a bad path fails at once
-    trace = generate(Params(
-        scheme=args.scheme, seq=args.seq, nodes=args.nodes, chunk=args.chunk, model=args.model, hw=args.hw,
-        decode_tokens=args.decode_tokens, kv_budget=args.kv_budget, alpha=args.alpha, overrides=args.overrides,
-        pd_mode=getattr(args, "pd_mode", "bulk"), prefill_nodes=getattr(args, "prefill_nodes", None),
-        topology=args.topology, ring_order=args.ring_order, ulysses_degree=getattr(args, "ulysses_degree", None)))
+    params = trace_params(
+        args.scheme, **_ints(args, ("seq", "nodes", "decode_tokens", "prefill_nodes", "ulysses_degree")),
+        chunk="auto" if args.chunk == "auto" else _ints(args, ("chunk",))["chunk"], model=args.model, hw=args.hw,
+        kv_budget=args.kv_budget, alpha=number_text(args.alpha, "--alpha"), set=args.overrides,
+        pd_mode=getattr(args, "pd_mode", "bulk"), topology=args.topology, ring_order=args.ring_order, flag="--")
+    trace = generate(params)
     save_trace(trace, args.output)
     size = os.path.getsize(args.output)
     if args.json:

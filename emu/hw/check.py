@@ -161,11 +161,29 @@ def _source_for(board: M.Board, dsts_of) -> tuple[int, M.Role]:
     return first
 
 
+MAX_HEAD_DIM = 1 << 14  # as a model profile's head_dim
+# A merged (m, l, o~) state holds heads x (head_dim + 2) values; a scenario draws up to 24
+# tokens of keys and values per contribution in float64, so this bounds it to ~0.1 GB.
+MAX_STATE_VALUES = 1 << 18
+
+
+def check_state(heads: int, head_dim: int) -> None:
+    """Refuse a head dimension (and head count) whose states a scenario could not hold."""
+    from ..validate import integer
+
+    integer(head_dim, "--head-dim", 1, MAX_HEAD_DIM)
+    values = heads * (head_dim + 2)
+    if values > MAX_STATE_VALUES:
+        raise ConfigError(f"--heads {heads} x (--head-dim {head_dim} + 2) = {values:,} values per merged state; "
+                          f"at most {MAX_STATE_VALUES:,}")
+
+
 def build(name: str, board: M.Board, *, reliable: bool = True, seed: int | None = None,
           dtype: Dtype = Dtype.fp32, head_dim: int = DEFAULT_HEAD_DIM) -> Scenario:
     """The scenario ``name`` for ``board``: what to send and what must come back."""
     if name not in SCENARIOS:
         raise ConfigError(f"--scenario {name!r}: unknown; one of {', '.join(SCENARIOS)}")
+    check_state(board.heads, head_dim)
     b = _Builder(name, board, reliable=reliable, seed=seed, dtype=dtype, head_dim=head_dim)
     if name.startswith("reduce-"):
         _reduce(b, ReduceOp[name.split("-", 1)[1]])

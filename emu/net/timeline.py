@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
 from ..errors import ConfigError
+from ..topology.graph import MAX_NODES
 from ..units import parse_float, parse_rate, parse_time
 from . import kernel as K
 from .network import Loss, Network
@@ -43,6 +44,7 @@ class Change:
     clause: str = ""
 
 
+MAX_NODE_ID = MAX_NODES - 1  # no topology has more nodes (boards and switches)
 # keywords in any case; values keep theirs (a rate's unit is case-sensitive: Mb is not MB)
 _TARGET = re.compile(r"^(link)\s+(\*|\d+\s*[->]\s*\d+)\s+(.*)$|^(node)\s+(\d+)\s+(.*)$", re.I)
 _ACTION = re.compile(
@@ -64,6 +66,16 @@ def parse(clauses: Iterable[str] | str) -> list[Change]:
     return sorted(changes, key=lambda c: c.time_ps)
 
 
+def _node_id(text: str, clause: str) -> int:
+    """A node id no topology can exceed (boards and switches), so a clause is refused before any
+    topology is at hand (the dashboard's what-if form parses clauses before it starts a run)."""
+    digits = text.lstrip("0") or "0"  # its length first: int() refuses 4,300 digits and more
+    if len(digits) > len(str(MAX_NODE_ID)) or int(digits) > MAX_NODE_ID:
+        raise ConfigError(f"scenario clause {clause!r}: no node {text[:24]}{'...' if len(text) > 24 else ''}; "
+                          f"node ids are 0..{MAX_NODE_ID}")
+    return int(digits)
+
+
 def _parse_clause(clause: str) -> list[Change]:
     m = _TARGET.match(clause)
     if not m:
@@ -74,10 +86,10 @@ def _parse_clause(clause: str) -> list[Change]:
             items, every, both = (), True, True
         else:
             both = "-" in spec
-            u, v = (int(x) for x in re.split(r"[->]", spec))
+            u, v = (_node_id(x, clause) for x in re.split(r"[->]", spec))
             items, every = ((u, v),), False
     else:
-        target, items, every, both, rest = "node", (int(m.group(5)),), False, True, m.group(6)
+        target, items, every, both, rest = "node", (_node_id(m.group(5), clause),), False, True, m.group(6)
     a = _ACTION.match(rest.strip())
     if not a:
         raise ConfigError(
@@ -113,6 +125,9 @@ def _parse_clause(clause: str) -> list[Change]:
             out.append(Change(parse_time(a["until"], f"{clause!r}: time"), f"restore-{what}", **common))
     if len(out) == 2 and out[1].time_ps < out[0].time_ps:
         raise ConfigError(f"scenario clause {clause!r}: ends before it starts")
+    if len(out) == 2 and out[1].time_ps == out[0].time_ps:
+        # a change undone at its own instant would leave no trace in the run, only a re-route
+        raise ConfigError(f"scenario clause {clause!r}: ends when it starts; give a later end or drop it")
     return out
 
 

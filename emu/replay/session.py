@@ -16,40 +16,49 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from .. import validate as V
 from ..errors import ConfigError
 
-DEFAULT_SNAPLEN = 62  # the MCF headers: frame and message metadata, no payload
+DEFAULT_SNAPLEN = V.SNAPLEN_MIN  # the MCF headers: frame and message metadata, no payload
+PROBABILITY = "a probability in [0, 1]"
 
 
-def overrides_list(set_) -> list[str]:
+def overrides_list(set_, what: str = "set") -> list[str]:
     """``set=`` as given (a dict of field -> value, one "k=v" string, or a list of them) -> ["k=v", ...]."""
-    if set_ is None:
-        return []
-    if isinstance(set_, dict):
-        return [f"{k}={v}" for k, v in set_.items()]
-    if isinstance(set_, str):
-        return [set_]
-    return [str(x) for x in set_]
+    import numbers
+
+    if not isinstance(set_, dict):
+        return V.texts(set_, what, "an override ('hw.link_rate=10Gbps')")
+    out = []
+    for k, v in set_.items():
+        if not isinstance(k, str):
+            raise ConfigError(f"{what} {V.show(k)}: a field is named by text, e.g. 'hw.link_rate'")
+        if not isinstance(v, (str, numbers.Real)):
+            raise ConfigError(f"{what} {k}={V.show(v)}: a value is a number, a bool or text such as '10Gbps'")
+        out.append(V.printable(f"{k}={v}", what))
+    return out
 
 
-def _clauses(x) -> list[str]:
-    return [] if x is None else [x] if isinstance(x, str) else list(x)
+def _clauses(x, what: str) -> list[str]:
+    cs = V.texts(x, what, "a clause")
+    if any(not c.strip() for c in cs):
+        raise ConfigError(f"{what} '': an empty clause; e.g. {what} 'link 0-1 down at 1s'")
+    return cs
 
 
-def _reliable(x):
+def _reliable(x, what: str):
     if x is None or isinstance(x, bool):
         return x
     table = {"auto": None, "on": True, "off": False}
-    if x not in table:
-        raise ConfigError(f"reliable {x!r}: one of auto, on, off (or None, True, False)")
+    if not isinstance(x, str) or x not in table:
+        raise ConfigError(f"{what} {V.show(x)}: one of auto, on, off (or None, True, False)")
     return table[x]
 
 
 def _engine(engine, capture, flag: str) -> str:
     from .run import ENGINES
 
-    if engine not in ENGINES:
-        raise ConfigError(f"{flag}engine {engine!r}: one of {', '.join(ENGINES)}")
+    V.choice(engine, f"{flag}engine", ENGINES)
     if capture is not None:
         # The capture encodes each frame's header from its message's Meta, kept by the Python path.
         if engine == "compiled":
@@ -58,15 +67,16 @@ def _engine(engine, capture, flag: str) -> str:
     return engine
 
 
-def resolve_trace(trace):
+def resolve_trace(trace, what: str = "trace"):
     """A Trace as it is; a path or a shipped trace's name, loaded and validated."""
     from ..workload.trace import Trace, load_trace
 
     if isinstance(trace, Trace):
         return trace
+    V.path(trace, what)
     from ..shipped import trace_path
 
-    return load_trace(trace_path(trace))
+    return load_trace(trace_path(os.fspath(trace)))
 
 
 class _CaptureTarget:
@@ -102,43 +112,20 @@ def replay(trace, *, topology: str = "auto", set=None, loss=0.0, fail=None, degr
     (the summary reports the error). ``engine``: "compiled" (the compiled loop, emu.replay.core),
     "python", or "auto" (compiled whenever it supports the run: timing mode, no capture,
     at most 64 boards). ``flag``: what error messages put before an option's name
-    (the CLI passes "--", so a message names ``--loss``)."""
+    (the CLI passes "--", so a message names ``--loss``). Every option is checked, types as
+    docs/api.md lists them, before the trace is read: ConfigError in one line."""
     import contextlib
 
-    from ..outputs import OutputFolder, file_name
-    from ..units import parse_float, parse_int, parse_time
-    from .capture import Capture, parse_filters
+    from .capture import Capture
     from .result import Result
     from .results import summarize, write_files
-    from .run import Options, Replay
+    from .run import Replay
 
+    flt, snaplen, target, cap_name, folder, opt = _options(
+        topology=topology, set=set, loss=loss, fail=fail, degrade=degrade, detect=detect, reliable=reliable,
+        seed=seed, capture=capture, capture_filter=capture_filter, snaplen=snaplen, out=out,
+        out_default=out_default, progress=progress, functional=functional, engine=engine, trains=trains, flag=flag)
     tr = resolve_trace(trace)
-    loss = parse_float(loss, f"{flag}loss")
-    if not 0 <= loss <= 1:
-        raise ConfigError(f"{flag}loss {loss}: must be a probability in [0, 1]")
-    clauses = {"fail": _clauses(fail), "degrade": _clauses(degrade)}
-    for what, cs in clauses.items():
-        if any(not str(c).strip() for c in cs):
-            raise ConfigError(f"{flag}{what} '': an empty clause; e.g. {flag}{what} 'link 0-1 down at 1s'")
-    opt = Options(topology=topology, overrides=tuple(overrides_list(set)),
-                  scenario=tuple(clauses["fail"] + clauses["degrade"]), loss=loss, seed=parse_int(seed, f"{flag}seed"),
-                  reliable=_reliable(reliable), detect_ps=parse_time(detect, f"{flag}detect"), progress=progress,
-                  functional=bool(functional), engine=_engine(engine, capture, flag),
-                  trains=bool(trains))
-    folder = OutputFolder(out, default=out_default) if out is not None or out_default is not None else None
-    target = cap_name = None
-    if capture is not None:
-        flt = parse_filters(list(capture_filter))
-        snaplen = parse_int(snaplen, f"{flag}snaplen")
-        if not 62 <= snaplen <= 65535:
-            raise ConfigError(f"{flag}snaplen {snaplen}: must be in 62..65535 (62: the headers only)")
-        if Path(capture).is_absolute():
-            target = _CaptureTarget(Path(capture), flag)
-        else:
-            if folder is None:
-                raise ConfigError(f"{flag}capture {capture}: a relative name goes into the results folder; "
-                                  "give a results folder (out, or drop --no-results) or an absolute path")
-            cap_name = file_name(str(capture), f"{flag}capture", (".pcap", ".pcapng"))
     rp = Replay(tr, opt)
     # Claimed only now that every option is checked; from here on an error or a signal
     # removes what this run staged (emu.outputs).
@@ -170,3 +157,44 @@ def replay(trace, *, topology: str = "auto", set=None, loss=0.0, fail=None, degr
     elif cap_name is not None:
         summary["capture"] = str(final / cap_name)
     return Result(summary, path=final, engine=rp, name=final.name if final else None)
+
+
+def _options(*, topology, set, loss, fail, degrade, detect, reliable, seed, capture, capture_filter, snaplen,
+             out, out_default, progress, functional, engine, trains, flag):
+    """Every option checked (types first, then values), before the trace is read or a file made:
+    (capture filter, snaplen, absolute capture target, capture name in the folder, folder, Options)."""
+    from ..outputs import OutputFolder, file_name
+    from .capture import parse_filters
+    from .run import Options
+
+    V.choice(flag, "flag", ("", "--"))
+    for name, value in (("progress", progress), ("functional", functional), ("trains", trains)):
+        V.boolean(value, name)  # API only: the CLI's switches are bools already
+    clauses = {what: _clauses(x, f"{flag}{what}") for what, x in (("fail", fail), ("degrade", degrade))}
+    if clauses["fail"] or clauses["degrade"]:
+        from ..net.timeline import parse as parse_scenario
+
+        parse_scenario(clauses["fail"] + clauses["degrade"])  # a clause's own mistakes, before the trace loads
+    flt = parse_filters(V.texts(capture_filter, f"{flag}capture-filter" if flag else "capture_filter", "a filter"))
+    snaplen = V.snaplen(snaplen, f"{flag}snaplen")
+    opt = Options(topology=V.spec_or_path(topology, f"{flag}topology"), overrides=tuple(overrides_list(set, f"{flag}set")),
+                  scenario=tuple(clauses["fail"] + clauses["degrade"]),
+                  loss=V.number(loss, f"{flag}loss", 0, 1, expect=PROBABILITY),
+                  seed=V.integer(seed, f"{flag}seed", lo=0), reliable=_reliable(reliable, f"{flag}reliable"),
+                  detect_ps=V.time_ps(detect, f"{flag}detect"), progress=progress, functional=functional,
+                  engine=_engine(engine, capture, flag), trains=trains)
+    for what, p in (("out", out), ("out_default", out_default)):
+        if p is not None:
+            V.path(p, f"{flag}{what}")
+    folder = OutputFolder(out, default=out_default) if out is not None or out_default is not None else None
+    target = cap_name = None
+    if capture is not None:
+        cap = V.path(capture, f"{flag}capture")
+        if cap.is_absolute():
+            target = _CaptureTarget(cap, flag)
+        else:
+            if folder is None:
+                raise ConfigError(f"{flag}capture {capture}: a relative name goes into the results folder; "
+                                  "give a results folder (out, or drop --no-results) or an absolute path")
+            cap_name = file_name(os.fspath(capture), f"{flag}capture", (".pcap", ".pcapng"))
+    return flt, snaplen, target, cap_name, folder, opt

@@ -23,11 +23,18 @@ LINK_ATTRS = ("rate_bps", "latency_ps", "mtu", "queue_bytes", "queue_frames")
 #: Smallest MTU: the packet engine (emu/net) rejects smaller ones, so files are checked
 #: against it at load time, where the file and link can be named.
 MIN_MTU = 64
+MAX_MTU = 48 + 0xFFFF   # the wire format's largest frame: header + a 16-bit pay_len
 MAX_BOARDS = 4096       # as many as a trace may have (emu.workload.validate.MAX_NODES)
+MAX_NODES = 16 * MAX_BOARDS  # boards and switches of a topology file
+# Each link attribute's range (None: no limit, for queues). The upper bounds are the hardware
+# profile's for the same quantity (emu.workload.profiles.RANGES): far beyond any real link,
+# and small enough that the engine's int64 picosecond clock and byte counts cannot overflow.
+LINK_RANGES = {"rate_bps": (1, 10**15), "latency_ps": (0, 10**12), "mtu": (MIN_MTU, MAX_MTU),
+               "queue_bytes": (1, 1 << 40), "queue_frames": (1, 1 << 32)}
 MAX_LINKS = 2_000_000   # link directions a spec may ask for (full:1000 has 999,000)
 
 
-def _check_int(value, what: str, lo: int, where: str, optional: bool = False) -> None:
+def _check_int(value, what: str, lo: int, hi: int, where: str, optional: bool = False) -> None:
     if value is None and optional:
         return
     # bool is an int subclass; True as a rate is a typo, not a number.
@@ -35,22 +42,17 @@ def _check_int(value, what: str, lo: int, where: str, optional: bool = False) ->
         raise ConfigError(f"{where}: {what} must be an integer, got {value!r}")
     if value < lo:
         raise ConfigError(f"{where}: {what} must be >= {lo}, got {value}")
+    if value > hi:
+        raise ConfigError(f"{where}: {what} must be <= {hi}, got {value}")
 
 
 def check_link_attr(name: str, value, where: str) -> None:
     """Raise ConfigError if ``value`` is not valid for link attribute ``name``."""
-    if name == "rate_bps":
-        _check_int(value, name, 1, where)
-    elif name == "latency_ps":
-        _check_int(value, name, 0, where)
-    elif name == "mtu":
-        _check_int(value, name, MIN_MTU, where)
-    elif name in ("queue_bytes", "queue_frames"):
-        # None: no limit of this kind. 0 is refused: "no room" and "no limit" are both
-        # plausible readings, and the engine reads it as the latter.
-        _check_int(value, name, 1, where, optional=True)
-    else:
+    if name not in LINK_RANGES:
         raise ConfigError(f"{where}: unknown link attribute {name!r} (expected one of {', '.join(LINK_ATTRS)})")
+    # Queues: None is no limit of this kind. 0 is refused: "no room" and "no limit" are
+    # both plausible readings, and the engine reads it as the latter.
+    _check_int(value, name, *LINK_RANGES[name], where, optional=name.startswith("queue_"))
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import xml.etree.ElementTree as ET
+from decimal import Decimal
 from pathlib import Path
 
 import networkx as nx
@@ -18,7 +19,7 @@ from ..atomic import atomic_file
 from ..errors import ConfigError
 from ..jsontext import parse_json
 from ..units import parse_decimal
-from .graph import LINK_ATTRS, MAX_BOARDS, MIN_MTU, LinkDefaults, check, new_graph
+from .graph import LINK_ATTRS, LINK_RANGES, MAX_BOARDS, MAX_NODES, LinkDefaults, check, new_graph
 
 _UNITS = {
     "rate_bps": ("rate_bps", 1),
@@ -44,18 +45,25 @@ def _convert(key: str, value, where: str):
         raise ConfigError(f"{where}: {key} must be a number, got {value!r}")
     try:
         # An exact decimal keeps 0.1 exact, so 0.1 us is 100000 ps, not 99999.
-        exact = parse_decimal(value, f"{where}: {key}") * scale
+        given = parse_decimal(value, f"{where}: {key}")
     except ConfigError:
         raise ConfigError(f"{where}: {key} must be a number, got {value!r}") from None
+    lo, hi = LINK_RANGES[name]
+    # Name the key as the user wrote it: "latency_ns must be >= 0", not latency_ps.
+    too_low = ConfigError(f"{where}: {key} must be {'> 0' if name == 'rate_bps' else f'>= {lo}'}, got {value}")
+    limit = Decimal(hi) / scale
+    if given > limit:  # checked before scaling: 1e999999999 would overflow Decimal
+        raise ConfigError(f"{where}: {key} must be <= {limit:f}, got {value}")
+    if given < -limit:
+        raise too_low
+    exact = given * scale
     if exact != exact.to_integral_value():
         raise ConfigError(f"{where}: {key}={value} is not a whole number of {name.split('_')[-1]}")
     out = int(exact)
     if name in ("queue_bytes", "queue_frames") and out == -1:
         return name, None  # -1 is "no limit", as in link_table (GraphML has no null)
-    lo = {"rate_bps": 1, "mtu": MIN_MTU, "queue_bytes": 1, "queue_frames": 1}.get(name, 0)
     if out < lo:
-        # Name the key as the user wrote it: "latency_ns must be >= 0", not latency_ps.
-        raise ConfigError(f"{where}: {key} must be {'> 0' if name == 'rate_bps' else f'>= {lo}'}, got {value}")
+        raise too_low
     return name, out
 
 
@@ -90,8 +98,8 @@ def _assemble(path: str, name: str, nodes: list[tuple[object, str, dict]],
     keeps the file id as ``label``.
     """
 
-    if len(nodes) > 16 * MAX_BOARDS:
-        raise ConfigError(f"{path}: {len(nodes):,} nodes; at most {16 * MAX_BOARDS:,} (boards and switches)")
+    if len(nodes) > MAX_NODES:
+        raise ConfigError(f"{path}: {len(nodes):,} nodes; at most {MAX_NODES:,} (boards and switches)")
     seen: dict = {}
     for fid, kind, _ in nodes:
         if kind not in ("board", "switch"):

@@ -233,6 +233,18 @@ def validate(trace, path: str) -> None:
         if dup is not None:
             i = int(key[dup] // N)
             raise _err(path, f"ops.{which}_idx", f"op {i} lists board {int(key[dup] % N)} twice in its {which} set")
+    # meta.nodes is the cluster the ops run on: every board takes part (runs an op, or sends or
+    # receives one); a board in none would be cabled and routed through but never used, and
+    # the layout, the kv_id numbering and the schedule all follow from meta.nodes.
+    used = np.zeros(N, dtype=bool)
+    used[node[node >= 0]] = True
+    used[trace.src_idx] = True
+    used[trace.dst_idx] = True
+    if not used.all():
+        idle = np.flatnonzero(~used)
+        raise _err(path, "meta.nodes", f"{N} boards, but the ops use {N - idle.size}: board {idle[0]} "
+                   f"{'and ' + str(idle.size - 1) + ' more ' if idle.size > 1 else ''}takes part in no op; "
+                   "meta.nodes must count the boards the ops use")
     need((coll == Collective.unicast) & (sizes["dst"] != 1), "dst_ptr", lambda i: f"unicast op {i} needs exactly one destination, has {sizes['dst'][i]}")
     need((coll == Collective.reduce) & (sizes["dst"] != 1), "dst_ptr", lambda i: f"reduce op {i} needs exactly one destination, has {sizes['dst'][i]}")
     single_src = (kind == Kind.send) | control
