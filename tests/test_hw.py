@@ -294,3 +294,25 @@ def test_send_pads_headers_only_records_and_refuses_other_ethertypes(tmp_path):
         w.write(other, off, np.zeros(3, np.int64))
     with pytest.raises(Exception, match="EtherType 0x0800, not an MCF frame"):
         S.survey(tmp_path / "ip.pcap")
+
+
+def test_a_paced_send_that_falls_behind_says_so_on_its_human_line(tmp_path):
+    """A device slower than the pace asked (each send call takes 5 ms; the schedule wants the
+    200 frames in 0.87 ms at 2 Gbit/s): the human line says how far behind, not only --json."""
+    import time as _time
+
+    from emu.hw import send as S
+
+    class SlowSock(FakeSock):
+        def send(self, buf, offsets, start=0, stop=None):
+            _time.sleep(0.005)
+            return super().send(buf, offsets, start, stop)
+
+    path = tmp_path / "f.pcap"
+    _capture(path)
+    st = S.send(SlowSock(), path, rate_bps=2_000_000_000)
+    # at least two calls (the first frame is due at once, the rest after it): >= 10 ms for < 1 ms
+    assert st.frames == 200 and st.behind and st.late_ns > 5_000_000 and st.scheduled_ns < 1_000_000
+    assert "BEHIND SCHEDULE" in st.line() and f"{st.scheduled_ns / 1e9:.3f} s schedule" in st.line()
+    fast = S.send(FakeSock(), path)  # unpaced: no schedule to be behind
+    assert not fast.behind and "BEHIND" not in fast.line()

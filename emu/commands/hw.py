@@ -211,7 +211,8 @@ def _send_file(S, sock, path, name, rate, original, count, stop, as_json=False) 
                 stop=stop.is_set)
     if as_json:
         print(json.dumps({"source": name, "iface": sock.iface, "frames": st.frames, "bytes": st.bytes,
-                          "elapsed_s": st.elapsed, "late_ns": st.late_ns, "malformed_in_source": sv.malformed}, indent=2))
+                          "elapsed_s": st.elapsed, "late_ns": st.late_ns, "scheduled_s": st.scheduled_ns / 1e9,
+                          "behind_schedule": st.behind, "malformed_in_source": sv.malformed}, indent=2))
     else:
         print(st.line() + f" on {sock.iface}")
     return 0
