@@ -14,9 +14,11 @@ from pathlib import Path
 
 import dash
 from dash import ALL, Dash, Input, Output, State, dcc, html, no_update
+from werkzeug.exceptions import BadRequest
 
 from .pages import PAGES
 from .state import AppState, Config, current
+from .ui import ANY, CLICKS, checked
 
 log = logging.getLogger("dashboard")
 ASSETS = Path(__file__).parent / "assets"
@@ -35,6 +37,7 @@ def create_app(cfg: Config) -> tuple[Dash, AppState]:
                use_pages=True, pages_folder="", assets_folder=str(ASSETS), serve_locally=True,
                routing_callback_inputs={"sel": State("sel", "data")})
     app.server.config["EMU_STATE"] = st
+    app.server.register_error_handler(BadRequest, one_line)
     for page in PAGES:
         dash.register_page(page.__name__, path=page.PATH, name=page.NAME, order=PAGES.index(page), layout=page.layout,
                            title=f"{page.NAME} · mcf-emu")
@@ -59,6 +62,7 @@ def create_app(cfg: Config) -> tuple[Dash, AppState]:
 
     @app.callback(Output("runs", "options"), Output("runs-version", "data"), Input("runs-poll", "n_intervals"),
                   State("runs-version", "data"), prevent_initial_call=True)
+    @checked(_=CLICKS, seen=ANY)
     def refresh_runs(_, seen):
         s = current()
         if seen == s.registry.version:
@@ -66,6 +70,13 @@ def create_app(cfg: Config) -> tuple[Dash, AppState]:
         return [{"label": r.label, "value": r.key} for r in s.registry.runs()], s.registry.version
 
     return app, st
+
+
+def one_line(exc: BadRequest):
+    """A malformed request's answer: 400 and the one line that says what is wrong."""
+    import flask
+
+    return flask.Response(" ".join(str(exc.description).split()) + "\n", status=400, mimetype="text/plain")
 
 
 def allowed_hosts(host: str, port: int) -> set[str] | None:
