@@ -16,7 +16,8 @@ from dash import Input, Output, State, ctx, dcc, html, no_update
 from .. import data as D
 from .. import figures as F
 from ..state import current
-from ..ui import URL_SYNC, picked_runs, error_box, fig_guard, graph, guarded, run_picker
+from ..ui import (CLICKS, EVENT, KEYS, URL_SYNC, WINDOW, checked, error_box, fig_guard, graph, guarded, picked_runs,
+                  run_picker)
 
 PATH = "/timeline"
 NAME = "Timeline"
@@ -134,6 +135,7 @@ def register(app) -> None:
     @app.callback(Output("timeline", "figure"), Output("tl-detail", "children"), Output("tl-range", "data"),
                   Input("timeline", "relayoutData"), Input("timeline", "clickData"), Input("runs", "value"),
                   State("tl-range", "data"), prevent_initial_call=True)
+    @checked(relayout=EVENT, click=EVENT, keys=KEYS, rng=WINDOW)
     def update(relayout, click, keys, rng):
         st = current()
         picked = [r for r in st.pick(keys) if not r.error]
@@ -147,7 +149,7 @@ def register(app) -> None:
             try:
                 p = click["points"][0]
                 op, run_i = int(p["customdata"][0]), int(p["customdata"][1])
-            except (TypeError, KeyError, IndexError, ValueError):
+            except (TypeError, KeyError, IndexError, ValueError, OverflowError):
                 return no_update, no_update, no_update
             if not 0 <= run_i < len(picked):
                 return no_update, no_update, no_update
@@ -173,6 +175,7 @@ def register(app) -> None:
 
     @app.callback(Output("tl-dl", "data"), Output("tl-dl-msg", "children"), Input("tl-perfetto", "n_clicks"),
                   State("runs", "value"), State("tl-range", "data"), prevent_initial_call=True)
+    @checked(n=CLICKS, keys=KEYS, rng=WINDOW)
     def download(n, keys, rng):
         if not n:
             return no_update, no_update
