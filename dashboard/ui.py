@@ -217,6 +217,14 @@ def WINDOW(v, name):
     return [float(v[0]), float(v[1])]
 
 
+def window(v) -> list[float] | None:
+    """``v`` as a time window WINDOW accepts, or None: for a page's own state (a URL's from/to)."""
+    try:
+        return WINDOW(v, "window")
+    except BadRequest:
+        return None
+
+
 def ANY(v, name):
     """A value only compared with what the server sent (a version, a signature)."""
     return v

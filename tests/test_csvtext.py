@@ -36,7 +36,3 @@ def test_to_csv_neutralises_text_cells_and_names_and_keeps_numbers():
         assert row[0] == "'" + v and row[3] == "'=1+1" and row[4] == "'@x"
     assert [float(r[1]) for r in rows[1:]] == list(df["ttft_s"])  # numbers stay numbers, minus signs included
     assert rows[1][1] == "-1.5"
-    for row in rows[1:]:
-        for cell in row:
-            assert not cell.startswith(("=", "+", "@", "\t", "\r")) and not (cell.startswith("-") and
-                                                                            not cell.lstrip("-").replace(".", "").isdigit())

@@ -264,3 +264,25 @@ def test_whatif_refused_clause_is_no_job(runs, tmp_path):  # noqa: F811
         assert w.jobs == [] and list((tmp_path / "wi").iterdir()) == []
     finally:
         w.close()
+
+
+def _store(layout, id_):
+    stack = [layout]
+    while stack:
+        c = stack.pop()
+        if getattr(c, "id", None) == id_:
+            return c
+        kids = getattr(c, "children", None)
+        stack += kids if isinstance(kids, list) else [kids] if kids is not None else []
+    raise AssertionError(f"no {id_}")
+
+
+def test_timeline_url_window_is_the_one_callbacks_accept(fuzz_app):
+    """A shared URL's from/to becomes the page's own tl-range only as a window the callbacks take."""
+    from dashboard.pages import timeline
+
+    _, app, _ = fuzz_app
+    with app.server.test_request_context():
+        assert _store(timeline.layout(runs="mars", **{"from": "0.001", "to": "0.002"}), "tl-range").data == [0.001, 0.002]
+        for lo, hi in (("1e300", "1e301"), ("2", "1"), ("nan", "1"), ("0", "inf")):
+            assert _store(timeline.layout(runs="mars", **{"from": lo, "to": hi}), "tl-range").data is None

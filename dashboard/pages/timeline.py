@@ -17,7 +17,7 @@ from .. import data as D
 from .. import figures as F
 from ..state import current
 from ..ui import (CLICKS, EVENT, KEYS, URL_SYNC, WINDOW, checked, error_box, fig_guard, graph, guarded, picked_runs,
-                  run_picker)
+                  run_picker, window)
 
 PATH = "/timeline"
 NAME = "Timeline"
@@ -85,9 +85,7 @@ def layout(runs=None, sel=None, **q):
     picked, instead = picked_runs(st, runs or sel, NAME)
     if instead is not None:
         return instead
-    lo, hi = _num(q.get("from")), _num(q.get("to"))
-    if lo is None or hi is None or not hi > lo:
-        lo = hi = None
+    lo, hi = window([_num(q.get("from")), _num(q.get("to"))]) or (None, None)  # the window the callbacks accept
     tools = []
     if perfetto_available():
         tools = [html.Button("Download as Perfetto trace", id="tl-perfetto", className="secondary"),
@@ -122,8 +120,8 @@ def _range_of(relayout: dict):
         rng = next((v for k, v in relayout.items() if k.startswith("xaxis") and k.endswith(".range")), None)
         if isinstance(rng, list) and len(rng) == 2:
             lo, hi = rng
-    lo, hi = _num(lo), _num(hi)
-    return (lo, hi) if lo is not None and hi is not None and hi > lo else None
+    w = window([_num(lo), _num(hi)])
+    return tuple(w) if w else None
 
 
 def register(app) -> None:
