@@ -172,6 +172,8 @@ NUMBER = _opt(_is_num, "a finite number")
 TEXT = _opt(_text, f"a text of at most {MAX_TEXT} characters")
 SCALAR = _opt(_scalar, "a text or a number")
 BOOL = _opt(lambda v: isinstance(v, bool), "true or false")
+PATHNAME = _opt(lambda v: _text(v) and v.startswith("/"), "a path starting with /")
+SEARCH = _opt(lambda v: _text(v) and (v == "" or v.startswith("?")), "a query string starting with ?")
 EVENT = _opt(lambda v: isinstance(v, dict), "plotly event data (an object)")
 
 
