@@ -94,6 +94,10 @@ def test_frames_page_shows_interface_names_as_text(browser, crafted_capture, tmp
         pg.click("div.frames tbody tr:nth-child(1) td:first-child a")
         pg.wait_for_function("(n) => document.querySelector('#fr-tree').textContent.includes(n)", arg=NAMES[0])
         assert pg.locator("#_pages_content img").count() == 0
+        pg.click("#fr-link")  # the link filter lists the names as text too
+        pg.wait_for_selector("[role=option]")
+        options = pg.eval_on_selector_all("[role=option]", "os => os.map(o => o.textContent.trim())")
+        assert set(NAMES) <= set(options) and pg.locator("img").count() == 0, options
         pg.reload()
         pg.wait_for_selector("div.frames table tbody tr")
         outside = [u for u in pg.seen if not u.startswith(base + "/")]
