@@ -31,19 +31,20 @@ def parse_time(v) -> float | None:
     return float(m[1]) * {"s": 1, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9, None: 1}[m[2]]
 
 
-def frames_table(rows: list[dict], columns: list[str]) -> dict:
-    """The page of frames as plain strings for ``DRAW_TABLE``: a capture's text (interface
-    names, ...) is data, never markup."""
-    return {"columns": list(columns), "rows": [[str(r.get(c, "")) for c in columns] for r in rows]}
+def frames_table(rows: list[dict], columns: list[str], status: str = "") -> dict:
+    """The page of frames as plain strings for ``DRAW_TABLE``, with the status line that
+    goes with it: a capture's text (interface names, ...) is data, never markup."""
+    return {"columns": list(columns), "rows": [[str(r.get(c, "")) for c in columns] for r in rows], "status": status}
 
 
 # The table drawn in the browser with textContent (nothing in it is parsed as HTML or
 # Markdown), in one pass: the Dash renderer takes tens of seconds over 100 rows of html.Td
 # components, a Markdown table would read a capture's text as markup. The record number
-# links to its detail (#frame-N, which fr-loc reads).
+# links to its detail (#frame-N, which fr-loc reads). The status line ("N frames match")
+# changes in the same pass, so it never names rows not drawn yet.
 DRAW_TABLE = """function(t) {
-  const wrap = document.getElementById('fr-table');
-  if (!wrap) return window.dash_clientside.no_update;
+  const wrap = document.getElementById('fr-table'), keep = window.dash_clientside.no_update;
+  if (!wrap) return [keep, keep];
   const out = document.createElement('div');
   if (!t || !Array.isArray(t.rows) || !t.rows.length) {
     out.className = 'muted'; out.textContent = t ? 'no frames match' : '';
@@ -65,7 +66,7 @@ DRAW_TABLE = """function(t) {
     table.appendChild(body); out.appendChild(table);
   }
   wrap.replaceChildren(out);
-  return t ? t.rows.length : 0;
+  return [t && typeof t.status === 'string' ? t.status : keep, t ? t.rows.length : 0];
 }"""
 
 
@@ -166,7 +167,8 @@ def register(app) -> None:
             return page + 1
         return 0
 
-    app.clientside_callback(DRAW_TABLE, Output("fr-drawn", "data"), Input("fr-rows", "data"))
+    app.clientside_callback(DRAW_TABLE, Output("fr-status", "children", allow_duplicate=True), Output("fr-drawn", "data"),
+                            Input("fr-rows", "data"), prevent_initial_call=True)
 
     @app.callback(Output("fr-status", "children"), Output("fr-rows", "data"), Output("fr-hist", "figure"),
                   Output("fr-pageinfo", "children"), Output("fr-poll", "disabled"), Output("fr-link", "options"),
@@ -217,7 +219,7 @@ def register(app) -> None:
         fig = F.frames_histogram(hist, title)
         fig.update_layout(dragmode="select", selectdirection="h")
         links = [{"label": link_label(n), "value": i} for i, n in enumerate(ix.links)]
-        return status, frames_table(rows, ix.columns()), fig, info, True, links, \
+        return no_update, frames_table(rows, ix.columns(), status), fig, info, True, links, \
             ({} if links else {"display": "none"})
 
     @app.callback(Output("fr-from", "value"), Output("fr-to", "value"), Input("fr-hist", "selectedData"),
