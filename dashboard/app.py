@@ -14,9 +14,11 @@ from pathlib import Path
 
 import dash
 from dash import ALL, Dash, Input, Output, State, dcc, html, no_update
+from werkzeug.exceptions import BadRequest
 
 from .pages import PAGES
 from .state import AppState, Config, current
+from .ui import ANY, CLICKS, KEYS, PATHNAME, SEARCH, checked
 
 log = logging.getLogger("dashboard")
 ASSETS = Path(__file__).parent / "assets"
@@ -35,6 +37,8 @@ def create_app(cfg: Config) -> tuple[Dash, AppState]:
                use_pages=True, pages_folder="", assets_folder=str(ASSETS), serve_locally=True,
                routing_callback_inputs={"sel": State("sel", "data")})
     app.server.config["EMU_STATE"] = st
+    app.server.register_error_handler(BadRequest, one_line)
+    app.server.before_request(lambda: check_request(app))
     for page in PAGES:
         dash.register_page(page.__name__, path=page.PATH, name=page.NAME, order=PAGES.index(page), layout=page.layout,
                            title=f"{page.NAME} · mcf-emu")
@@ -59,6 +63,7 @@ def create_app(cfg: Config) -> tuple[Dash, AppState]:
 
     @app.callback(Output("runs", "options"), Output("runs-version", "data"), Input("runs-poll", "n_intervals"),
                   State("runs-version", "data"), prevent_initial_call=True)
+    @checked(_=CLICKS, seen=ANY)
     def refresh_runs(_, seen):
         s = current()
         if seen == s.registry.version:
@@ -66,6 +71,46 @@ def create_app(cfg: Config) -> tuple[Dash, AppState]:
         return [{"label": r.label, "value": r.key} for r in s.registry.runs()], s.registry.version
 
     return app, st
+
+
+# Dash's own page-routing callback (URL to page layout) takes client state as well: checked
+# here, before Dash reads it, with the checks every page callback uses.
+ROUTING = {"_pages_location.pathname": PATHNAME, "_pages_location.search": SEARCH, "sel.data": KEYS}
+
+
+def _dep_ok(d) -> bool:
+    one = lambda x: isinstance(x, dict) and isinstance(x.get("property"), str)  # noqa: E731
+    return one(d) or isinstance(d, list) and all(one(x) for x in d)
+
+
+def check_request(app: Dash):
+    """A callback request's shape (a known callback; its inputs and state as Dash sends them),
+    before Dash reads it: a malformed one is answered 400 with one line, not 500."""
+    import flask
+
+    req = flask.request
+    if req.method != "POST" or not req.path.endswith("/_dash-update-component"):
+        return None
+    body = req.get_json(silent=True)
+    if not isinstance(body, dict) or not isinstance(body.get("output"), str) or \
+            not all(isinstance(body.get(k, []), list) for k in ("inputs", "state", "changedPropIds")) or \
+            not all(_dep_ok(d) for d in body.get("inputs", []) + body.get("state", [])):
+        raise BadRequest("a callback request: an object with output, inputs and state expected")
+    if body["output"] not in app.callback_map:
+        raise BadRequest(f"no callback for {body['output'][:200]!r}")
+    if "_pages_content" in body["output"]:
+        for dep in body.get("inputs", []) + body.get("state", []):
+            name = f"{dep.get('id')}.{dep.get('property')}" if isinstance(dep, dict) else None
+            if name in ROUTING:
+                ROUTING[name](dep.get("value"), name)
+    return None
+
+
+def one_line(exc: BadRequest):
+    """A malformed request's answer: 400 and the one line that says what is wrong."""
+    import flask
+
+    return flask.Response(" ".join(str(exc.description).split()) + "\n", status=400, mimetype="text/plain")
 
 
 def allowed_hosts(host: str, port: int) -> set[str] | None:

@@ -1,12 +1,18 @@
 """Pieces every page uses: message boxes, graphs, the run picker, guards that turn a bad
-results folder into a message, and the script that keeps a page's selection in its URL."""
+results folder into a message, the checks of what a callback receives from the browser, and
+the script that keeps a page's selection in its URL."""
 
 from __future__ import annotations
 
+import functools
+import inspect
+import json
 import logging
+import math
 import traceback
 
 from dash import dcc, html
+from werkzeug.exceptions import BadRequest
 
 from . import data as D
 from . import figures as F
@@ -115,3 +121,146 @@ def url_sync(app, store_id: str, names: list[str], inputs) -> None:
 
     app.clientside_callback(URL_SYNC % ("[" + ",".join(f"'{n}'" for n in names) + "]"), Output(store_id, "data"),
                             *inputs)
+
+
+# -- what a callback receives from the browser ---------------------------------------------
+# Every value a callback takes is client state: a crafted request can send any JSON in its
+# place. ``checked`` tests each argument against its kind before the callback runs; a value
+# the page never sends is answered 400 with one line (werkzeug logs no traceback for it).
+
+MAX_TEXT = 4096
+MAX_ITEMS = 1024
+
+
+def _bad(name: str, want: str, v) -> BadRequest:
+    return BadRequest(f"{name}: {want} expected, got {type(v).__name__}")
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and abs(v) < 2**53
+
+
+def _is_num(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and abs(v) < 2**53
+
+
+def _list(name, v, want, item) -> list:
+    if not isinstance(v, list) or len(v) > MAX_ITEMS or not all(item(x) for x in v):
+        raise _bad(name, want, v)
+    return v
+
+
+def _text(v) -> bool:
+    return isinstance(v, str) and len(v) <= MAX_TEXT
+
+
+def _scalar(v) -> bool:
+    return v is None or _text(v) or _is_num(v) or isinstance(v, bool)
+
+
+def _opt(test, want):
+    def check(v, name):
+        if v is None or test(v):
+            return v
+        raise _bad(name, want, v)
+    return check
+
+
+CLICKS = _opt(lambda v: _is_int(v) and v >= 0, "a click count")
+INT = _opt(_is_int, "an integer")
+NUMBER = _opt(_is_num, "a finite number")
+TEXT = _opt(_text, f"a text of at most {MAX_TEXT} characters")
+BOOL = _opt(lambda v: isinstance(v, bool), "true or false")
+PATHNAME = _opt(lambda v: _text(v) and v.startswith("/"), "a path starting with /")
+SEARCH = _opt(lambda v: _text(v) and (v == "" or v.startswith("?")), "a query string starting with ?")
+EVENT = _opt(lambda v: isinstance(v, dict), "plotly event data (an object)")
+
+
+KEY = _opt(_text, "a run key")  # a picker of one run
+
+
+def KEYS(v, name):
+    """Run keys: a list of them, one, or none."""
+    if v is None or _text(v):
+        return v
+    return _list(name, v, "a list of run keys", _text)
+
+
+def INTS(v, name):
+    return v if v is None else _list(name, v, "a list of integers", _is_int)
+
+
+def TEXTS(v, name):
+    return v if v is None else _list(name, v, "a list of texts", _text)
+
+
+def SCALARS(v, name):
+    return _list(name, v, "a list of texts or numbers", _scalar)
+
+
+def EVENTS(v, name):
+    return _list(name, v, "a list of plotly event data", lambda x: x is None or isinstance(x, dict))
+
+
+def IDS(v, name):
+    """A pattern-matching State's ids: objects of text and numbers."""
+    return _list(name, v, "a list of component ids", lambda x: isinstance(x, dict) and all(
+        _text(k) and (_text(i) or _is_num(i)) for k, i in x.items()))
+
+
+def WINDOW(v, name):
+    """A time window [from, to] in seconds (finite, from < to), or none."""
+    if v is None:
+        return None
+    if not (isinstance(v, list) and len(v) == 2 and all(_is_num(x) for x in v) and v[0] < v[1]):
+        raise BadRequest(f"{name}: a time window [from, to] of finite seconds with from < to expected, got "
+                         f"{str(v)[:80] if isinstance(v, (list, dict)) else type(v).__name__}")
+    return [float(v[0]), float(v[1])]
+
+
+def window(v) -> list[float] | None:
+    """``v`` as a time window WINDOW accepts, or None: for a page's own state (a URL's from/to)."""
+    try:
+        return WINDOW(v, "window")
+    except BadRequest:
+        return None
+
+
+def ANY(v, name):
+    """A value only compared with what the server sent (a version, a signature)."""
+    return v
+
+
+def _dep_names(n: int) -> list[str] | None:
+    """``id.property`` of the request's Inputs and States, in the callback's argument order."""
+    from dash import callback_context as cc
+
+    try:
+        deps = list(cc.inputs_list) + list(cc.states_list)
+    except Exception:  # noqa: BLE001 - called outside a request (a test calling the function)
+        return None
+    out = []
+    for d in deps:
+        d = d[0] if isinstance(d, list) and d else d
+        i = d.get("id") if isinstance(d, dict) else None
+        out.append(f"{i if isinstance(i, str) else json.dumps(i, sort_keys=True)}.{d.get('property')}"
+                   if i is not None else None)
+    return out if len(out) == n else None
+
+
+def checked(**kinds):
+    """Check a callback's arguments by name (``CLICKS``, ``KEYS``, ``WINDOW``, ...) before it
+    runs; the message names the component (``tl-range.data: ...``). Every argument must be
+    named: a new Input without a check is an error when the app starts."""
+    def deco(fn):
+        names = list(inspect.signature(fn).parameters)
+        missing = [n for n in names if n not in kinds]
+        if missing or set(kinds) - set(names):
+            raise TypeError(f"{fn.__name__}: checks for {missing or sorted(set(kinds) - set(names))}")
+
+        @functools.wraps(fn)
+        def wrap(*args):
+            shown = _dep_names(len(args)) or names
+            return fn(*(kinds[n](v, s or n) for n, s, v in zip(names, shown, args)))
+        return wrap
+    return deco

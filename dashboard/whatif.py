@@ -5,6 +5,12 @@ the directory the app owns. Its progress comes from the replay's own progress li
 `emu replay` prints when stderr is a terminal, so stderr is given a pseudo-terminal. Every
 value from the form is checked here before it becomes one argv element (no shell, no paths
 from the browser: the trace is picked by key from the server's list).
+
+A failure clause is checked by the replay itself, with the parser and the topology that
+``emu replay --fail`` uses (emu.net.timeline, part of the engine, which the app does not
+import): ``submit`` returns once the replay has passed its checks (its first progress, or
+its end), and a replay that refuses its options is no job at all: its one-line message
+comes back as a WhatIfError and nothing of it is left in the folder.
 """
 
 from __future__ import annotations
@@ -29,8 +35,12 @@ from emu.units import parse_rate, parse_time
 
 TOPOLOGIES = ("auto", "ring", "bring", "mesh", "torus", "star", "full", "fattree")
 _SHAPE = re.compile(r"^\d{1,4}(x\d{1,4})?$")
-_CLAUSE = re.compile(r"^\s*(link\s+\d+\s*-\s*\d+|node\s+\d+)\s+(down|up|degrade)\b[a-z0-9 .]*$", re.I)
+# the characters of scenario clauses (keywords, numbers, units, U-V, U>V, *, ';' between
+# clauses); what they say is the replay's to check
+_CLAUSE_TEXT = re.compile(r"[A-Za-z0-9µ .*;>-]{1,200}")
 _PROGRESS = re.compile(r"(\d+(?:\.\d+)?)%\s+simulated\s+([\d.]+)\s*s")
+_ERROR = re.compile(r"^emu replay: error: (.+)$")
+STARTUP_WAIT_S = 60  # at most this long for a replay to pass its checks before the form answers
 
 
 class WhatIfError(ValueError):
@@ -125,10 +135,10 @@ def build_args(trace: Path, form: dict) -> tuple[list[str], str]:
             desc.append(f"loss {lv:g}")
     fail = (form.get("failure") or "").strip()
     if fail:
-        if not _CLAUSE.fullmatch(fail) or len(fail) > 120:
-            raise WhatIfError(f"failure {fail!r}: e.g. 'link 0-1 down at 0.5s', 'node 3 down at 1s' or "
+        if not _CLAUSE_TEXT.fullmatch(fail):
+            raise WhatIfError(f"failure {fail[:200]!r}: e.g. 'link 0-1 down at 0.5s', 'node 3 down at 1s' or "
                               "'link 0-1 degrade 0.25 at 1s until 2s'")
-        args.append(("--degrade=" if "degrade" in fail.lower() else "--fail=") + fail)
+        args.append(("--fail=" if re.search(r"\b(down|up)\b", fail, re.I) else "--degrade=") + fail)
         desc.append(fail)
     return args, ", ".join(desc) or "as recorded"
 
@@ -149,6 +159,8 @@ class Job:
     run_key: str | None = None
     proc: subprocess.Popen | None = None
     tail: str = ""
+    began: bool = False  # the replay passed its checks and runs (its first progress line)
+    ready: threading.Event = field(default_factory=threading.Event)  # began, or ended
 
     @property
     def elapsed(self) -> float:
@@ -210,7 +222,16 @@ class WhatIfs:
             job = Job(n, trace_key, desc, out, argv)
             self.jobs.append(job)
         threading.Thread(target=self._run, args=(job,), name=f"whatif-{n}", daemon=True).start()
+        job.ready.wait(STARTUP_WAIT_S)
+        if job.state == "failed" and not job.began:  # refused its options: not a job, nothing left
+            with self._lock:
+                self.jobs.remove(job)
+            self._log(job).unlink(missing_ok=True)
+            raise WhatIfError(job.message)
         return job
+
+    def _log(self, job: Job) -> Path:
+        return self.out_dir / f".{job.out.name}.log"
 
     def cancel(self, job_id) -> None:
         j = self.job(job_id)
@@ -222,11 +243,17 @@ class WhatIfs:
                 pass
 
     def _run(self, job: Job) -> None:
+        job.state = "running"
+        try:
+            self._follow(job)
+        finally:
+            job.ready.set()
+
+    def _follow(self, job: Job) -> None:
         import pty
 
-        job.state = "running"
         master, slave = pty.openpty()
-        log = open(self.out_dir / f".{job.out.name}.log", "wb")
+        log = open(self._log(job), "wb")
         try:
             env = dict(os.environ, PYTHONUNBUFFERED="1", COLUMNS="200")
             job.proc = subprocess.Popen(job.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=slave,
@@ -244,10 +271,12 @@ class WhatIfs:
                 buf = (buf + chunk)[-8192:]
                 text = buf.decode("utf-8", "replace")
                 m = list(_PROGRESS.finditer(text))
+                job.tail = text
                 if m:
                     job.progress = float(m[-1].group(1)) / 100
                     job.sim_s = float(m[-1].group(2))
-                job.tail = text
+                    job.began = True
+                    job.ready.set()
             rc = job.proc.wait()
         except Exception as exc:
             rc = -1
@@ -276,4 +305,6 @@ class WhatIfs:
             job.state = "failed"
             lines = [ln.strip() for ln in re.split(r"[\r\n]+", job.tail) if ln.strip() and "replay [" not in ln]
             err = [ln for ln in lines if "error" in ln.lower()]
-            job.message = (err[-1] if err else lines[-1] if lines else f"exit status {rc}")[:400]
+            line = err[-1] if err else lines[-1] if lines else job.message or f"exit status {rc}"
+            m = _ERROR.match(line)  # the replay's own one-line message, as the CLI prints it
+            job.message = (m[1] if m else line)[:400]

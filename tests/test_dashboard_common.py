@@ -122,16 +122,26 @@ def app(runs, tmp_path_factory):
         yield served
 
 
+_BROWSER: dict = {"users": 0}  # one Playwright per process: every module importing the fixture shares it
+
+
 @pytest.fixture(scope="session")
 def browser():
     if not Path(CHROMIUM).exists():
         pytest.skip(f"{CHROMIUM} is absent: install Debian's chromium package (scripts/test does) to run the browser tests")
     from playwright.sync_api import sync_playwright
 
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield b
-        b.close()
+    if not _BROWSER["users"]:
+        _BROWSER["pw"] = sync_playwright().start()
+        _BROWSER["b"] = _BROWSER["pw"].chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    _BROWSER["users"] += 1
+    try:
+        yield _BROWSER["b"]
+    finally:
+        _BROWSER["users"] -= 1
+        if not _BROWSER["users"]:
+            _BROWSER.pop("b").close()
+            _BROWSER.pop("pw").stop()
 
 
 @pytest.fixture

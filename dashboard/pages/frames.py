@@ -14,7 +14,8 @@ from dash import Input, Output, State, ctx, dcc, html, no_update
 from .. import figures as F
 from ..frames import FrameFilter, enum_names, header_tree, hexdump, link_label
 from ..state import current
-from ..ui import error_box, graph, guarded, no_runs, note_box, run_picker, url_sync
+from ..ui import (BOOL, CLICKS, EVENT, INT, INTS, KEY, NUMBER, TEXT, checked, error_box, graph, guarded, no_runs, note_box,
+                  run_picker, url_sync)
 
 PATH = "/frames"
 NAME = "Frames"
@@ -30,15 +31,43 @@ def parse_time(v) -> float | None:
     return float(m[1]) * {"s": 1, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9, None: 1}[m[2]]
 
 
-def frames_table(rows: list[dict], columns: list[str]):
-    """The page of frames as one Markdown table: one component, not thousands (the Dash renderer
-    takes seconds over a table of html.Td components). The record number links to its detail."""
-    if not rows:
-        return html.Div("no frames match", className="muted")
-    head = "| " + " | ".join(columns) + " |\n|" + "---:|" * len(columns) + "\n"
-    body = "\n".join("| " + " | ".join((f"[{r['#']}](#frame-{r['#']})" if c == "#" else
-                                         str(r.get(c, "")).replace("|", "/")) for c in columns) + " |" for r in rows)
-    return dcc.Markdown(head + body, className="frames", id="fr-md")
+def frames_table(rows: list[dict], columns: list[str], status: str = "") -> dict:
+    """The page of frames as plain strings for ``DRAW_TABLE``, with the status line that
+    goes with it: a capture's text (interface names, ...) is data, never markup."""
+    return {"columns": list(columns), "rows": [[str(r.get(c, "")) for c in columns] for r in rows], "status": status}
+
+
+# The table drawn in the browser with textContent (nothing in it is parsed as HTML or
+# Markdown), in one pass: the Dash renderer takes tens of seconds over 100 rows of html.Td
+# components, a Markdown table would read a capture's text as markup. The record number
+# links to its detail (#frame-N, which fr-loc reads). The status line ("N frames match")
+# changes in the same pass, so it never names rows not drawn yet.
+DRAW_TABLE = """function(t) {
+  const wrap = document.getElementById('fr-table'), keep = window.dash_clientside.no_update;
+  if (!wrap) return [keep, keep];
+  const out = document.createElement('div');
+  if (!t || !Array.isArray(t.rows) || !t.rows.length) {
+    out.className = 'muted'; out.textContent = t ? 'no frames match' : '';
+  } else {
+    out.className = 'frames';
+    const table = document.createElement('table'), head = document.createElement('tr'), body = document.createElement('tbody');
+    for (const c of t.columns) { const th = document.createElement('th'); th.textContent = c; head.appendChild(th); }
+    table.appendChild(document.createElement('thead')).appendChild(head);
+    const rec = t.columns.indexOf('#');
+    for (const r of t.rows) {
+      const tr = document.createElement('tr');
+      r.forEach((v, i) => {
+        const td = tr.appendChild(document.createElement('td'));
+        if (i === rec && /^\\d+$/.test(v)) { const a = td.appendChild(document.createElement('a')); a.href = '#frame-' + v;
+          a.textContent = v; } else td.textContent = v;
+      });
+      body.appendChild(tr);
+    }
+    table.appendChild(body); out.appendChild(table);
+  }
+  wrap.replaceChildren(out);
+  return [t && typeof t.status === 'string' ? t.status : keep, t ? t.rows.length : 0];
+}"""
 
 
 def _index(st, run):
@@ -101,7 +130,7 @@ def body(st, run, frame=None):
                       html.Span(id="fr-pageinfo"),
                       html.Label(["frame #", dcc.Input(id="fr-sel", type="number", min=0, value=frame, debounce=True,
                                                        style={"width": "110px"})])], className="pager"),
-            html.Div(id="fr-table", className="tablewrap"),
+            html.Div(id="fr-table", className="tablewrap"), dcc.Store(id="fr-rows"), dcc.Store(id="fr-drawn"),
         ], className="panel"),
         html.Div([html.Div([html.H3("Header"), html.Div(id="fr-tree", className="tree")], className="panel frdetail"),
                   html.Div([html.H3("Bytes"), html.Pre(id="fr-hex", className="hex")], className="panel")],
@@ -118,30 +147,38 @@ def register(app) -> None:
     url_sync(app, "fr-url", ["runs", "frame"], [Input("runs", "value"), Input("fr-sel", "value")])
 
     @app.callback(Output("fr-body", "children"), Input("runs", "value"), prevent_initial_call=True)
+    @checked(key=KEY)
     def redraw(key):
         st = current()
-        run = st.registry.get(key) if isinstance(key, str) else None
+        run = st.registry.get(key)
         return body(st, run) if run is not None else [error_box("pick a run")]
 
     @app.callback(Output("fr-page", "data"), Input("fr-prev", "n_clicks"), Input("fr-next", "n_clicks"),
                   Input("fr-op", "value"), Input("fr-src", "value"), Input("fr-dst", "value"), Input("fr-hop", "value"),
                   Input("fr-link", "value"), Input("fr-from", "value"), Input("fr-to", "value"), Input("fr-msg", "data"),
                   State("fr-page", "data"), prevent_initial_call=True)
-    def frames_page(*a):
-        page = a[-1] or 0
+    @checked(prev=CLICKS, next_=CLICKS, ops=INTS, src=INT, dst=INT, hop=INT, link=INT, t_from=TEXT, t_to=TEXT, msg=INTS,
+             page=INT)
+    def frames_page(prev, next_, ops, src, dst, hop, link, t_from, t_to, msg, page):
+        page = max(page or 0, 0)
         if ctx.triggered_id == "fr-prev":
             return max(0, page - 1)
         if ctx.triggered_id == "fr-next":
             return page + 1
         return 0
 
-    @app.callback(Output("fr-status", "children"), Output("fr-table", "children"), Output("fr-hist", "figure"),
+    app.clientside_callback(DRAW_TABLE, Output("fr-status", "children", allow_duplicate=True), Output("fr-drawn", "data"),
+                            Input("fr-rows", "data"), prevent_initial_call=True)
+
+    @app.callback(Output("fr-status", "children"), Output("fr-rows", "data"), Output("fr-hist", "figure"),
                   Output("fr-pageinfo", "children"), Output("fr-poll", "disabled"), Output("fr-link", "options"),
                   Output("fr-link-wrap", "style"),
                   Input("fr-poll", "n_intervals"), Input("fr-page", "data"),
                   Input("fr-op", "value"), Input("fr-src", "value"), Input("fr-dst", "value"), Input("fr-hop", "value"),
                   Input("fr-link", "value"), Input("fr-from", "value"), Input("fr-to", "value"), Input("fr-msg", "data"),
                   State("runs", "value"))
+    @checked(_tick=CLICKS, page=INT, ops=INTS, src=INT, dst=INT, hop=INT, link=INT, t_from=TEXT, t_to=TEXT, msg=INTS,
+             key=KEY)
     def frames_view(_tick, page, ops, src, dst, hop, link, t_from, t_to, msg, key):
         st = current()
         run = st.registry.get(key)
@@ -182,29 +219,32 @@ def register(app) -> None:
         fig = F.frames_histogram(hist, title)
         fig.update_layout(dragmode="select", selectdirection="h")
         links = [{"label": link_label(n), "value": i} for i, n in enumerate(ix.links)]
-        return status, frames_table(rows, ix.columns()), fig, info, True, links, \
+        return no_update, frames_table(rows, ix.columns(), status), fig, info, True, links, \
             ({} if links else {"display": "none"})
 
     @app.callback(Output("fr-from", "value"), Output("fr-to", "value"), Input("fr-hist", "selectedData"),
                   Input("fr-hist", "relayoutData"), prevent_initial_call=True)
+    @checked(sel=EVENT, relayout=EVENT)
     def brush(sel, relayout):
         if ctx.triggered_id == "fr-hist" and any(t["prop_id"] == "fr-hist.selectedData" for t in ctx.triggered):
             try:
                 lo, hi = sel["range"]["x"]
                 return f"{float(min(lo, hi)):.9f}", f"{float(max(lo, hi)):.9f}"
-            except (TypeError, KeyError, ValueError):
+            except (TypeError, KeyError, ValueError, OverflowError):
                 return no_update, no_update
         if isinstance(relayout, dict) and relayout.get("xaxis.autorange"):
             return "", ""  # double-click: the whole capture again
         return no_update, no_update
 
     @app.callback(Output("fr-sel", "value"), Input("fr-loc", "hash"), prevent_initial_call=True)
+    @checked(h=TEXT)
     def pick_frame(h):
         m = re.fullmatch(r"#frame-(\d{1,12})", h or "")
         return int(m[1]) if m else no_update
 
     @app.callback(Output("fr-tree", "children"), Output("fr-hex", "children"), Output("fr-msgbar", "children"),
                   Input("fr-sel", "value"), Input("fr-poll", "disabled"), Input("fr-msg", "data"), State("runs", "value"))
+    @checked(rec=NUMBER, ready=BOOL, msg=INTS, key=KEY)
     def show_frame(rec, ready, msg, key):
         st = current()
         run = st.registry.get(key)
@@ -222,6 +262,7 @@ def register(app) -> None:
 
     @app.callback(Output("fr-msg", "data"), Input("fr-follow", "n_clicks"), Input("fr-unfollow", "n_clicks"),
                   State("fr-sel", "value"), State("runs", "value"), prevent_initial_call=True)
+    @checked(n_follow=CLICKS, n_unfollow=CLICKS, rec=NUMBER, key=KEY)
     def follow(n_follow, n_unfollow, rec, key):
         # a button drawn anew fires with n_clicks None: only a click counts
         if ctx.triggered_id == "fr-unfollow":

@@ -13,7 +13,7 @@ from .. import compare as C
 from .. import data as D
 from .. import figures as F
 from ..state import current
-from ..ui import error_box, fig_guard, graph, guarded, no_runs, run_picker, span, url_sync
+from ..ui import EVENTS, KEYS, TEXT, checked, error_box, fig_guard, graph, guarded, no_runs, run_picker, span, url_sync
 
 PATH = "/links"
 NAME = "Links"
@@ -149,6 +149,7 @@ def register(app) -> None:
 
     @app.callback(Output("lk-link", "data"), Input({"type": "lk-topo", "run": ALL}, "clickData"),
                   Input({"type": "lk-heat", "run": ALL}, "clickData"), prevent_initial_call=True)
+    @checked(_t=EVENTS, _h=EVENTS)
     def select_link(_t, _h):
         trig = ctx.triggered_id
         if not isinstance(trig, dict) or not ctx.triggered or not ctx.triggered[0].get("value"):
@@ -157,12 +158,14 @@ def register(app) -> None:
             p = ctx.triggered[0]["value"]["points"][0]
         except (TypeError, KeyError, IndexError):
             return no_update
+        if not isinstance(p, dict):
+            return no_update
         run = current().registry.get(trig.get("run"))
         if run is None or run.error:
             return no_update
-        if trig["type"] == "lk-topo":
+        if trig.get("type") == "lk-topo":
             cd = p.get("customdata")
-            if not isinstance(cd, (int, float)) or isinstance(cd, bool):
+            if not (isinstance(cd, int) and not isinstance(cd, bool) or isinstance(cd, float) and cd.is_integer()):
                 return no_update
             totals, _ = links_data(current(), run)
             hit = totals[totals["link"] == int(cd)]
@@ -172,6 +175,7 @@ def register(app) -> None:
 
     @app.callback(Output("lk-body", "children"), Input("runs", "value"), Input("lk-link", "data"),
                   prevent_initial_call=True)
+    @checked(keys=KEYS, link=TEXT)
     def redraw(keys, link):
         st = current()
         picked = st.pick(keys)

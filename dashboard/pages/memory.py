@@ -11,7 +11,8 @@ from .. import compare as C
 from .. import data as D
 from .. import figures as F
 from ..state import current
-from ..ui import picked_runs, error_box, fig_guard, graph, guarded, run_picker, span, url_sync
+from ..ui import (EVENTS, INT, KEYS, checked, error_box, fig_guard, graph, guarded, picked_runs, run_picker, span,
+                  url_sync)
 
 PATH = "/memory"
 NAME = "Memory and replicas"
@@ -176,15 +177,17 @@ def register(app) -> None:
 
     @app.callback(Output("mem-node-fig", "figure"), Input("mem-node", "value"), State("runs", "value"),
                   prevent_initial_call=True)
+    @checked(node=INT, keys=KEYS)
     def show_node(node, keys):
         st = current()
         picked = [r for r in st.pick(keys) if not r.error]
-        if not picked or not isinstance(node, int):
+        if not picked or node is None or not 0 <= node < max(n_nodes(r) for r in picked):
             return no_update
         return fig_guard(node_fig)(st, picked, node)
 
     @app.callback(Output("mem-body", "children"), Output("mem-node", "options"), Input("runs", "value"),
                   State("mem-node", "value"), prevent_initial_call=True)
+    @checked(keys=KEYS, node=INT)
     def redraw(keys, node):
         st = current()
         picked = st.pick(keys)
@@ -196,6 +199,7 @@ def register(app) -> None:
 
     @app.callback(Output("mem-node", "value"), Input({"type": "mem-heat", "run": ALL}, "clickData"),
                   prevent_initial_call=True)
+    @checked(_=EVENTS)
     def heat_node(_):
         try:
             return int(str(ctx.triggered[0]["value"]["points"][0]["y"]).split()[-1])

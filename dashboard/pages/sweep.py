@@ -6,10 +6,12 @@ from __future__ import annotations
 
 from dash import ALL, Input, Output, State, dcc, html, no_update
 
+from emu.csvtext import to_csv
+
 from ..state import current
 from ..sweep import (TABLE_METRICS, apply_filters, filter_label, filter_values, params_of, summary_line, sweep_axes,
                      sweep_figure, sweep_table)
-from ..ui import error_box, graph, guarded, note_box
+from ..ui import CLICKS, IDS, SCALARS, TEXT, TEXTS, checked, error_box, graph, guarded, note_box
 
 PATH = "/sweep"
 NAME = "Sweep"
@@ -49,7 +51,7 @@ def _n_params(tab) -> int:
 
 
 def _filtered(st, values, ids):
-    return apply_filters(st.sweep_df, {i["col"]: v for i, v in zip(ids or [], values or [])})
+    return apply_filters(st.sweep_df, {i.get("col"): v for i, v in zip(ids or [], values or [])})
 
 
 @guarded(NAME)
@@ -107,6 +109,7 @@ def layout(sweep=None, **_):
 def register(app) -> None:
     @app.callback(Output("sw-figs", "children"), Input({"type": "sw-filter", "col": ALL}, "value"),
                   State({"type": "sw-filter", "col": ALL}, "id"), prevent_initial_call=True)
+    @checked(values=SCALARS, ids=IDS)
     def sweep_filter(values, ids):
         st = current()
         if st.sweep_df is None:
@@ -116,6 +119,7 @@ def register(app) -> None:
     @app.callback(Output("sw-table", "children"), Input({"type": "sw-filter", "col": ALL}, "value"),
                   Input("sw-col", "value"), Input("sw-metrics", "value"),
                   State({"type": "sw-filter", "col": ALL}, "id"), prevent_initial_call=True)
+    @checked(values=SCALARS, col=TEXT, metrics=TEXTS, ids=IDS)
     def table(values, col, metrics, ids):
         st = current()
         if st.sweep_df is None or not isinstance(col, str):
@@ -125,9 +129,10 @@ def register(app) -> None:
     @app.callback(Output("sw-csv", "data"), Input("sw-csv-btn", "n_clicks"), State({"type": "sw-filter", "col": ALL}, "value"),
                   State("sw-col", "value"), State("sw-metrics", "value"), State({"type": "sw-filter", "col": ALL}, "id"),
                   prevent_initial_call=True)
+    @checked(n=CLICKS, values=SCALARS, col=TEXT, metrics=TEXTS, ids=IDS)
     def csv(n, values, col, metrics, ids):
         st = current()
         if not n or st.sweep_df is None or not isinstance(col, str):
             return no_update
         tab = sweep_table(_filtered(st, values, ids), col, tuple(m for m in metrics or [] if isinstance(m, str)))
-        return dict(content=tab.to_csv(index=False), filename="sweep-table.csv", type="text/csv")
+        return dict(content=to_csv(tab), filename="sweep-table.csv", type="text/csv")

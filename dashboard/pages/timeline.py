@@ -16,7 +16,8 @@ from dash import Input, Output, State, ctx, dcc, html, no_update
 from .. import data as D
 from .. import figures as F
 from ..state import current
-from ..ui import URL_SYNC, picked_runs, error_box, fig_guard, graph, guarded, run_picker
+from ..ui import (CLICKS, EVENT, KEYS, URL_SYNC, WINDOW, checked, error_box, fig_guard, graph, guarded, picked_runs,
+                  run_picker, window)
 
 PATH = "/timeline"
 NAME = "Timeline"
@@ -84,9 +85,7 @@ def layout(runs=None, sel=None, **q):
     picked, instead = picked_runs(st, runs or sel, NAME)
     if instead is not None:
         return instead
-    lo, hi = _num(q.get("from")), _num(q.get("to"))
-    if lo is None or hi is None or not hi > lo:
-        lo = hi = None
+    lo, hi = window([_num(q.get("from")), _num(q.get("to"))]) or (None, None)  # the window the callbacks accept
     tools = []
     if perfetto_available():
         tools = [html.Button("Download as Perfetto trace", id="tl-perfetto", className="secondary"),
@@ -121,8 +120,8 @@ def _range_of(relayout: dict):
         rng = next((v for k, v in relayout.items() if k.startswith("xaxis") and k.endswith(".range")), None)
         if isinstance(rng, list) and len(rng) == 2:
             lo, hi = rng
-    lo, hi = _num(lo), _num(hi)
-    return (lo, hi) if lo is not None and hi is not None and hi > lo else None
+    w = window([_num(lo), _num(hi)])
+    return tuple(w) if w else None
 
 
 def register(app) -> None:
@@ -134,6 +133,7 @@ def register(app) -> None:
     @app.callback(Output("timeline", "figure"), Output("tl-detail", "children"), Output("tl-range", "data"),
                   Input("timeline", "relayoutData"), Input("timeline", "clickData"), Input("runs", "value"),
                   State("tl-range", "data"), prevent_initial_call=True)
+    @checked(relayout=EVENT, click=EVENT, keys=KEYS, rng=WINDOW)
     def update(relayout, click, keys, rng):
         st = current()
         picked = [r for r in st.pick(keys) if not r.error]
@@ -147,7 +147,7 @@ def register(app) -> None:
             try:
                 p = click["points"][0]
                 op, run_i = int(p["customdata"][0]), int(p["customdata"][1])
-            except (TypeError, KeyError, IndexError, ValueError):
+            except (TypeError, KeyError, IndexError, ValueError, OverflowError):
                 return no_update, no_update, no_update
             if not 0 <= run_i < len(picked):
                 return no_update, no_update, no_update
@@ -173,6 +173,7 @@ def register(app) -> None:
 
     @app.callback(Output("tl-dl", "data"), Output("tl-dl-msg", "children"), Input("tl-perfetto", "n_clicks"),
                   State("runs", "value"), State("tl-range", "data"), prevent_initial_call=True)
+    @checked(n=CLICKS, keys=KEYS, rng=WINDOW)
     def download(n, keys, rng):
         if not n:
             return no_update, no_update

@@ -8,7 +8,7 @@ from werkzeug.exceptions import BadRequest
 
 from .. import data as D
 from ..state import current
-from ..ui import error_box, guarded, note_box
+from ..ui import ANY, CLICKS, TEXT, checked, error_box, guarded, note_box
 from ..whatif import TOPOLOGIES, FormTypeError, WhatIfError
 
 PATH = "/whatif"
@@ -88,6 +88,8 @@ def register(app) -> None:
     @app.callback(Output("wi-msg", "children"), Input("wi-run", "n_clicks"), Input("wi-cancel", "n_clicks"),
                   State("wi-trace", "value"), State("wi-topo", "value"), State("wi-shape", "value"), State("wi-rate", "value"),
                   State("wi-lat", "value"), State("wi-loss", "value"), State("wi-fail", "value"), prevent_initial_call=True)
+    @checked(run_clicks=CLICKS, cancel_clicks=CLICKS, trace=TEXT, topo=TEXT, shape=TEXT, rate=TEXT, lat=TEXT, loss=TEXT,
+             fail=TEXT)
     def submit(run_clicks, cancel_clicks, trace, topo, shape, rate, lat, loss, fail):
         st = current()
         if ctx.triggered_id == "wi-cancel":
@@ -112,6 +114,7 @@ def register(app) -> None:
     @app.callback(Output("wi-bar-fill", "style"), Output("wi-status", "children"), Output("wi-jobs", "children"),
                   Output("wi-run", "disabled"), Output("wi-sig", "data"), Input("wi-poll", "n_intervals"),
                   State("wi-sig", "data"))
+    @checked(_=CLICKS, seen=ANY)
     def poll(_, seen):
         st = current()
         j = st.whatifs.current()
