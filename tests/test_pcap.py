@@ -172,10 +172,10 @@ def pcap_bytes(records, snaplen=65535, magic=0xA1B23C4D):
     (b"", "not a capture file"),
     (b"GIF89a" + bytes(30), "not a pcap or pcapng file (magic 0x38464947)"),
     (pcap_bytes([])[:20], "truncated pcap file header"),
-    (pcap_bytes([(0, 0, 10, 10, bytes(10)), (0, 0, 10, 10, bytes(4))]), "record 1 at byte 50: truncated"),
+    (pcap_bytes([(0, 0, 10, 10, bytes(10)), (0, 0, 10, 10, bytes(4))]), "frame 2 at byte 50: truncated"),
     (pcap_bytes([(0, 0, 10, 10, bytes(10)), (0, 0, 1 << 20, 1 << 20, b"")]),
-     "record 1 at byte 50: incl_len 1048576 exceeds"),
-    (pcap_bytes([(0, 0, 10, 10, bytes(10)), (0, 0, 4, 3, bytes(4))]), "record 1 at byte 50: orig_len 3 below incl_len 4"),
+     "frame 2 at byte 50: incl_len 1048576 exceeds"),
+    (pcap_bytes([(0, 0, 10, 10, bytes(10)), (0, 0, 4, 3, bytes(4))]), "frame 2 at byte 50: orig_len 3 below incl_len 4"),
 ])
 def test_malformed_pcap(tmp_path, content, message):
     path = tmp_path / "bad.pcap"
@@ -202,11 +202,11 @@ def test_malformed_pcapng(tmp_path):
     cases.append((bad, f"block 0 at byte {epb}: block length 13 invalid"))
     bad = raw.copy()
     bad[epb + 8 : epb + 12] = (5).to_bytes(4, "little")
-    cases.append((bad, f"record 0 at byte {epb}: interface id not declared"))
+    cases.append((bad, f"frame 1 at byte {epb}: interface id not declared"))
     bad = raw.copy()
     epb_len = int.from_bytes(raw[epb + 4 : epb + 8], "little")
     bad[epb + epb_len - 4 : epb + epb_len] = (0).to_bytes(4, "little")
-    cases.append((bad, f"record 0 at byte {epb}: trailing block length differs"))
+    cases.append((bad, f"frame 1 at byte {epb}: trailing block length differs"))
     bad = raw.copy()
     bad[epb : epb + 4] = (3).to_bytes(4, "little")
     cases.append((bad, "block type 3 (simple/obsolete packet) not supported"))
@@ -243,7 +243,7 @@ def test_emu_pcap_json(tmp_path, capsys):
     s = json.loads(capsys.readouterr().out)
     assert s["frames"] == 7 and s["valid_frames"] == 5 and s["headers_only"]
     assert s["malformed"] == {"version": 1, "op": 1}
-    assert s["malformed_examples"][0].startswith("record 1 at byte 102: frame 1: op: unknown value 99")
+    assert s["malformed_examples"][0].startswith("frame 2 at byte 102: op: unknown value 99")
     assert s["per_op"] == {"kv_replica": 1, "kv_fetch_resp": 1, "partial_state": 1, "reduce_result": 2}
     assert s["per_src"] == {"0": 1, "1": 1, "2": 3}
     assert s["per_dst"] == {"0": 1, "1": 1, "2": 1, "3": 2} and s["per_route"] == {"7": 1}

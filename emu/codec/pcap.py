@@ -470,7 +470,9 @@ class CaptureReader:
                             file_offset.astype(np.int64), self.linktype if self.linktype is not None else -1)
 
     def _err(self, record: int, offset: int, what: str, kind: str = "record") -> DecodeError:
-        return DecodeError(f"{self.path}: {kind} {record} at byte {offset}: {what}")
+        # records are named as Wireshark numbers its frames, from 1
+        where = f"frame {record + 1}" if kind == "record" else f"{kind} {record}"
+        return DecodeError(f"{self.path}: {where} at byte {offset}: {what}")
 
 
 def read_capture(path, *, batch_bytes: int = 8 << 20):

@@ -42,8 +42,9 @@ def summarize_capture(path, *, limit: int = 20, batch_bytes: int = 8 << 20) -> d
             for i in np.flatnonzero(codes)[: max(0, EXAMPLES - len(examples))].tolist():
                 row = {f: h[f][i] for f in h.dtype.names} | {"ethertype": ethertype[i]}
                 caplen = int(b.offsets[i + 1] - b.offsets[i])
-                text = describe(int(codes[i]), b.first_record + i, row, caplen, int(b.wirelen[i]))
-                examples.append(f"record {b.first_record + i} at byte {int(b.file_offset[i])}: {text}")
+                k = b.first_record + i + 1  # Wireshark's frame number
+                text = describe(int(codes[i]), k, row, caplen, int(b.wirelen[i]))
+                examples.append(text.replace(f"frame {k}:", f"frame {k} at byte {int(b.file_offset[i])}:", 1))
             h = h[codes == 0]
             per_op += np.bincount(h["op"], minlength=256)
             per_src += np.bincount(h["src_node"], minlength=1 << 16)

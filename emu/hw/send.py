@@ -72,12 +72,12 @@ def survey(path) -> Survey:
         lens = np.diff(offsets)
         short = np.flatnonzero(lens < ETH_LEN)
         if len(short):
-            raise DecodeError(f"{path}: record {rec + int(short[0])}: {int(lens[short[0]])} bytes, not an Ethernet frame")
+            raise DecodeError(f"{path}: frame {rec + int(short[0]) + 1}: {int(lens[short[0]])} bytes, not an Ethernet frame")
         et = buf[offsets[:-1] + 12].astype(np.uint16) << 8 | buf[offsets[:-1] + 13]
         other = np.flatnonzero(et != ETHERTYPE)
         if len(other):
             i = int(other[0])
-            raise ConfigError(f"{path}: record {rec + i}: EtherType 0x{int(et[i]):04x}, not an MCF frame "
+            raise ConfigError(f"{path}: frame {rec + i + 1}: EtherType 0x{int(et[i]):04x}, not an MCF frame "
                               f"(0x{ETHERTYPE:04x}); send puts MCF frames only")
         _, codes, _, _ = scan_frames(buf, offsets)
         malformed += int((codes != 0).sum())
@@ -136,7 +136,7 @@ class SendStats:
 def check_mtu(sock: RawSocket, sv: Survey, where: str) -> None:
     if sv.largest - ETH_LEN > sock.mtu:
         need = sv.largest - ETH_LEN
-        raise MtuTooSmall(f"{where}: record {sv.largest_at}: a frame of {sv.largest} bytes needs MTU {need}, "
+        raise MtuTooSmall(f"{where}: frame {sv.largest_at + 1}: a frame of {sv.largest} bytes needs MTU {need}, "
                           f"{sock.iface} has MTU {sock.mtu}; raise it: ip link set {sock.iface} mtu {need}")
 
 
