@@ -42,8 +42,8 @@ def register(subparsers) -> None:
     s.add_argument("--count", help="send this many frames (going through the source again if it has fewer)")
     s.add_argument("--topology", default="auto", help="topology of the trace's replay (default auto)")
     s.add_argument("--capture-filter", action="append", default=[], metavar="F",
-                   help="with a TRACE: frames to keep, as `emu replay --capture-filter` (link=U-V, node=N, op=NAME, "
-                        "from=T, to=T; repeatable)")
+                   help="with a TRACE: frames to keep, as `emu replay --capture-filter` (into=N: what board N "
+                        "receives; link=U-V, link=U>V, node=N, op=NAME, from=T, to=T; repeatable)")
     s.add_argument("--json", action="store_true", help="print what was sent as one JSON object")
     s.set_defaults(func=run_send)
 

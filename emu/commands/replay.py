@@ -48,7 +48,7 @@ def register(sub) -> None:
                         "NAME.pcap or NAME.pcapng goes into the results folder")
     p.add_argument("--snaplen", default="62", help="bytes kept per captured frame (default 62: headers only)")
     p.add_argument("--capture-filter", action="append", default=[], metavar="F",
-                   help="keep only matching frames: link=U-V, node=N, op=NAME, from=T, to=T (repeatable)")
+                   help="keep only matching frames: link=U-V (both directions), link=U>V (one), node=N (its links, both ways), into=N (what board N receives), op=NAME, from=T, to=T (repeatable)")
     p.add_argument("--out", help="results folder, which must not exist (default results/<trace>-<timestamp>, "
                                  "with -2, -3... when taken)")
     p.add_argument("--no-results", action="store_true", help="print the summary only")

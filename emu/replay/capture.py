@@ -34,13 +34,14 @@ from ..units import parse_time
 class Filter:
     links: frozenset = frozenset()   # (u, v) directions
     nodes: frozenset = frozenset()
+    into: frozenset = frozenset()    # boards whose inbound links are kept (what they receive)
     ops: frozenset = frozenset()
     t_from: int = 0
     t_to: int | None = None
 
 
 def parse_filters(items) -> Filter:
-    links, nodes, ops, t_from, t_to = set(), set(), set(), 0, None
+    links, nodes, into, ops, t_from, t_to = set(), set(), set(), set(), 0, None
     for item in items:
         key, _, value = item.partition("=")
         key = key.strip()
@@ -52,11 +53,11 @@ def parse_filters(items) -> Filter:
             links.add((u, v))
             if m[2] == "-":
                 links.add((v, u))
-        elif key == "node":
+        elif key in ("node", "into"):
             try:
-                nodes.add(int(value))
+                (nodes if key == "node" else into).add(int(value))
             except ValueError:
-                raise ConfigError(f"--capture-filter {item!r}: expected node=N") from None
+                raise ConfigError(f"--capture-filter {item!r}: expected {key}=N") from None
         elif key == "op":
             try:
                 ops.add(int(Op[value.strip()]))
@@ -67,8 +68,8 @@ def parse_filters(items) -> Filter:
         elif key == "to":
             t_to = parse_time(value, "--capture-filter to")
         else:
-            raise ConfigError(f"--capture-filter {item!r}: expected link=, node=, op=, from= or to=")
-    return Filter(frozenset(links), frozenset(nodes), frozenset(ops), t_from, t_to)
+            raise ConfigError(f"--capture-filter {item!r}: expected link=, node=, into=, op=, from= or to=")
+    return Filter(frozenset(links), frozenset(nodes), frozenset(into), frozenset(ops), t_from, t_to)
 
 
 def capture_format(path) -> str:
@@ -103,10 +104,10 @@ class Capture:
         L = len(self.net.links)
         keep = np.ones(L, bool)
         f = self.filter
-        if f.links or f.nodes:
+        if f.links or f.nodes or f.into:
             keep[:] = False
             for i, (u, v) in enumerate(self.net.links):
-                keep[i] = (u, v) in f.links or u in f.nodes or v in f.nodes
+                keep[i] = (u, v) in f.links or u in f.nodes or v in f.nodes or v in f.into
         self.keep_link = keep
         self.writer.__enter__()
         self.net.log_sinks.append(self)
