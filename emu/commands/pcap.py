@@ -1,10 +1,11 @@
-"""`emu pcap FILE`: decode a capture and summarize it."""
+"""`emu pcap FILE`: decode a capture and summarize it; `emu pcap diff EXPECTED GOT`: compare two."""
 
 from __future__ import annotations
 
+import argparse
 import json
 
-from ..errors import EmuError
+from ..errors import ConfigError, EmuError
 
 
 def register(subparsers) -> None:
@@ -12,14 +13,21 @@ def register(subparsers) -> None:
                               description="Decode every frame of a capture and summarize it: frames, bytes, "
                                           "counts per op / source / destination, malformed frames by reason, "
                                           "incomplete messages.")
-    p.add_argument("file", help="pcap or pcapng file")
+    p.add_argument("file", help="pcap or pcapng file; or `diff EXPECTED GOT`: compare a board's capture (GOT) "
+                                "with the frames expected of it, frame by frame (exit 1 when they differ)")
+    p.add_argument("more", nargs="*", help=argparse.SUPPRESS)
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
-    p.add_argument("--limit", type=int, default=20, help="incomplete messages listed (default 20)")
+    p.add_argument("--limit", type=int, default=20, help="incomplete messages (or differences) listed (default 20)")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
     from ..codec.summary import summarize_capture
+
+    if args.file == "diff" and args.more:
+        return run_diff(args)
+    if args.more:
+        raise ConfigError(f"one capture, or `diff EXPECTED GOT`; got {len(args.more) + 1} arguments")
 
     try:
         s = summarize_capture(args.file, limit=args.limit)
@@ -27,6 +35,22 @@ def run(args) -> int:
         raise EmuError(f"cannot read {args.file}: {exc.strerror or exc}") from None
     print(json.dumps(s, indent=2) if args.json else render(s))
     return 0
+
+
+def run_diff(args) -> int:
+    from ..codec import capdiff
+
+    if len(args.more) != 2:
+        raise ConfigError(f"diff: two captures, EXPECTED and GOT; got {len(args.more)}")
+    frames = []
+    for path in args.more:
+        try:
+            frames.append(capdiff.load(path))
+        except OSError as exc:
+            raise EmuError(f"cannot read {path}: {exc.strerror or exc}") from None
+    d = capdiff.diff(*frames)
+    print(json.dumps(capdiff.as_dict(d, args.limit), indent=2) if args.json else capdiff.render(d, args.limit))
+    return 0 if d.ok else 1
 
 
 def _table(title: str, counts: dict, key: str) -> list[str]:
