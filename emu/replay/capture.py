@@ -94,6 +94,7 @@ class Capture:
         self.snaplen = snaplen
         self.frames = 0
         self._templates: dict[int, np.ndarray] = {}
+        self.messages = None  # the messages' Meta by kernel row: the network's, or the compiled loop's view
 
     def attach(self, replay) -> None:
         self.net = replay.net
@@ -112,10 +113,13 @@ class Capture:
         self.writer.__enter__()
         self.net.log_sinks.append(self)
 
+    def _messages(self):
+        return self.net.messages if self.messages is None else self.messages
+
     def _template(self, mid: int) -> np.ndarray:
         row = self._templates.get(mid)
         if row is None:
-            meta = self.net.messages[mid].meta
+            meta = self._messages()[mid].meta
             fields = dict(meta[0]) if isinstance(meta, tuple) else dict(meta or {})
             fields["flags"] = int(fields.get("flags", 0)) | int(Flags.SYNTH)
             row = self._templates[mid] = new_headers(1, **fields)
@@ -142,7 +146,8 @@ class Capture:
             if not len(rows):
                 return
         frag = rows["frag"]
-        nfr = np.array([self.net.messages[int(m)].nfrags for m in uniq], np.int64)[inv]
+        messages = self._messages()
+        nfr = np.array([messages[int(m)].nfrags for m in uniq], np.int64)[inv]
         if f.ops:
             nfr = nfr[keep]
         h["frag_idx"] = frag

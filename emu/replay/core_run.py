@@ -27,7 +27,9 @@ from ..net.network import Message
 from ..topology import multicast_tree
 from .core import drive, schedule, set_kernel
 from .core_state import KERNEL
+from .capture import Capture
 from .core_tables import Tables
+from .wire_meta import WireMessages
 from . import warm
 
 PROGRESS_OPS = 2000
@@ -261,12 +263,16 @@ def run(rp) -> None:
 
 
 def _run(rp) -> None:
+    rp.net._logging()  # a record per transmission while a sink other than the bins reads them (a capture)
     tables = Tables(rp)
     st, RS, net = tables.state, tables.RS, rp.net
     if rp.opt.progress:
         RS[L.R_PROGRESS] = RS[L.R_PROG_NEXT] = PROGRESS_OPS
     if rp.timeline is not None:
         rp.timeline.on_reroute[:] = [_reroute(rp, tables)]
+    for sink in net.log_sinks:  # a capture names each frame's message by the loop's rows
+        if isinstance(sink, Capture):
+            sink.messages = WireMessages(st, rp.trace, bool(RS[L.R_RELIABLE]))
     # The first drive() starts the replay (the parts with no dependencies, the network's
     # first wake-up); a later call, after a change or a log flush, goes on where it stopped.
     tables.unroutable = []  # why a re-route could not build a tree, in the order it failed

@@ -150,11 +150,6 @@ class Replay:
         t0 = time.perf_counter()
         self.done_ops = 0
         self._next_progress = 0.0
-        if self.engine == "compiled" and any(sink is not self.linkstats for sink in self.net.log_sinks):
-            # A capture attached to the network encodes headers from the Python path's messages.
-            if self.opt.engine == "compiled":
-                raise ConfigError("engine compiled: not with a capture attached; use engine auto or python")
-            self.engine, self.wiring = "python", Wiring(self.trace)
         if self.engine == "compiled":
             from . import core_run
 
