@@ -315,6 +315,11 @@ class Reassembler:
         """Incomplete messages held."""
         return len(self._partial)
 
+    def frag_cnt_of(self, src_node: int, msg_id: int) -> int:
+        """Fragments of the incomplete message ``(src_node, msg_id)``, 0 if none is held."""
+        p = self._partial.get((src_node, msg_id))
+        return p.frag_cnt if p is not None else 0
+
     def pending_of(self, src_node: int, msg_id: int) -> Pending | None:
         """The one incomplete message ``(src_node, msg_id)``, or None (a dict lookup: a probe
         must not cost a scan of everything held)."""
