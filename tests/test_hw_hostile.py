@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from emu.codec import Flags, Op, Reassembler, encode_frames, fragment
-from emu.codec.fragment import FRAGMENT_COST, Limits
+from emu.codec.fragment import FRAGMENT_COST, MESSAGE_COST, Limits
 from emu.hw import check as C
 from emu.hw import model as M
 from emu.hw.serve import Device, ServeLimits
@@ -88,14 +88,14 @@ def test_incomplete_messages_are_bounded_by_count_oldest_evicted():
 
 
 def test_incomplete_messages_are_bounded_by_bytes():
-    cost = 1000 + FRAGMENT_COST
+    cost = 1000 + FRAGMENT_COST + MESSAGE_COST
     d = device(partial_bytes=5 * cost)
     for m in range(8):
         send(d, *one_fragment_of(0, m, size=1000))
     assert d.reasm.held_bytes == 5 * cost and d.reasm.incomplete == 5
     assert d.reasm.evicted == 3 and d.reasm.evicted_bytes == 3 * cost
     # a single message larger than the whole bound is dropped as it grows, never held
-    r = Reassembler(Limits(bytes=3 * cost))
+    r = Reassembler(Limits(bytes=MESSAGE_COST + 3 * (1000 + FRAGMENT_COST)))
     h, p = fragment(dict(op=int(Op.kv_transfer), src_node=0, dst_set=2, msg_id=1), data=b"y" * 5000, mtu=1048)
     for i in range(len(h)):
         r.add(h[i], p[i * 1000:(i + 1) * 1000])

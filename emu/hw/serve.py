@@ -284,17 +284,19 @@ class Device:
         key = (src, int(hdr["msg_id"]))
         if key not in self.senders and key not in self.done_msgs:
             self.senders[key] = mac
-            while len(self.senders) > self.limits.partial_messages:
-                del self.senders[next(iter(self.senders))]  # older than anything reassembly holds
         synth = bool(int(hdr["flags"]) & Flags.SYNTH)
         try:
             msg = self.reasm.add(hdr, None if synth else payload)
         except FrameError as exc:
             self.malformed["reassembly"] += 1
             self.log(f"reassembly: {exc}")
-            return
+            msg = None
+        sender = self.senders.pop(key, None) if msg is not None else None
+        # reassembly drops the oldest first: so do the senders of what it no longer holds
+        while len(self.senders) > self.reasm.incomplete:
+            del self.senders[next(iter(self.senders))]
         if msg is not None:
-            self._message(msg)
+            self._message(msg, sender)
 
     # ---- forwarding ------------------------------------------------------------------------
 
@@ -352,11 +354,11 @@ class Device:
 
     # ---- delivery ----------------------------------------------------------------------
 
-    def _message(self, msg) -> None:
+    def _message(self, msg, sender: bytes | None = None) -> None:
         hdr = msg.header
         op = int(hdr["op"])
         src = msg.src_node
-        self.done_msgs[(src, msg.msg_id)] = (int(hdr["seq"]), msg.frag_cnt, self.senders.pop((src, msg.msg_id), None))
+        self.done_msgs[(src, msg.msg_id)] = (int(hdr["seq"]), msg.frag_cnt, sender)
         while len(self.done_msgs) > self.limits.done_messages:
             del self.done_msgs[next(iter(self.done_msgs))]
         self.delivered[_op_name(op)] += 1
