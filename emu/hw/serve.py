@@ -66,7 +66,7 @@ from .rawsock import RawSocket
 
 MAC_PREFIX = b"\x02MCF"
 # What one waiting reduction costs besides its partial result (its table entry, key and
-# bookkeeping; measured with tracemalloc: tests/test_hw_flood.py)
+# bookkeeping; measured with tracemalloc: tests/test_hw_memory.py)
 REDUCTION_COST = 1024
 
 
