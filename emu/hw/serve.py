@@ -25,19 +25,23 @@ answers"):
    whole group as ``reduce_result``);
 5. reliability (header-only control frames naming the message by msg_id and
    seq): an ``ack`` stops K's probes of that message, a ``nack`` makes K resend
-   the fragments its bitmap names (RETX, unicast); a probe (an ``ack`` with
-   ACK_REQ) about another board's message is answered with an ``ack`` if the
-   message is complete, else a ``nack``; K's own messages with ACK_REQ are probed
+   the fragments its bitmap names (RETX, unicast; the bitmap starts at the fragment
+   whose seq the nack carries); a probe (an ``ack`` with ACK_REQ) about another
+   board's message is answered with an ``ack`` if the message is complete, else a
+   one-frame ``nack`` (``nack_window``); K's own messages with ACK_REQ are probed
    after the adaptive RTO (``emu.nic.rto``, the kr260 profile's parameters), backing
    off, up to max_retries.
 
 A board never dies of a frame: a frame that cannot be handled (a source outside the
 topology, an answer that cannot be addressed, anything unexpected) is counted by reason in
 ``rejected``, logged with ``-v``, and the device serves on. What it holds for other boards
-is bounded (``ServeLimits``): incomplete messages by count, bytes and age (the oldest
-evicted, counted), remembered completed messages, waiting reductions; and a probe about one
+is bounded (``ServeLimits``): incomplete messages and waiting reductions by count, bytes
+and age (the oldest evicted, counted), remembered completed messages. A probe about one
 message is answered at most once per ``rto_min`` (once more if the message completes in
-between; the protocol's ``answer_gap_ps``), so a sender cannot make it amplify.
+between; the protocol's ``answer_gap_ps``, on the time its batch was read), only when it
+comes from the Ethernet source the message's fragments came from, with at most one
+frame, and never with more bytes than that board has sent here (``credit``): a sender
+cannot make a board amplify, nor aim its answers at another board.
 """
 
 from __future__ import annotations
@@ -53,7 +57,7 @@ import numpy as np
 from ..codec import FRAME_HEADER_LEN, Flags, Op, Reassembler
 from ..codec.batch import REASONS, encode_frames, scan_frames
 from ..codec.errors import FrameError
-from ..codec.fragment import Limits
+from ..codec.fragment import Limits, max_payload
 from ..nic import Directory
 from ..nic import protocol as P
 from ..nic.directory import State
@@ -61,6 +65,9 @@ from . import model as M
 from .rawsock import RawSocket
 
 MAC_PREFIX = b"\x02MCF"
+# What one waiting reduction costs besides its partial result (its table entry, key and
+# bookkeeping; measured with tracemalloc: tests/test_hw_memory.py)
+REDUCTION_COST = 1024
 
 
 def mac_board(mac) -> int | None:
@@ -78,11 +85,51 @@ class ServeLimits:
     partial_age_s: float = 5.0           # an incomplete message older than this is dropped
     done_messages: int = 65536           # completed messages remembered (duplicates, probe answers)
     reductions: int = 4096               # reductions waiting for contributions
+    reduction_bytes: int = 64 << 20      # their bytes (the partial result, plus REDUCTION_COST each)
+    reduction_age_s: float = 5.0         # a reduction waiting longer than this is dropped
     errors: int = 100                    # error lines kept for the summary
 
     def reassembly(self) -> Limits:
         return Limits(messages=self.partial_messages, bytes=self.partial_bytes, age_s=self.partial_age_s,
                       done=self.done_messages)
+
+
+def nack_window(bitmap: bytes, cap: int) -> tuple[int, bytes]:
+    """A nack's missing-fragment bitmap cut to at most ``cap`` bytes (one frame's payload):
+    (the fragment its first bit names, the bytes). A bitmap that fits is sent whole (first
+    bit: fragment 0, as the emulator's receivers send it); a longer one from the byte
+    holding the first missing fragment, so the sender pages through a huge message, one
+    nack per probe, instead of one probe returning an 8 KiB bitmap."""
+    if len(bitmap) <= cap:
+        return 0, bitmap
+    raw = np.frombuffer(bitmap, np.uint8)
+    first = np.flatnonzero(raw)
+    b0 = int(first[0]) if len(first) else 0
+    return 8 * b0, bytes(raw[b0 : b0 + cap])
+
+
+def nack_whole(payload: bytes, base: int) -> bytes:
+    """The bitmap of a whole message from a nack whose first bit names fragment ``base``
+    (``nack_window``'s inverse; an empty bitmap still names every fragment)."""
+    if base == 0 or not payload:
+        return bytes(payload)
+    bits = np.unpackbits(np.frombuffer(payload, np.uint8), bitorder="little")
+    return np.packbits(np.concatenate([np.zeros(base, np.uint8), bits]), bitorder="little").tobytes()
+
+
+class _Missing(list):
+    """The missing fragments of an incomplete message, listed from reassembly when first
+    iterated: a probe the protocol does not answer costs no listing."""
+
+    def __init__(self, listing):
+        super().__init__()
+        self._listing = listing
+
+    def __iter__(self):
+        if self._listing is not None:
+            self.extend(self._listing())
+            self._listing = None
+        return super().__iter__()
 
 
 @dataclass
@@ -116,7 +163,15 @@ class Device:
         self.proto = P.BoardProtocol(self.K, board.boards, cfg, self.directory)
         self.outgoing: dict[int, _Outgoing] = {}
         self.timers: list = []  # (due ps, msg_id)
-        self.done_msgs: dict[tuple, tuple] = {}  # (src, msg_id) -> (seq, frag_cnt) of completed messages
+        self.done_msgs: dict[tuple, tuple] = {}  # (src, msg_id) -> (seq, frag_cnt, sender) of completed messages
+        # (src, msg_id) -> Ethernet source of its first fragment, for incomplete messages: the
+        # sender a probe about it must come from (oldest first, at most partial_messages)
+        self.senders: dict[tuple, bytes] = {}
+        # bytes each board has sent here less the bytes of probe answers sent to it: an answer
+        # never costs more than this, so a probe flood cannot make the board amplify
+        self.credit = np.zeros(board.boards, np.int64)
+        self.waiting_since: dict[tuple, tuple] = {}  # reduction key -> (monotonic s, bytes held), oldest first
+        self.reduction_bytes = 0
         self.msg_id = 0
         self.seq = 0
         self.count = Counter()
@@ -159,6 +214,7 @@ class Device:
             self._run_timers()
             self.reasm.expire()
             self.host.expire()
+            self.expire_reductions()
 
     def handle(self, buf, offsets) -> None:
         """Process a batch of received frames (``buf``, ``offsets`` as the batch codec takes them)."""
@@ -171,11 +227,14 @@ class Device:
         if len(bad):
             self.log(f"dropped {len(bad)} malformed frames")
         starts = np.asarray(offsets[:-1])
+        # the batch's frames have all arrived by now: the time the protocol sees them at (a
+        # probe flood read in one batch is one instant, however long answering takes)
+        now = self._now_ps()
         for i in np.flatnonzero(codes == 0).tolist():
             s = int(starts[i])
             pay = buf[s + FRAME_HEADER_LEN : s + FRAME_HEADER_LEN + int(h["pay_len"][i])]
             try:
-                self.frame(h[i], raw[i], pay, buf[s : s + FRAME_HEADER_LEN + int(h["pay_len"][i])])
+                self.frame(h[i], raw[i], pay, buf[s : s + FRAME_HEADER_LEN + int(h["pay_len"][i])], now)
             except Exception as exc:  # noqa: BLE001 - one frame never stops the board
                 self.reject(f"error_{type(exc).__name__}", f"frame from node {int(h['src_node'][i])} "
                             f"msg {int(h['msg_id'][i])}: {type(exc).__name__}: {exc}")
@@ -185,7 +244,7 @@ class Device:
         self.rejected[reason] += 1
         self.log(f"rejected ({reason}): {text}")
 
-    def frame(self, hdr, raw, payload, frame) -> None:
+    def frame(self, hdr, raw, payload, frame, now: int | None = None) -> None:
         K = self.K
         src = int(hdr["src_node"])
         op = int(hdr["op"])
@@ -217,18 +276,27 @@ class Device:
             if not role.forwards:
                 self.count["not_for_us"] += 1
             return
+        self.credit[src] += len(frame)
+        mac = bytes(raw[6:12])
         if op in (Op.ack, Op.nack) and int(hdr["frag_cnt"]) == 1:
-            self._control(hdr, payload)
+            self._control(hdr, payload, mac, self._now_ps() if now is None else now)
             return
+        key = (src, int(hdr["msg_id"]))
+        if key not in self.senders and key not in self.done_msgs:
+            self.senders[key] = mac
         synth = bool(int(hdr["flags"]) & Flags.SYNTH)
         try:
             msg = self.reasm.add(hdr, None if synth else payload)
         except FrameError as exc:
             self.malformed["reassembly"] += 1
             self.log(f"reassembly: {exc}")
-            return
+            msg = None
+        sender = self.senders.pop(key, None) if msg is not None else None
+        # reassembly drops the oldest first: so do the senders of what it no longer holds
+        while len(self.senders) > self.reasm.incomplete:
+            del self.senders[next(iter(self.senders))]
         if msg is not None:
-            self._message(msg)
+            self._message(msg, sender)
 
     # ---- forwarding ------------------------------------------------------------------------
 
@@ -263,8 +331,10 @@ class Device:
             self._act(mid, o, self.proto.left(slot, self._now_ps()))
         return mid
 
-    def _answer(self, actions) -> None:
-        """Send the protocol's acks and nacks (answers about another board's message)."""
+    def _answer(self, actions) -> int:
+        """Send the protocol's acks and nacks (answers about another board's message); returns
+        the bytes sent."""
+        sent = 0
         for a in actions:
             if a[0] == P.ACK:
                 h, pay = M.message(M.control_meta(self.K, a[1], Op.ack, msg_id=a[2], seq=a[3]), b"", self.mtu)
@@ -279,14 +349,16 @@ class Device:
                 continue
             buf, offsets = encode_frames(h, pay)
             self._send(buf, offsets)
+            sent += len(buf)
+        return sent
 
     # ---- delivery ----------------------------------------------------------------------
 
-    def _message(self, msg) -> None:
+    def _message(self, msg, sender: bytes | None = None) -> None:
         hdr = msg.header
         op = int(hdr["op"])
         src = msg.src_node
-        self.done_msgs[(src, msg.msg_id)] = (int(hdr["seq"]), msg.frag_cnt)
+        self.done_msgs[(src, msg.msg_id)] = (int(hdr["seq"]), msg.frag_cnt, sender)
         while len(self.done_msgs) > self.limits.done_messages:
             del self.done_msgs[next(iter(self.done_msgs))]
         self.delivered[_op_name(op)] += 1
@@ -333,19 +405,62 @@ class Device:
             return
         eff = op if self.wrong_reduce_op is None else self.wrong_reduce_op
         heads = self.board.heads
+        if key not in self.proto.reductions and not self._reduction_room(key, msg_len if data is not None else 0):
+            return
         acts = self.proto.contribute(key, src, data, msg_len, expected={self.K, *self.board.children()},
                                      combine=lambda acc, x: M.combine(eff, dtype, heads, acc, x),
                                      ack_req=bool(int(hdr["flags"]) & Flags.ACK_REQ), limit=self.limits.reductions)
+        self._reduction_held(key)
         for a in acts:
             if a[0] == P.EVICTED:
-                self.count["reductions_evicted"] += 1
-                self.log(f"reduction kv {a[1][2]} evicted: {self.limits.reductions} waiting")
+                self._reduction_dropped(a[1], "reductions_evicted", f"{self.limits.reductions} waiting")
             elif a[0] == P.REDUCE_ERROR:
                 self.error(f"kv {key[2]}: {a[1]} (reduction tree to {self.board.root})")
             elif a[0] == P.WAITING:
                 self.log(f"reduction kv {key[2]}: {a[2]}/{a[3]} contributions")
             elif a[0] == P.REDUCED:
                 self._reduced(key, a[2], a[3], a[4], eff)
+
+    def _reduction_room(self, key, nbytes: int) -> bool:
+        """Make room for a new reduction holding ``nbytes``: the oldest waiting ones go while
+        the bytes bound would be exceeded. False if it alone exceeds the bound (dropped)."""
+        lim = self.limits.reduction_bytes
+        need = nbytes + REDUCTION_COST
+        if need > lim:
+            self.count["reductions_too_large"] += 1
+            self.log(f"reduction kv {key[2]}: {nbytes:,} bytes exceed the bound of {lim:,}: not held")
+            return False
+        while self.waiting_since and self.reduction_bytes + need > lim:
+            self._reduction_dropped(next(iter(self.waiting_since)), "reductions_evicted", f"{lim:,} bytes held")
+        return True
+
+    def _reduction_held(self, key) -> None:
+        """Account for reduction ``key`` as the protocol's table now holds it (or no longer does)."""
+        red = self.proto.reductions.get(key)
+        born, before = self.waiting_since.pop(key, (time.monotonic(), 0))
+        self.reduction_bytes -= before
+        if red is not None:
+            held = REDUCTION_COST + (len(red.acc) if red.acc is not None else 0)
+            self.waiting_since[key] = (born, held)
+            self.reduction_bytes += held
+
+    def _reduction_dropped(self, key, why: str, text: str) -> None:
+        self.proto.reductions.pop(key, None)
+        self._reduction_held(key)
+        self.count[why] += 1
+        self.log(f"reduction kv {key[2]} dropped ({why}): {text}")
+
+    def expire_reductions(self, now: float | None = None) -> int:
+        """Drop reductions waiting longer than ``limits.reduction_age_s``; returns how many."""
+        now = time.monotonic() if now is None else now
+        n = 0
+        while self.waiting_since:
+            key, (born, _) = next(iter(self.waiting_since.items()))  # oldest first
+            if now - born <= self.limits.reduction_age_s:
+                break
+            self._reduction_dropped(key, "reductions_expired", f"waited over {self.limits.reduction_age_s:g} s")
+            n += 1
+        return n
 
     def _reduced(self, key, acc: bytes | None, ack_req: bool, msg_len: int, op: int) -> None:
         meta = M.result_meta(self.board, key, op=op, ack_req=ack_req)
@@ -371,23 +486,12 @@ class Device:
 
     # ---- reliability -------------------------------------------------------------------------
 
-    def _control(self, hdr, payload) -> None:
+    def _control(self, hdr, payload, mac: bytes, now: int) -> None:
         """An ack, nack or probe addressed to this board (header-only; a nack carries its bitmap)."""
         src, op = int(hdr["src_node"]), int(hdr["op"])
         mid, seq = int(hdr["msg_id"]), int(hdr["seq"])
-        now = self._now_ps()
         if op == Op.ack and int(hdr["flags"]) & Flags.ACK_REQ:
-            # a probe: the source asks whether its message arrived whole
-            done = self.done_msgs.get((src, mid))
-            if done is not None:
-                acts = self.proto.probe_arrived(src, mid, done[0], now, complete=True)
-            else:
-                p = self.reasm.pending_of(src, mid)
-                acts = self.proto.probe_arrived(src, mid, seq, now, complete=False,
-                                                frag_cnt=p.frag_cnt if p else 0, missing=p.missing if p else ())
-            if acts[0][0] != P.LIMITED:
-                self.count["probes_answered"] += 1
-            self._answer(acts)
+            self._probe(src, mid, seq, mac, now)
             return
         o = self.outgoing.get(mid)
         if op == Op.ack:
@@ -398,7 +502,47 @@ class Device:
         self.count["nacks_received"] += 1
         if o is not None:
             bitmap = b"" if int(hdr["flags"]) & Flags.SYNTH else bytes(payload)
-            self._act(mid, o, self.proto.nack_arrived(o.slot, src, bitmap, now))
+            base = (seq - int(o.headers[0]["seq"])) & 0xFFFFFFFF  # the fragment its first bit names
+            if base >= len(o.headers):
+                self.reject("nack_outside_message", f"nack from node {src} of n{self.K}#{mid} starts at fragment "
+                            f"{base}, the message has {len(o.headers)}")
+                return
+            self._act(mid, o, self.proto.nack_arrived(o.slot, src, nack_whole(bitmap, base), now))
+
+    def _probe(self, src: int, mid: int, seq: int, mac: bytes, now: int) -> None:
+        """A probe: ``src`` asks whether its message ``mid`` arrived whole."""
+        done = self.done_msgs.get((src, mid))
+        sender = done[2] if done is not None else self.senders.get((src, mid))
+        if sender is not None and mac != sender:
+            # another station asking about src's message: answering would aim nacks at src
+            self.count["probes_not_sender"] += 1
+            self.log(f"probe of n{src}#{mid} from {mac.hex(':')}, its fragments came from {sender.hex(':')}: "
+                     "not answered")
+            return
+        if done is not None:
+            acts = self.proto.probe_arrived(src, mid, done[0], now, complete=True)
+        else:
+            # what is missing is listed only if the protocol answers (at most once per gap)
+            acts = self.proto.probe_arrived(src, mid, seq, now, complete=False,
+                                            frag_cnt=self.reasm.frag_cnt_of(src, mid),
+                                            missing=_Missing(lambda: self.reasm.pending_of(src, mid).missing))
+        if acts[0][0] == P.LIMITED:
+            self.count["probes_limited"] += 1
+            self.log(f"probe of n{src}#{mid}: answered less than rto_min ago, not again")
+            return
+        if acts[0][0] == P.NACK and acts[0][4]:
+            # one frame at most, and no more bitmap bytes than src has paid for (the probe
+            # itself pays for a header-only answer)
+            cap = min(max_payload(self.mtu), int(self.credit[src]) - FRAME_HEADER_LEN)
+            if cap < 1:
+                self.count["probes_over_budget"] += 1
+                self.log(f"probe of n{src}#{mid}: node {src} has not sent enough here to pay for a nack")
+                return
+            _, to, _, first, bitmap = acts[0]
+            base, bitmap = nack_window(bitmap, cap)
+            acts = [(P.NACK, to, mid, (first + base) & 0xFFFFFFFF, bitmap)]
+        self.count["probes_answered"] += 1
+        self.credit[src] -= self._answer(acts)
 
     def _act(self, mid: int, o: _Outgoing, actions) -> None:
         """Carry out the protocol's actions about the device's own message ``mid``."""
@@ -462,7 +606,8 @@ class Device:
                 "malformed": dict(self.malformed),
                 "replicas": dict(sorted(Counter(State(s).name for (n, _), (s, _) in self.directory.replicas.items()
                                                 if n == self.K).items())),
-                "incomplete_messages": len(self.reasm.pending()), "errors": list(self.errors)}
+                "incomplete_messages": self.reasm.incomplete, "partial_bytes_held": self.reasm.held_bytes,
+                "reduction_bytes_held": self.reduction_bytes, "errors": list(self.errors)}
 
     def summary(self) -> str:
         c = self.count
@@ -477,10 +622,14 @@ class Device:
         if self.rejected:
             lines.append("rejected   " + ", ".join(f"{k}: {v:,}" for k, v in sorted(self.rejected.items())))
         r = self.reasm
-        if r.expired or r.evicted or r.too_large or c["reductions_evicted"] or c["probes_limited"]:
+        if r.expired or r.evicted or r.too_large or any(c[k] for k in _REDUCTION_BOUNDS):
             lines.append(f"bounded    {r.expired:,} messages expired, {r.evicted:,} evicted ({r.evicted_bytes:,} bytes), "
-                         f"{r.too_large:,} too large, {c['reductions_evicted']:,} reductions evicted, "
-                         f"{c['probes_limited']:,} probes not answered again within the RTO")
+                         f"{r.too_large:,} too large; reductions {c['reductions_expired']:,} expired, "
+                         f"{c['reductions_evicted']:,} evicted, {c['reductions_too_large']:,} too large")
+        if any(c[k] for k in _PROBES_UNANSWERED):
+            lines.append(f"probes     {c['probes_answered']:,} answered, {c['probes_limited']:,} probes not answered "
+                         f"again within the RTO, {c['probes_not_sender']:,} probes not from the message's sender, "
+                         f"{c['probes_over_budget']:,} probes not paid for (answers never exceed what the board sent)")
         other = {k: c[k] for k in ("unknown_route", "ttl_expired", "own_frames_dropped", "not_for_us") if c[k]}
         if other:
             lines.append("dropped    " + ", ".join(f"{k}: {v:,}" for k, v in other.items()))
@@ -492,6 +641,10 @@ class Device:
         for e in self.errors[:10]:
             lines.append(f"error      {e}")
         return "\n".join(lines)
+
+
+_REDUCTION_BOUNDS = ("reductions_expired", "reductions_evicted", "reductions_too_large")
+_PROBES_UNANSWERED = ("probes_limited", "probes_not_sender", "probes_over_budget")
 
 
 def _op_name(op: int) -> str:
