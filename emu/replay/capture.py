@@ -94,7 +94,7 @@ class Capture:
         self.snaplen = snaplen
         self.frames = 0
         self._templates: dict[int, np.ndarray] = {}
-        self.messages = None  # the messages' Meta by kernel row: the network's, or the compiled loop's view
+        self.messages = None  # the compiled loop's header rows by kernel row (emu.replay.wire_meta); None: the network's Meta
 
     def attach(self, replay) -> None:
         self.net = replay.net
@@ -113,13 +113,10 @@ class Capture:
         self.writer.__enter__()
         self.net.log_sinks.append(self)
 
-    def _messages(self):
-        return self.net.messages if self.messages is None else self.messages
-
     def _template(self, mid: int) -> np.ndarray:
         row = self._templates.get(mid)
         if row is None:
-            meta = self._messages()[mid].meta
+            meta = self.net.messages[mid].meta
             fields = dict(meta[0]) if isinstance(meta, tuple) else dict(meta or {})
             fields["flags"] = int(fields.get("flags", 0)) | int(Flags.SYNTH)
             row = self._templates[mid] = new_headers(1, **fields)
@@ -139,15 +136,18 @@ class Capture:
             return
         mids = rows["msg"]
         uniq, inv = np.unique(mids, return_inverse=True)
-        h = np.concatenate([self._template(int(m)) for m in uniq])[inv]
+        if self.messages is not None:  # the compiled loop's messages: header rows for all at once
+            heads, counts = self.messages.headers(uniq)
+            h, nfr = heads[inv], counts[inv]
+        else:
+            h = np.concatenate([self._template(int(m)) for m in uniq])[inv]
+            nfr = np.array([self.net.messages[int(m)].nfrags for m in uniq], np.int64)[inv]
         if f.ops:
             keep = np.isin(h["op"], list(f.ops))
             h, rows = h[keep], rows[keep]
             if not len(rows):
                 return
         frag = rows["frag"]
-        messages = self._messages()
-        nfr = np.array([messages[int(m)].nfrags for m in uniq], np.int64)[inv]
         if f.ops:
             nfr = nfr[keep]
         h["frag_idx"] = frag

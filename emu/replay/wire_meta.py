@@ -21,84 +21,106 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..codec import Collective, Dtype, Flags, Op, ReduceOp, Stage
+from ..codec import Collective, Dtype, Flags, Op, ReduceOp, Stage, new_headers
 from ..codec.layer import FRAME_HEADER_LEN
 from ..net import kernel as K
-from ..nic.control import control_meta
+from ..nic.control import TTL
 from ..workload.enums import Stage as TStage
 from . import core_layout as L
 
-_CTRL_OP = {L.CTRL_ACK: Op.ack, L.CTRL_PROBE: Op.ack, L.CTRL_NACK: Op.nack}
-
-
-class _Sent:
-    """What a capture reads of a message: its Meta and fragment count (as Network.Message)."""
-
-    __slots__ = ("meta", "nfrags")
-
-    def __init__(self, meta: dict, nfrags: int):
-        self.meta, self.nfrags = meta, nfrags
-
 
 class WireMessages:
-    """``messages[mid]`` for the compiled loop's kernel message rows, while it runs and after."""
+    """The header rows of the compiled loop's messages (by kernel row), while it runs and after."""
 
     def __init__(self, st, trace, reliable: bool):
         self.st, self.reliable = st, reliable
         ops = trace.ops
-        self.ops = {k: ops[k] for k in ("msg_op", "stage", "collective", "reduce_op", "dtype", "layer")}
+        self.ops = {k: np.asarray(ops[k]).astype(np.int64) for k in ("stage", "collective", "reduce_op", "dtype", "layer")}
         self.msg_id = np.zeros(0, np.int64)  # per data message: its source's message counter
         self.seq = np.zeros(0, np.int64)     # ... and sequence number (fragments sent before it)
-        self._next = {}                      # source -> (next message id, next sequence number)
-        self._numbered = 0
+        self.next_id = np.zeros(1 << 16, np.int64)   # per source board: the next message id ...
+        self.next_seq = np.zeros(1 << 16, np.int64)  # ... and sequence number
+        self.numbered = 0
 
-    def _number(self, upto: int) -> None:
-        """Count the sources' messages in the order they were sent, up to kernel row ``upto``."""
-        if upto <= self._numbered:
+    def _control(self, MX, m: np.ndarray) -> np.ndarray:
+        return (MX[m, L.X_CTRL] != L.CTRL_DATA) if self.reliable else np.zeros(len(m), bool)
+
+    def _number(self, upto: int, MS, MX) -> None:
+        """Count each source's data messages in the order it sent them, up to kernel row ``upto``
+        (Cluster._send_part: one id per message, the sequence number advancing by its fragments)."""
+        a = self.numbered
+        if upto <= a:
             return
-        MS, MX = self.st.table("MS"), self.st.table("MX")
         if upto > len(self.msg_id):
             grow = max(upto, 2 * len(self.msg_id))
             self.msg_id = np.concatenate([self.msg_id, np.zeros(grow - len(self.msg_id), np.int64)])
             self.seq = np.concatenate([self.seq, np.zeros(grow - len(self.seq), np.int64)])
-        for m in range(self._numbered, upto):
-            if self.reliable and MX[m, L.X_CTRL] != L.CTRL_DATA:
-                continue  # a control frame takes no number of its own
-            src = int(MS[m, K.M_SRC])
-            mid, seq = self._next.get(src, (0, 0))
-            self.msg_id[m], self.seq[m] = mid, seq
-            self._next[src] = ((mid + 1) & 0xFFFFFFFF, (seq + int(MS[m, K.M_NFRAGS])) & 0xFFFFFFFF)
-        self._numbered = upto
+        m = np.arange(a, upto)
+        m = m[~self._control(MX, m)]  # a control frame takes no number of its own
+        src, nfr = MS[m, K.M_SRC], MS[m, K.M_NFRAGS]
+        order = np.argsort(src, kind="stable")  # by source, in send order within one
+        s_src, s_nfr = src[order], nfr[order]
+        first = np.flatnonzero(np.r_[True, s_src[1:] != s_src[:-1]])
+        group = np.repeat(first, np.diff(np.r_[first, len(order)]))
+        rank = np.arange(len(order)) - group
+        before = np.cumsum(s_nfr) - s_nfr
+        before -= before[group]
+        ids, seqs = np.empty(len(m), np.int64), np.empty(len(m), np.int64)
+        ids[order] = self.next_id[s_src] + rank
+        seqs[order] = self.next_seq[s_src] + before
+        self.msg_id[m], self.seq[m] = ids & 0xFFFFFFFF, seqs & 0xFFFFFFFF
+        total = np.bincount(src, minlength=len(self.next_id))
+        frags = np.bincount(src, weights=nfr, minlength=len(self.next_id)).astype(np.int64)
+        self.next_id += total
+        self.next_seq += frags
+        self.numbered = upto
 
-    def __getitem__(self, m: int) -> _Sent:
-        self._number(m + 1)
+    def headers(self, mids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Header rows (fragment fields left to the caller) and fragment counts of ``mids``."""
         MS, MD, MX, TR = (self.st.table(n) for n in ("MS", "MD", "MX", "TR"))
-        row = MS[m]
-        nfrags = int(row[K.M_NFRAGS])
-        msg_len = (nfrags - 1) * (int(row[K.M_FLEN]) - FRAME_HEADER_LEN) + int(row[K.M_LLEN]) - FRAME_HEADER_LEN
-        src = int(row[K.M_SRC])
-        if self.reliable and MX[m, L.X_CTRL] != L.CTRL_DATA:
-            kind, about = int(MX[m, L.X_CTRL]), int(MX[m, L.X_ABOUT])
-            dst = int(MD[row[K.M_DPTR], K.D_NODE])
-            meta = dict(control_meta(src, dst, _CTRL_OP[kind], msg_id=int(self.msg_id[about]),
-                                     seq=int(self.seq[about]), probe=kind == L.CTRL_PROBE), msg_len=msg_len)
-            return _Sent(meta, nfrags)
-        tr = TR[MX[m, L.X_TR]]
-        cb, op, dmask = int(tr[L.T_CB]), int(tr[L.T_OP]), int(tr[L.T_DMASK])
-        o = self.ops
-        stage = Stage.decode if o["stage"][op] == TStage.decode else Stage.prefill
-        layer, dtype, reduce_op = max(int(o["layer"][op]), 0), int(Dtype(o["dtype"][op])), int(ReduceOp.none)
-        if cb == L.CB_CTRL:  # Cluster.replica_control
-            stage, dtype = Stage.control, int(Dtype.raw)
-            collective = Collective.unicast if dmask & (dmask - 1) == 0 else Collective.multicast
-        elif cb == L.CB_RED:  # Reduction._forward
-            collective, reduce_op = Collective.reduce, int(ReduceOp(o["reduce_op"][op]))
-        elif cb == L.CB_A2A:  # AllToAll._step
-            collective = Collective.all_to_all
-        else:
-            collective = Collective(o["collective"][op])
-        meta = dict(op=int(tr[L.T_MSGOP]), stage=int(stage), collective=int(collective), kv_id=int(tr[L.T_KV]),
-                    layer=layer, reduce_op=reduce_op, dtype=dtype, src_node=src,
-                    dst_set=dmask & 0xFFFFFFFFFFFFFFFF, msg_id=int(self.msg_id[m]), seq=int(self.seq[m]),
-                    msg_len=msg_len, flags=int(Flags.ACK_REQ) if self.reliable else 0)
-        return _Sent(meta, nfrags)
+        mids = np.asarray(mids, np.int64)
+        self._number(int(mids.max(initial=-1)) + 1, MS, MX)
+        n = len(mids)
+        row = MS[mids]
+        nfrags = row[:, K.M_NFRAGS]
+        msg_len = (nfrags - 1) * (row[:, K.M_FLEN] - FRAME_HEADER_LEN) + row[:, K.M_LLEN] - FRAME_HEADER_LEN
+        src = row[:, K.M_SRC]
+        h = new_headers(n, src_node=src, msg_len=msg_len, ttl=TTL)
+        ctrl = self._control(MX, mids)
+
+        d = ~ctrl  # data messages: their transfer's Meta (Cluster.send and its callers)
+        dm = mids[d]
+        tr = TR[MX[dm, L.X_TR]]
+        cb, op, dmask = tr[:, L.T_CB], tr[:, L.T_OP], tr[:, L.T_DMASK]
+        o = {k: v[op] for k, v in self.ops.items()}
+        is_ctrl, is_red, is_a2a = cb == L.CB_CTRL, cb == L.CB_RED, cb == L.CB_A2A
+        stage = np.where(o["stage"] == int(TStage.decode), int(Stage.decode), int(Stage.prefill))
+        single = (dmask & (dmask - 1)) == 0
+        collective = np.select([is_ctrl, is_red, is_a2a],
+                               [np.where(single, int(Collective.unicast), int(Collective.multicast)),
+                                int(Collective.reduce), int(Collective.all_to_all)], o["collective"])
+        h["op"][d] = tr[:, L.T_MSGOP]
+        h["stage"][d] = np.where(is_ctrl, int(Stage.control), stage)  # Cluster.replica_control
+        h["collective"][d] = collective
+        h["kv_id"][d] = tr[:, L.T_KV]
+        h["layer"][d] = np.maximum(o["layer"], 0)
+        h["reduce_op"][d] = np.where(is_red, o["reduce_op"], int(ReduceOp.none))  # Reduction._forward
+        h["dtype"][d] = np.where(is_ctrl, int(Dtype.raw), o["dtype"])
+        h["dst_set"][d] = dmask.astype(np.uint64)
+        h["msg_id"][d], h["seq"][d] = self.msg_id[dm], self.seq[dm]
+        flags = int(Flags.ACK_REQ) if self.reliable else 0
+
+        c = ctrl  # acks, probes (acks with ACK_REQ), nacks: emu.nic.control.control_meta
+        if c.any():
+            cm = mids[c]
+            kind, about = MX[cm, L.X_CTRL], MX[cm, L.X_ABOUT]
+            dst = MD[MS[cm, K.M_DPTR], K.D_NODE]
+            h["op"][c] = np.where(kind == L.CTRL_NACK, int(Op.nack), int(Op.ack))
+            h["stage"][c] = int(Stage.control)
+            h["collective"][c] = int(Collective.unicast)
+            h["dst_set"][c] = np.where(dst < 64, np.left_shift(np.uint64(1), np.minimum(dst, 63).astype(np.uint64)),
+                                       np.uint64(0))
+            h["msg_id"][c], h["seq"][c] = self.msg_id[about], self.seq[about]
+        h["flags"] = np.where(c, np.where(MX[mids, L.X_CTRL] == L.CTRL_PROBE, int(Flags.ACK_REQ), 0) if self.reliable
+                              else 0, flags) | int(Flags.SYNTH)
+        return h, nfrags
