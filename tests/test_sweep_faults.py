@@ -294,3 +294,27 @@ def test_dry_run_predicts_the_refusal(tmp_path, capsys):
     assert err.count("\n") == 1 and "holds sweep 'long', not 'tiny'" in err, err
     assert main(["sweep", str(f), "--out", str(other)]) == 2  # the same refusal, for real
     assert "holds sweep 'long', not 'tiny'" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------- a Dask scheduler lost
+
+
+class _SchedulerGone(cf.Executor):
+    """What Dask's executor gives when its scheduler goes away: every future cancelled."""
+
+    def submit(self, fn, *args, **kwargs):
+        fut = cf.Future()
+        fut.cancel()
+        fut.set_running_or_notify_cancel()
+        return fut
+
+
+def test_a_lost_scheduler_is_said_once_with_how_to_resume(tmp_path, monkeypatch, capsys):
+    f, out = _write(tmp_path), tmp_path / "out"
+    monkeypatch.setattr(runner, "executor", lambda scheduler, workers: contextlib.nullcontext(_SchedulerGone()))
+    assert main(["sweep", str(f), "--out", str(out), "--scheduler", "tcp://127.0.0.1:8786"]) == 1
+    err = capsys.readouterr().err
+    assert "CancelledError" not in err and err.count("\n") == 1, err
+    assert "lost the scheduler tcp://127.0.0.1:8786: 4 points not run" in err and "again to resume" in err, err
+    assert not (out / "parts").exists() or not list((out / "parts").iterdir())
+    assert not (out / "claims").exists()
