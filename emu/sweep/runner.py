@@ -25,7 +25,7 @@ from ..atomic import atomic_file
 from ..errors import ConfigError
 from . import dataset
 from .claims import Claims
-from .spec import Sweep, point_id
+from .spec import Sweep
 from .worker import clear_run, init_pool_worker, pool_point, run_point
 
 CONNECT_TIMEOUT_S = 10
