@@ -246,6 +246,7 @@ def _drive(ex, sweep, out, rep, rows, todo, have, claims, keep_dir, bar, unrecor
     fn = pool_point if isinstance(ex, cf.ProcessPoolExecutor) else run_point
     futures: dict = {}
     held: set[int] = set()  # points another live sweep runs
+    said_waiting = False
 
     def done_elsewhere(i: int) -> bool:
         row = dataset.read_part(out, ids[i])
@@ -273,6 +274,11 @@ def _drive(ex, sweep, out, rep, rows, todo, have, claims, keep_dir, bar, unrecor
         if futures:
             done, _ = cf.wait(futures, timeout=POLL_S, return_when=cf.FIRST_COMPLETED)
         else:
+            if not said_waiting:
+                who = next((claims.held_elsewhere(ids[i]) for i in sorted(held)), None) or {}
+                print(f"emu sweep: waiting for {len(held)} points another sweep on {out} runs "
+                      f"(pid {who.get('pid')} on {who.get('host')})", file=sys.stderr)
+                said_waiting = True
             done = set()
             time.sleep(POLL_S)  # only another sweep's points are left: look again in a while
         for fut in sorted(done, key=futures.get):
