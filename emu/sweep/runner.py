@@ -276,7 +276,7 @@ def _drive(ex, sweep, out, rep, rows, todo, have, claims, keep_dir, bar, unrecor
         else:
             if not said_waiting:
                 who = next((claims.held_elsewhere(ids[i]) for i in sorted(held)), None) or {}
-                print(f"emu sweep: waiting for {len(held)} points another sweep on {out} runs "
+                print(f"emu sweep: waiting for {len(held)} point{'s' if len(held) != 1 else ''} another sweep on {out} runs "
                       f"(pid {who.get('pid')} on {who.get('host')})", file=sys.stderr)
                 said_waiting = True
             done = set()
