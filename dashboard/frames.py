@@ -6,7 +6,12 @@ first visit decodes the capture once in a background thread (the codec's ``read_
 and ``scan_frames``, which keep malformed frames with their reason) into a Parquet file in
 the user's cache folder (``$XDG_CACHE_HOME/mcf-emu/frames``), named by a hash of the
 capture's content: it survives restarts, and a changed capture gets a new index. One row
-per frame, time-sorted row groups. A query reads only the columns its filters need, skips
+per frame, time-sorted row groups.
+
+A cache file is checked before it is trusted: it records the capture it was built from
+(size, mtime, a hash of its first MiB and of its whole content) and an index that does not
+read, or was built from other bytes, or points outside the capture, is rebuilt. An
+interrupted build (Ctrl-C, SIGTERM, the app stopping) removes its partial file. A query reads only the columns its filters need, skips
 row groups by their time statistics, and decodes only the rows the table shows.
 
 A pcapng capture with one interface per link direction (named ``U->V``) gives every hop its
@@ -35,6 +40,8 @@ HEADER_FIELDS = ("version", "flags", "stage", "op", "collective", "reduce_op", "
 ROW_GROUP = 1 << 17
 HIST_BINS = 400
 INDEX_VERSION = 2  # bump when the index's columns change: old indexes are rebuilt
+HEAD_BYTES = 1 << 20  # the head of the capture hashed into the index's record of its source
+MAX_CAPLEN = 0x40000  # the codec's largest record: no frame read is longer
 _IFNAME = re.compile(r"^\s*(\d+)\s*(?:->|→)\s*(\d+)\s*$")
 
 
@@ -68,6 +75,16 @@ def content_hash(path: Path, progress=None) -> str:
     return h.hexdigest()
 
 
+def head_hash(path: Path) -> str:
+    """BLAKE2b of the first ``HEAD_BYTES`` of the file."""
+    with open(path, "rb") as fh:
+        return hashlib.blake2b(fh.read(HEAD_BYTES), digest_size=16).hexdigest()
+
+
+class StaleIndex(Exception):
+    """A cache file that is not a readable index of this capture (it is rebuilt)."""
+
+
 @dataclass
 class FrameFilter:
     ops: tuple = ()  # op values; -1 selects malformed frames
@@ -97,6 +114,7 @@ class CaptureIndex:
         self.cache_dir = Path(cache_dir)
         self.size = self.capture.stat().st_size
         self.path: Path | None = None  # known once the content is hashed
+        self.digest: str | None = None
         self.state = "new"  # new | hashing | building | ready | error
         self.error: str | None = None
         self.progress = 0.0
@@ -121,9 +139,15 @@ class CaptureIndex:
             self._thread.start()
 
     def wait(self, timeout: float | None = None) -> None:
+        """Start the build and wait for it; interrupted (Ctrl-C, SIGTERM), stop it first: the
+        build thread is a daemon, and its cleanup would not run once the process exits."""
         self.start()
         if self._thread:
-            self._thread.join(timeout)
+            try:
+                self._thread.join(timeout)
+            except BaseException:
+                self.cancel()
+                raise
 
     def cancel(self) -> None:
         """Stop a build and remove its partial file (Ctrl-C and SIGTERM alike)."""
@@ -140,19 +164,37 @@ class CaptureIndex:
     def _run(self) -> None:
         try:
             def hp(f):
+                if self._cancel:
+                    raise InterruptedError("cancelled")
                 self.progress = 0.1 * f
-            digest = content_hash(self.capture, hp)
             self.cache_dir.mkdir(parents=True, exist_ok=True)
-            self.path = self.cache_dir / f"frames-v{INDEX_VERSION}-{digest}.parquet"
-            if not self.path.exists():
-                self.state = "building"
-                self._build()
+            self.digest = content_hash(self.capture, hp)
+            self.path = self.cache_dir / f"frames-v{INDEX_VERSION}-{self.digest}.parquet"
+            if self.path.exists() or self.path.is_symlink():
+                try:
+                    self._finish()
+                    return
+                except StaleIndex as exc:  # damaged, or another capture's: build it again
+                    self._discard(exc)
+            self.state = "building"
+            self._build()
             if self._cancel:
                 return
-            self._finish()
+            try:
+                self._finish()
+            except StaleIndex as exc:
+                raise StaleIndex(f"index {self.path} unreadable after a rebuild ({exc})") from None
         except Exception as exc:  # a malformed capture: say so on the page
             with self._lock:
                 self.state, self.error = "error", f"{self.capture.name}: {exc}"
+
+    def _discard(self, why: StaleIndex) -> None:
+        """Remove a stale index, or say which file to delete when it cannot be removed."""
+        try:
+            self.path.unlink()
+        except OSError as exc:
+            raise StaleIndex(f"index {self.path} unusable ({why}) and cannot be removed "
+                             f"({exc.strerror or exc}); delete it") from None
 
     def _build(self) -> None:
         t0 = time.perf_counter()
@@ -214,7 +256,7 @@ class CaptureIndex:
             if ng:
                 self.links = _pcapng_interfaces_from_gaps(self.capture, gaps_first, gaps_end, gap_off, gap_tot, self.size)
             meta = {b"emu.frames": json.dumps({"version": INDEX_VERSION, "capture": self.capture.name,
-                                               "links": self.links}).encode()}
+                                               "links": self.links, "source": self._source()}).encode()}
             if pending or writer is None:
                 t = pa.concat_tables(pending) if pending else _empty_table()
                 writer = writer or pq.ParquetWriter(tmp, t.schema, compression="snappy")
@@ -232,22 +274,51 @@ class CaptureIndex:
             self._tmp = None
             raise
 
-    def _finish(self) -> None:
-        try:
-            if not self.reasons:
-                from emu.codec import REASONS
+    def _source(self) -> dict:
+        """What the index records of its capture, and checks before it is used."""
+        st = self.capture.stat()
+        return {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "head": head_hash(self.capture), "digest": self.digest}
 
-                self.reasons = dict(enumerate(REASONS))
+    def _finish(self) -> None:
+        """Open the index and check it against the capture; ``StaleIndex`` when it does not fit."""
+        if not self.reasons:
+            from emu.codec import REASONS
+
+            self.reasons = dict(enumerate(REASONS))
+        try:
             pf = pq.ParquetFile(self.path)
             meta = json.loads((pf.metadata.metadata or {}).get(b"emu.frames", b"{}"))
-            self.links = list(meta.get("links") or [])
-            self.n_frames = pf.metadata.num_rows
+        except (OSError, ValueError, pa.ArrowException) as exc:
+            raise StaleIndex(" ".join(str(exc).split())) from None
+        self._check(pf, meta if isinstance(meta, dict) else {})
+        self.links = [str(x) for x in meta.get("links") or []]
+        self.n_frames = pf.metadata.num_rows
+        try:
             self.hist = self._histogram(pf, FrameFilter())
-            with self._lock:
-                self.state, self.progress = "ready", 1.0
-        except Exception as exc:
-            with self._lock:
-                self.state, self.error = "error", f"{self.capture.name}: index unreadable ({exc})"
+        except (OSError, ValueError, pa.ArrowException) as exc:
+            raise StaleIndex(" ".join(str(exc).split())) from None
+        with self._lock:
+            self.state, self.progress = "ready", 1.0
+
+    def _check(self, pf: pq.ParquetFile, meta: dict) -> None:
+        src = meta.get("source") if isinstance(meta.get("source"), dict) else {}
+        now = self._source()
+        # the mtime is recorded but not compared: the same bytes copied anew are the same capture
+        for key in ("size", "head", "digest"):
+            if src.get(key) != now[key]:
+                raise StaleIndex(f"built from another capture ({key} differs)")
+        if meta.get("version") != INDEX_VERSION:
+            raise StaleIndex(f"index version {meta.get('version')!r}, expected {INDEX_VERSION}")
+        # every row must point inside the capture: the row groups' statistics tell without a read
+        md, names = pf.metadata, pf.schema_arrow.names
+        for col, lo, hi in (("data_off", 0, now["size"]), ("caplen", 0, MAX_CAPLEN)):
+            if col not in names:
+                raise StaleIndex(f"no {col} column")
+            c = names.index(col)
+            for g in range(md.num_row_groups):
+                st = md.row_group(g).column(c).statistics
+                if md.row_group(g).num_rows and (st is None or not st.has_min_max or st.min < lo or st.max > hi):
+                    raise StaleIndex(f"{col} outside the capture in row group {g}")
 
     # -- query ------------------------------------------------------------------------------
 
@@ -426,8 +497,10 @@ class CaptureIndex:
         pf = pq.ParquetFile(self.path)
         row = self._raw_rows(pf, np.array([rec], np.int64))[0]
         with open(self.capture, "rb") as fh:
-            fh.seek(int(row["data_off"]))
-            data = fh.read(int(row["caplen"]))
+            size = os.fstat(fh.fileno()).st_size
+            off = min(max(int(row["data_off"]), 0), size)
+            fh.seek(off)
+            data = fh.read(min(int(row["caplen"]), MAX_CAPLEN, size - off))  # never more than one record
         return row, data
 
     def message_of(self, rec: int) -> tuple[int, int] | None:

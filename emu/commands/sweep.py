@@ -124,6 +124,7 @@ def _list(args) -> int:
 def _dry_run(sweep, out: Path, as_json: bool = False) -> int:
     from ..sweep import runner
 
+    runner.check_out(sweep, out)  # the refusal the real run would give
     have = runner.status(sweep, out)
     if as_json:
         ids = sweep.ids()
@@ -164,16 +165,21 @@ def run(args) -> int:
     if args.json:
         print(json.dumps({"sweep": sweep.name, "points": len(sweep.points), "ran": rep.ran, "earlier": rep.earlier,
                           "ok": rep.count("ok"), "incomplete": rep.count("incomplete"), "failed": rep.count("failed"),
-                          "lost": list(rep.lost), "wall_s": rep.wall_s, "results": str(rep.results),
+                          "elsewhere": rep.elsewhere, "lost": list(rep.lost),
+                          "scheduler_lost": rep.scheduler_lost, "wall_s": rep.wall_s, "results": str(rep.results),
                           "rows": _json_rows(rep.rows)}, indent=2, default=str))
         return 0 if rep.ok else 1
     if rep.rows:
         print(results_table(sweep, rep.rows))
     lost = len(rep.lost)
-    print(f"sweep {sweep.name}: {len(sweep.points)} points: {rep.ran} run now, {rep.earlier} done before; "
+    print(f"sweep {sweep.name}: {len(sweep.points)} points: {rep.ran} run now, {rep.earlier} done before"
+          + (f", {rep.elsewhere} run by another sweep on {out}" if rep.elsewhere else "") + "; "
           f"{rep.count('ok')} ok, {rep.count('incomplete')} incomplete, {rep.count('failed')} failed"
           + (f", {lost} lost (worker died; rerun to resume)" if lost else "") + f"; {rep.wall_s:.1f} s")
     for line in rep.lost[:5]:
         print(f"  lost {line}", file=sys.stderr)
+    if rep.scheduler_lost:
+        print(f"emu sweep: lost the scheduler {args.scheduler}: {rep.scheduler_lost} points not run; "
+              f"run the same command again to resume", file=sys.stderr)
     print(f"results   {rep.results}")
     return 0 if rep.ok else 1

@@ -15,6 +15,7 @@ a valid Parquet dataset.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 
@@ -86,11 +87,29 @@ def part_path(out: Path, pid: str) -> Path:
     return Path(out) / "parts" / f"{pid}.parquet"
 
 
+@contextlib.contextmanager
+def naming(path: Path):
+    """A failed write names the file it was writing (a full disk's OSError names none)."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename is None:
+            exc.filename = str(path)
+        raise
+
+
 def write_part(out: Path, row: dict) -> Path:
     path = part_path(out, row["point"])
-    with atomic_file(path) as fh:
+    with naming(path), atomic_file(path) as fh:
         pq.write_table(table([row]), fh)
     return path
+
+
+def clear_part_temps(out: Path, pid: str) -> None:
+    """Remove the temporary files of a point's part that a killed sweep left (emu.atomic)."""
+    for p in (Path(out) / "parts").glob(f".{pid}.parquet.*.part"):
+        with contextlib.suppress(OSError):
+            p.unlink()
 
 
 def read_part(out: Path, pid: str) -> dict | None:
@@ -108,7 +127,7 @@ def read_part(out: Path, pid: str) -> dict | None:
 def consolidate(out: Path, rows: list[dict], meta: dict) -> Path:
     """Write ``OUT/results.parquet``: the given rows (the sweep's finished points, in order)."""
     path = Path(out) / "results.parquet"
-    with atomic_file(path) as fh:
+    with naming(path), atomic_file(path) as fh:
         pq.write_table(table(rows, meta), fh)
     return path
 

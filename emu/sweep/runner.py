@@ -4,6 +4,8 @@ cluster's (``distributed.Client(address).get_executor()``), through the same cod
 Points go out as small dicts and come back as rows (``worker.run_point``); the process that
 runs the sweep writes each row as a part as soon as it arrives, so stopping a sweep at any
 moment loses no finished point, and the next run submits only the points without a part.
+A point is claimed (``claims``) before it is sent, so two sweeps on one folder share the
+work: each skips what the other runs, and waits for its parts at the end.
 """
 
 from __future__ import annotations
@@ -22,10 +24,12 @@ from pathlib import Path
 from ..atomic import atomic_file
 from ..errors import ConfigError
 from . import dataset
-from .spec import Sweep, point_id
-from .worker import run_point
+from .claims import Claims
+from .spec import Sweep
+from .worker import clear_run, init_pool_worker, pool_point, run_point
 
 CONNECT_TIMEOUT_S = 10
+POLL_S = 1.0  # how often the loop looks at the points another sweep on the folder runs
 
 
 @dataclass
@@ -34,7 +38,9 @@ class Report:
     out: Path
     earlier: int = 0        # points finished by an earlier run, not run again
     ran: int = 0            # points run now
+    elsewhere: int = 0      # points another sweep on the same folder ran meanwhile
     lost: list[str] = field(default_factory=list)  # points whose worker died: "index: error"
+    scheduler_lost: int = 0  # points not run because the Dask scheduler went away
     rows: list[dict] = field(default_factory=list)  # every finished point, in sweep order
     wall_s: float = 0.0
     results: Path | None = None
@@ -44,7 +50,7 @@ class Report:
 
     @property
     def ok(self) -> bool:
-        return not self.lost and all(r["status"] == "ok" for r in self.rows) and len(self.rows) == len(self.sweep.points)
+        return not self.lost and not self.scheduler_lost and all(r["status"] == "ok" for r in self.rows) and len(self.rows) == len(self.sweep.points)
 
 
 class Progress:
@@ -110,8 +116,10 @@ def executor(scheduler: str | None = None, workers: int | None = None):
         finally:
             client.close()
     else:
+        # each worker dies with this process, even when it is SIGKILLed (worker.init_pool_worker)
         ex = cf.ProcessPoolExecutor(max_workers=workers or default_workers(),
-                                    mp_context=multiprocessing.get_context("spawn"))
+                                    mp_context=multiprocessing.get_context("spawn"),
+                                    initializer=init_pool_worker, initargs=(os.getpid(),))
         try:
             yield ex
         except BaseException:
@@ -135,7 +143,8 @@ def _cost(point: dict) -> tuple:
     return (-point["seq"] ** 2, -point["nodes"], -point["decode_tokens"])
 
 
-def _check_out(sweep: Sweep, out: Path) -> None:
+def check_out(sweep: Sweep, out: Path) -> None:
+    """Refuse (``ConfigError``) an output folder that is a file or holds another sweep."""
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {out}: exists and is not a folder")
     info = out / "sweep.json"
@@ -158,7 +167,7 @@ def run(sweep: Sweep, out: str | Path, *, scheduler: str | None = None, workers:
         make_executor=None) -> Report:
     """Run the points of ``sweep`` that have no result in ``out`` yet; consolidate; report."""
     out = Path(out)
-    _check_out(sweep, out)
+    check_out(sweep, out)
     t0 = time.monotonic()
     rep = Report(sweep, out)
     have = status(sweep, out)
@@ -175,46 +184,125 @@ def run(sweep: Sweep, out: str | Path, *, scheduler: str | None = None, workers:
     again = set(todo)
     bar.done = sum(row["status"] == "ok" for i, row in rows.items() if i not in again)
     bar.failed = rep.earlier - bar.done
+    ids = sweep.ids()
+    claims = Claims(out)
+
+    def keep_dir(i: int) -> Path | None:
+        return runs / f"{sweep.points[i]['scheme']}-{ids[i]}" if runs else None
+
+    def unrecorded(i: int) -> None:
+        """A point still claimed got no part (lost, or the sweep stopped): remove what its run
+        left in runs/, free the claim."""
+        if ids[i] in claims.mine:
+            if runs:
+                clear_run(keep_dir(i))
+            claims.release(ids[i])
+
     with contextlib.ExitStack() as stack:
+        # Claims are let go last, once the executor has stopped every worker.
+        stack.callback(claims.close)
+        stack.callback(lambda: [unrecorded(i) for i in range(len(ids))])
         # The executor first: a scheduler that refuses leaves no folder behind.
         ex = None
         if todo:
             make = make_executor or (lambda: executor(scheduler, min(workers or default_workers(), len(todo))))
             ex = stack.enter_context(make())
         out.mkdir(parents=True, exist_ok=True)
-        with atomic_file(out / "sweep.json", "w") as fh:
+        with dataset.naming(out / "sweep.json"), atomic_file(out / "sweep.json", "w") as fh:
             json.dump(meta, fh, indent=1)
             fh.write("\n")
-        try:
-            if ex is not None:
-                bar.show()
-                futures = {}
-                for i in sorted(todo, key=lambda i: (_cost(sweep.points[i]), i)):
-                    p = sweep.points[i]
-                    keep = str(runs / f"{p['scheme']}-{point_id(p)}") if runs else None
-                    futures[ex.submit(run_point, p, sweep.name, i, keep)] = i
-                pending = set(futures)
-                while pending:
-                    done, pending = cf.wait(pending, timeout=1.0, return_when=cf.FIRST_COMPLETED)
-                    for fut in sorted(done, key=futures.get):
-                        i = futures[fut]
-                        try:
-                            row = fut.result()
-                        except Exception as exc:  # the worker, not the point: not recorded, rerun resumes it
-                            rep.lost.append(f"point {i}: {type(exc).__name__}: {' '.join(str(exc).split())}"[:500])
-                            bar.add("lost")
-                            continue
-                        dataset.write_part(out, row)
-                        rows[i] = row
-                        rep.ran += 1
-                        bar.add(row["status"])
-                    bar.show()  # the clock moves while long points run
-        finally:
-            # Interrupted or not, what finished is in the dataset (the workers are stopped
-            # by the executor's exit, after this).
+        def finish() -> None:
             bar.close()
             rep.rows = [rows[i] for i in sorted(rows)]
             meta_short = {k: v for k, v in meta.items() if k != "points"} | {"points": len(sweep.points)}
             rep.results = dataset.consolidate(out, rep.rows, meta_short)
             rep.wall_s = time.monotonic() - t0
+
+        # Interrupted or not, what finished is in the dataset (the workers are stopped by the
+        # executor's exit, after this).
+        try:
+            if ex is not None:
+                bar.show()
+                _drive(ex, sweep, out, rep, rows, todo, have, claims, keep_dir, bar, unrecorded)
+        except BaseException:
+            with contextlib.suppress(OSError):  # the first failure is the one to report (a full disk)
+                finish()
+            raise
+        finish()
     return rep
+
+
+def _cancelled(exc: BaseException) -> bool:
+    """A future the cluster dropped (Dask cancels every future when its scheduler goes away)."""
+    return isinstance(exc, cf.CancelledError)
+
+
+def _drive(ex, sweep, out, rep, rows, todo, have, claims, keep_dir, bar, unrecorded) -> None:
+    """Send the points to ``ex`` as it has room, each claimed first; write each row as it
+    arrives; wait for the points another sweep on the folder holds."""
+    ids = sweep.ids()
+    queue = sorted(todo, key=lambda i: (_cost(sweep.points[i]), i))
+    room = getattr(ex, "_max_workers", None) or len(queue)  # a pool's size; a cluster takes them all
+    fn = pool_point if isinstance(ex, cf.ProcessPoolExecutor) else run_point
+    futures: dict = {}
+    held: set[int] = set()  # points another live sweep runs
+    said_waiting = False
+
+    def done_elsewhere(i: int) -> bool:
+        row = dataset.read_part(out, ids[i])
+        if row is None or (have[i] is not None and row == have[i]):
+            return False
+        rows[i] = {**row, "index": i, "sweep": sweep.name}
+        rep.elsewhere += 1
+        bar.add(row["status"])
+        return True
+
+    while queue or futures or held:
+        while queue and len(futures) < room:
+            i = queue.pop(0)
+            if not claims.take(ids[i]):
+                held.add(i)
+                continue
+            if done_elsewhere(i):  # finished by another sweep since this one looked
+                claims.release(ids[i])
+                continue
+            k = keep_dir(i)
+            if k is not None:
+                clear_run(k)  # what a killed earlier try of this point left
+            dataset.clear_part_temps(out, ids[i])
+            futures[ex.submit(fn, sweep.points[i], sweep.name, i, str(k) if k else None)] = i
+        if futures:
+            done, _ = cf.wait(futures, timeout=POLL_S, return_when=cf.FIRST_COMPLETED)
+        else:
+            if not said_waiting:
+                who = next((claims.held_elsewhere(ids[i]) for i in sorted(held)), None) or {}
+                print(f"emu sweep: waiting for {len(held)} point{'s' if len(held) != 1 else ''} another sweep on {out} runs "
+                      f"(pid {who.get('pid')} on {who.get('host')})", file=sys.stderr)
+                said_waiting = True
+            done = set()
+            time.sleep(POLL_S)  # only another sweep's points are left: look again in a while
+        for fut in sorted(done, key=futures.get):
+            i = futures.pop(fut)
+            try:
+                row = fut.result()
+            except Exception as exc:  # the worker, not the point: not recorded, rerun resumes it
+                if _cancelled(exc):
+                    rep.scheduler_lost += 1
+                else:
+                    rep.lost.append(f"point {i}: {type(exc).__name__}: {' '.join(str(exc).split())}"[:500])
+                bar.add("lost")
+                unrecorded(i)
+                continue
+            dataset.write_part(out, row)
+            claims.release(ids[i])
+            rows[i] = row
+            rep.ran += 1
+            bar.add(row["status"])
+        for i in sorted(held):
+            if done_elsewhere(i):
+                held.discard(i)
+            elif claims.held_elsewhere(ids[i]) is None:  # its owner stopped without a part: run it here
+                held.discard(i)
+                queue.insert(0, i)
+        claims.refresh()
+        bar.show()  # the clock moves while long points run

@@ -4,12 +4,21 @@
 parameters and the row crosses a process boundary. It never raises for a problem of the
 point itself (a parameter the generator or the replay refuses, or a bug): that becomes a
 row with ``status = "failed"`` and the error, so a sweep records it and goes on.
+
+In the local pool, ``init_pool_worker`` ties each worker to the sweep process: it dies with
+it (a parent-death signal), leaves Ctrl-C to it, and on SIGTERM removes what its point had
+staged before it exits.
 """
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import os
 import shutil
+import signal
+import sys
+import threading
 import traceback
 from pathlib import Path
 
@@ -86,9 +95,16 @@ def trace_stats(trace) -> dict:
             "r_mean": float(np.mean(r)) if r else None}
 
 
-def _error(exc: BaseException) -> str:
+_DISK = {errno.ENOSPC: "write failed", errno.EDQUOT: "write failed", errno.EFBIG: "write failed",
+         errno.EROFS: "cannot write", errno.EACCES: "cannot write", errno.EIO: "write failed"}
+
+
+def _error(exc: BaseException, run: Path | None = None) -> str:
     from ..errors import EmuError
 
+    if isinstance(exc, OSError) and exc.errno in _DISK:  # the machine, not the point: where and why, one line
+        where = f"{run.parent.name}/{run.name}" if run is not None else (exc.filename or "output")
+        return f"{where}: {_DISK[exc.errno]} ({os.strerror(exc.errno)})"
     msg = " ".join(str(exc).split())
     text = f"{type(exc).__name__}: {msg}" if msg else type(exc).__name__
     if not isinstance(exc, EmuError):  # a bug, not a parameter: say where
@@ -102,6 +118,7 @@ def _error(exc: BaseException) -> str:
 def run_point(point: dict, sweep: str = "", index: int = 0, keep_dir: str | None = None) -> dict:
     """Generate and replay one point; return its dataset row (never raises for the point's problems)."""
     row = base_row(point, sweep, index)
+    run = Path(keep_dir) if keep_dir else None
     try:
         from ..replay.session import replay
         from ..workload.generate import Params, generate
@@ -114,9 +131,8 @@ def run_point(point: dict, sweep: str = "", index: int = 0, keep_dir: str | None
             overrides=ov, pd_mode=point["pd_mode"] or "bulk", prefill_nodes=point["prefill_nodes"],
             topology=None if point["topology"] == "auto" else point["topology"]))
         row.update(trace_stats(trace))
-        run = Path(keep_dir) if keep_dir else None
-        if run is not None and run.exists():  # left by an interrupted earlier try of this same point
-            shutil.rmtree(run)
+        if run is not None:
+            clear_run(run)
         res = replay(trace, topology=point["topology"], set=ov, loss=point["loss"], seed=point["seed"], out=run)
         rp, s = res.engine, dict(res.summary)
         s.pop("results", None)  # the folder is the run_dir column
@@ -132,6 +148,65 @@ def run_point(point: dict, sweep: str = "", index: int = 0, keep_dir: str | None
         row["status"] = "incomplete" if s["incomplete_ops"] else "ok"
     except Exception as exc:  # noqa: BLE001 - a point's failure is data; KeyboardInterrupt still stops
         row["status"] = "failed"
-        row["error"] = _error(exc)
+        row["error"] = _error(exc, run)
     return row
+
+
+def clear_run(run: Path) -> None:
+    """Remove what an earlier, stopped try of this point left in ``runs/``: its folder (whole,
+    or the empty one it reserved) and its hidden staging folders (emu.outputs)."""
+    for p in [run, *run.parent.glob(f".{run.name}.*.part")]:
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------- the local pool
+
+_RUNNING = threading.Event()  # set while this pool worker runs a point
+PR_SET_PDEATHSIG = 1
+
+
+def _terminated(signum, frame):
+    """SIGTERM in a pool worker: unwind the point (its staging folder is removed on the way),
+    then exit; idle, just exit."""
+    from ..outputs import Terminated
+
+    if _RUNNING.is_set():
+        raise Terminated(signum)
+    os._exit(128 + signum)
+
+
+def _watch_parent(parent: int) -> None:  # pragma: no cover - where prctl is missing
+    while os.getppid() == parent:
+        threading.Event().wait(1.0)
+    os._exit(128 + signal.SIGKILL)
+
+
+def init_pool_worker(parent: int) -> None:
+    """Run in each local pool worker as it starts (``ProcessPoolExecutor(initializer=...)``)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the sweep, which stops its workers
+    signal.signal(signal.SIGTERM, _terminated)
+    tied = False
+    if sys.platform.startswith("linux"):
+        try:  # the kernel kills this worker when the sweep process dies, even by SIGKILL
+            tied = ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0
+        except (OSError, AttributeError):
+            tied = False
+    if os.getppid() != parent:  # the sweep died before the signal was armed
+        os._exit(128 + signal.SIGKILL)
+    if not tied:  # pragma: no cover - not Linux
+        threading.Thread(target=_watch_parent, args=(parent,), name="parent-watch", daemon=True).start()
+
+
+def pool_point(point: dict, sweep: str = "", index: int = 0, keep_dir: str | None = None) -> dict:
+    """``run_point`` in a local pool worker: a SIGTERM unwinds the point, then ends the worker."""
+    from ..outputs import Terminated
+
+    _RUNNING.set()
+    try:
+        return run_point(point, sweep, index, keep_dir)
+    except Terminated as exc:
+        os._exit(128 + exc.signum)
+    finally:
+        _RUNNING.clear()
 
