@@ -1,5 +1,7 @@
 """Engine behaviour: timing formulas, failures, re-routing, rate changes, loss, queues, memory."""
 
+import re
+
 import networkx as nx
 import numpy as np
 import pytest
@@ -9,7 +11,7 @@ from emu.net import Loss, Network
 from emu.net.ethernet import frame_sizes, serialization_ps
 from emu.net.timeline import Timeline, parse
 from emu.sim import MS, NS, US, Simulator
-from emu.topology import LinkDefaults, Routes, mesh2d, ring, star
+from emu.topology import LinkDefaults, Routes, mesh2d, multicast_tree, ring, star
 
 GBPS = 10**9
 
@@ -295,3 +297,61 @@ def test_a_finite_rate_nic_datapath_serializes_frames_from_all_ports():
     ser = serialization_ps(1462, GBPS)
     # Unlimited: both ports deliver in parallel. At the port rate, 20 frames pass one datapath.
     assert ends == [10 * ser, 21 * ser]
+
+
+# ---- the kernel's boundary: a message's destinations --------------------------------
+
+def two_trees_from_0():
+    """bring:4 with the trees from board 0 for members {1, 2, 3} (0->1->2, 0->3) and {1, 2}."""
+    G = ring(4, link=LinkDefaults(rate_bps=GBPS, latency_ps=0, mtu=1500))
+    sim, net, routes = make(G)
+    tree = {m: net.add_tree(multicast_tree(G, routes, 0, list(m)), list(m)) for m in ((1, 2, 3), (1, 2))}
+    return net, tree
+
+
+def test_a_frame_is_delivered_only_at_its_messages_destinations():
+    """A message to [3] on the tree for {1, 2, 3} passes 1 and 2, members of the tree but
+    not destinations of the message: they forward it and take nothing. A message to [1, 2]
+    goes beside it, so a copy taken at a wrong member would land in its rows (counted as
+    its fragments, which then arrive as duplicates) instead of reading past the table."""
+    net, tree = two_trees_from_0()
+    ev, cb = recorder()
+    a = net.send(0, [3], 5, 1462, route=tree[1, 2, 3], on_event=cb)
+    b = net.send(0, [1, 2], 7, 1462, route=tree[1, 2], on_event=cb)
+    net.run()
+    assert sorted((m, node) for k, m, node, _f, _t in ev if k == "done") == [(a.id, 3), (b.id, 1), (b.id, 2)]
+    nodes = net.node_counters()
+    assert nodes.delivered_frames.tolist() == [0, 7, 7, 5] and net.duplicates == 0
+    assert [net.received(b, 1), net.received(b, 2), net.received(a, 3)] == [7, 7, 5]
+    assert net.conservation()["balance"] == 0
+
+
+def test_a_message_outside_its_route_is_refused_before_the_kernel_sees_it():
+    """Every destination of a message is a node, named once, and a member of an installed
+    route (the source excepted); a resend goes to one of the message's remote destinations
+    and names its fragments. Anything else is a ValueError saying what is wrong, and the
+    network is left as it was."""
+    net, tree = two_trees_from_0()
+    bad = [
+        (dict(src=0, dsts=[3], route=tree[1, 2]), "destinations [3]: not members of route"),
+        (dict(src=0, dsts=[1, 3], route=tree[1, 2]), "destinations [3]: not members of route"),
+        (dict(src=0, dsts=[3], route=1), "destinations [3]: not members of route 1"),
+        (dict(src=0, dsts=[9]), "node 9: the network has nodes 0..3"),
+        (dict(src=-1, dsts=[1]), "node -1: the network has nodes 0..3"),
+        (dict(src=0, dsts=[1, 1], route=tree[1, 2]), "destinations [1, 1]: a node named twice"),
+        (dict(src=0, dsts=[1], route=99), "route 99: not installed (routes 0..5)"),
+        (dict(src=0, dsts=[], route=tree[1, 2]), "a message has at least one destination"),
+    ]
+    for kw, why in bad:
+        with pytest.raises(ValueError, match=re.escape(why)):
+            net.send(kw.pop("src"), kw.pop("dsts"), 3, 1462, **kw)
+    m = net.send(0, [1, 2], 3, 1462, route=tree[1, 2], track=True)
+    assert net.messages == [m] and m.id == 0  # nothing of the refused messages was opened
+    for dst, frags, why in ((3, [0], "to 3: not one of its remote destinations"),
+                            (0, [0], "to 0: not one of its remote destinations"),
+                            (1, [2, 3], "fragments are 0..2, not 2..3"),
+                            (1, [-1], "fragments are 0..2, not -1..-1")):
+        with pytest.raises(ValueError, match=re.escape(why)):
+            net.resend(m, dst, frags)
+    net.run()
+    assert net.received(m, 1) == net.received(m, 2) == 3 and net.duplicates == 0

@@ -5,7 +5,8 @@ The emulator's Cluster and `emu hw serve`'s Device both hand their events to a
 answered, and find the same decisions from the same events; they check that serve's
 retransmission timer is the adaptive estimator of emu.nic.rto, that the forwarding rows
 both use are the rows the network kernel installs, and that the table functions compile
-with numba as they are.
+with numba as they are and follow RFC 6298's rules worked by hand (literal numbers, not
+their own Python form).
 """
 
 import numpy as np
@@ -370,3 +371,61 @@ def test_the_sender_table_functions_are_compiled_and_agree_with_their_python():
         assert [int(x) for x in nb[0]] == [int(x) for x in py[0]]
         for a, b in zip(nb[1:], py[1:]):
             assert np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("form", ["compiled", "python"])
+def test_the_sender_table_functions_follow_rfc6298_worked_by_hand(form):
+    """The rules of docs/nic.md ("Adaptive timeout") worked by hand, as literal numbers, for
+    the compiled functions and their Python form alike. Floor 100, initial 1000, ceiling
+    5000 (ps), max_retries 2; messages to boards 1 and 2.
+    first sample R:  SRTT = R, RTTVAR = R / 2;  later:  RTTVAR = (3 RTTVAR + |SRTT - R|) / 4,
+    SRTT = (7 SRTT + R) / 8;  RTO = SRTT + 4 RTTVAR in [floor, ceiling]; a timeout doubles
+    the silent receivers' RTO up to the ceiling; Karn: a probed message gives no sample."""
+    pick = (lambda f: f) if form == "compiled" else (lambda f: f.py_func)
+    arm, ack, timeout = pick(P.arm), pick(P.ack), pick(P.timeout)
+    sample, backoff = pick(T.rto_sample), pick(T.rto_backoff)
+    lo, hi, retries = 100, 5000, 2
+    RT = T.rto_table(3, lo, 1000, hi)
+    OUT = np.zeros((2, P.O_COLS), np.int64)
+    OD = np.zeros((4, P.D_COLS), np.int64)
+    for s in (0, 1):
+        OUT[s, [P.O_LEFT_AT, P.O_DUE, P.O_DPTR, P.O_DEND]] = (-1, -1, 2 * s, 2 * s + 2)
+        OD[2 * s : 2 * s + 2, P.D_NODE] = (1, 2)
+    rows = lambda: RT[1:].tolist()  # noqa: E731  [SRTT, RTTVAR, RTO] of boards 1 and 2
+
+    # Message 0 leaves at 10,000: before any sample each RTO is the initial 1000.
+    OUT[0, P.O_LEFT_AT] = 10_000
+    assert arm(OUT, OD, RT, 0, 10_000, retries) == 11_000
+    assert ack(OUT, OD, RT, 0, 1, 10_400, lo, hi) == 1          # R = 400 from board 1
+    assert rows() == [[400, 200, 1200], [-1, 0, 1000]]          # 400 + 4 * 200
+    assert timeout(OUT, OD, RT, 0, retries, hi) == 1            # board 2 silent: probed
+    assert rows() == [[400, 200, 1200], [-1, 0, 2000]]          # only the silent one backs off
+    assert arm(OUT, OD, RT, 0, 11_000, retries) == 13_000
+    assert ack(OUT, OD, RT, 0, 2, 11_500, lo, hi) == 0          # Karn: probed, no sample
+    assert rows() == [[400, 200, 1200], [-1, 0, 2000]] and OUT[0, P.O_DUE] == -1
+    assert ack(OUT, OD, RT, 0, 2, 11_600, lo, hi) == -1         # acked before: changes nothing
+
+    # Message 1 leaves at 20,000: the timer waits for the largest RTO still silent.
+    OUT[1, P.O_LEFT_AT] = 20_000
+    assert arm(OUT, OD, RT, 1, 20_000, retries) == 22_000
+    assert ack(OUT, OD, RT, 1, 1, 20_200, lo, hi) == 1          # R = 200
+    # RTTVAR (3 * 200 + |400 - 200|) / 4 = 200, SRTT (7 * 400 + 200) / 8 = 375, RTO 375 + 800
+    assert rows()[0] == [375, 200, 1175]
+    assert arm(OUT, OD, RT, 1, 20_200, retries) == 22_200       # board 2's 2000 now
+    assert timeout(OUT, OD, RT, 1, retries, hi) == 1 and RT[2, T.RTO] == 4000
+    assert timeout(OUT, OD, RT, 1, retries, hi) == 1 and RT[2, T.RTO] == 5000   # 8000: the ceiling
+    assert timeout(OUT, OD, RT, 1, retries, hi) == -1           # a third timeout: 2 retries used up
+    assert arm(OUT, OD, RT, 1, 30_000, retries) == -1 and RT[2, T.RTO] == 5000 and RT[1, T.RTO] == 1175
+
+    # The estimator alone: a first sample of 3000 gives 3000 + 4 * 1500, above the ceiling;
+    # a later one of 10 RTTVAR (3 * 1500 + 2990) / 4 = 1872, SRTT (21000 + 10) / 8 = 2626,
+    # still above; samples of 0 bring it down to the floor.
+    sample(RT, 0, 3000, lo, hi)
+    assert RT[0].tolist() == [3000, 1500, 5000]
+    sample(RT, 0, 10, lo, hi)
+    assert RT[0].tolist() == [2626, 1872, 5000]
+    backoff(RT, 0, hi)
+    assert RT[0, T.RTO] == 5000
+    for _ in range(60):
+        sample(RT, 0, 0, lo, hi)
+    assert RT[0].tolist() == [0, 0, 100]

@@ -9,7 +9,20 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from emu.errors import ConfigError
-from emu.topology import LinkDefaults, NoRoute, Routes, fat_tree, ring, set_link, star, torus2d
+from emu.topology import (
+    LinkDefaults,
+    NoRoute,
+    Routes,
+    fat_tree,
+    full_mesh,
+    mesh2d,
+    ring,
+    ring_order,
+    ring_order_among,
+    set_link,
+    star,
+    torus2d,
+)
 from emu.topology.graph import new_graph
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -222,3 +235,26 @@ def test_random_failures_match_networkx():
         for s in range(20):
             lengths = nx.single_source_shortest_path_length(H, s)
             assert [R.hop_count[s, d] for d in range(20)] == [lengths.get(d, -1) for d in range(20)]
+
+
+# ---- ring embedding: which ring wins, and ties ----------------------------------------
+
+def test_ring_order_keeps_the_builders_shape_on_a_tie():
+    """A builder's shape is used when its ring is no longer than the greedy one: on a full
+    mesh every ring of 4 boards is 4 hops, so the snake of a 2x2 mesh (0, 1, 3, 2) is kept
+    over greedy nearest neighbour (0, 1, 2, 3)."""
+    G = full_mesh(4)
+    G.graph.update(shape="mesh", rows=2, cols=2)
+    assert ring_order(G) == [0, 1, 3, 2]
+
+
+def test_ring_order_among_takes_the_fewer_hops_and_on_a_tie_the_whole_rings_order():
+    """Boards {0, 3, 4} of a bidirectional 6-ring: the whole ring visits them as 0, 3, 4
+    (3 + 1 + 2 hops), greedy from 0 takes the nearer 4 first, 0, 4, 3 (2 + 1 + 3): 6 hops
+    each, and the tie goes to the whole ring's order. On a 3x3 mesh (the snake 0 1 2 5 8 7
+    4 6 3) {0, 1, 3, 5} in the snake's order is 1 + 2 + 2 + 1 = 6 hops against greedy's
+    0, 1, 3, 5 (1 + 2 + 2 + 3 = 8); {0, 4, 6, 7} greedy 0, 4, 7, 6 (2 + 1 + 1 + 2 = 6)
+    against the snake's 0, 7, 4, 6 (3 + 1 + 2 + 2 = 8)."""
+    assert ring_order_among(ring(6), [4, 0, 3]) == [0, 3, 4]
+    assert ring_order_among(mesh2d(3, 3), [5, 3, 1, 0]) == [0, 1, 5, 3]
+    assert ring_order_among(mesh2d(3, 3), [7, 6, 4, 0]) == [0, 4, 7, 6]

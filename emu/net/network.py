@@ -442,6 +442,7 @@ class Network:
             if len(dsts) != 1:
                 raise ValueError("a message to several destinations needs a multicast route")
             route = dsts[0]
+        self._check_message(src, dsts, int(route))
         last_len = frame_len if last_len is None else last_len
         mid = len(self.messages)
         if mid >= self.MS.shape[0]:
@@ -472,9 +473,35 @@ class Network:
         self._rearm()
         return msg
 
+    def _check_message(self, src: int, dsts: tuple[int, ...], route: int) -> None:
+        """The boundary of the kernel: a message goes from a node, on an installed route, to
+        distinct nodes that are members of that route (the source excepted: its copy never
+        touches the wire). The kernel delivers a frame at a member only if it is one of the
+        message's destinations, and reads the destination rows of the message there; a
+        destination outside the route would never be reached."""
+        V = self.nodes
+        if not dsts:
+            raise ValueError("a message has at least one destination")
+        for node in (src, *dsts):
+            if not 0 <= node < V:
+                raise ValueError(f"node {node}: the network has nodes 0..{V - 1}")
+        if len(set(dsts)) != len(dsts):
+            raise ValueError(f"destinations {list(dsts)}: a node named twice")
+        routes = self._fw_rows // V
+        if not 0 <= route < routes:
+            raise ValueError(f"route {route}: not installed (routes 0..{routes - 1})")
+        outside = [d for d in dsts if d != src and self.FW[route * V + d, 0] != 1]
+        if outside:
+            raise ValueError(f"destinations {outside}: not members of route {route}")
+
     def resend(self, msg: Message, dst: int, frags: Iterable[int], at: int | None = None) -> None:
         """Retransmit some fragments of ``msg`` to one destination over its unicast route."""
         frags = np.asarray(sorted(set(int(f) for f in frags)), np.int64)
+        if dst not in msg.dsts or dst == msg.src or not 0 <= dst < self.boards:
+            raise ValueError(f"resend of message {msg.id} to {dst}: not one of its remote destinations")
+        if frags.size and not 0 <= frags[0] <= frags[-1] < msg.nfrags:
+            raise ValueError(f"resend of message {msg.id}: fragments are 0..{msg.nfrags - 1}, "
+                             f"not {frags[0]}..{frags[-1]}")
         if frags.size == 0:
             return
         if self._nsl + frags.size > self.SL.shape[0]:
