@@ -123,15 +123,14 @@ class Capture:
         return row
 
     def __call__(self, rows: np.ndarray) -> None:
-        rows = LOG.records(rows)  # fields by name
-        rows = rows[rows["fate"] == 0]
-        rows = rows[self.keep_link[rows["link"]]]
-        t = rows["arr"]
+        # one selection on the plain log rows (a structured view's masks cost several times more)
+        col = LOG.col
+        t = rows[:, col("arr")]
         f = self.filter
-        sel = t >= f.t_from
+        sel = (rows[:, col("fate")] == 0) & self.keep_link[rows[:, col("link")]] & (t >= f.t_from)
         if f.t_to is not None:
             sel &= t <= f.t_to
-        rows = rows[sel]
+        rows = LOG.records(rows[sel])  # fields by name
         if not len(rows):
             return
         mids = rows["msg"]
