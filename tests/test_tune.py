@@ -31,7 +31,8 @@ def test_each_scheme_at_its_best(result):
     assert result["pruned"] > 0 and result["replayed"] == sum(
         "ttft_s" in c for r in result["schemes"] for c in r["candidates"]) + 0
     by = {r["scheme"]: r for r in result["schemes"]}
-    assert {"chunk": "whole", "ring_lookahead": False} in [c["options"] for c in by["zigzag"]["candidates"]]
+    opts = [c["options"] for c in by["zigzag"]["candidates"]]
+    assert {"chunk": "whole"} in opts and {"chunk": 256, "ring_lookahead": True, "ring_forward": "on-arrival"} in opts
     assert any("alpha" in c["options"] for c in by["mars"]["candidates"])  # the second round
 
 
