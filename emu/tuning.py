@@ -102,6 +102,14 @@ def _degrees(cl: Cluster, model: dict) -> list[int]:
     return [u for u in range(2, cl.nodes) if model["heads"] % u == 0 and cl.nodes % u == 0]
 
 
+def _default_degree(cl: Cluster, model: dict) -> int:
+    """USP's degree when none is given (emu.workload.generate): the KV heads, or less, dividing N."""
+    u = model["kv_heads"]
+    while cl.nodes % u:
+        u -= 1
+    return u
+
+
 class Search:
     def __init__(self, cluster: Cluster, run_round, log=None, batch: int = 1):
         self.cl, self.run_round, self.log = cluster, run_round, log or (lambda msg: None)
@@ -164,7 +172,8 @@ class Search:
                     lambda best: [{**best, "alpha": a} for a in ALPHAS]]
         if scheme == "usp":
             return [lambda best: [{"chunk": c} for c in chunks],
-                    lambda best: [{**best, "ulysses_degree": u} for u in _degrees(self.cl, model)]]
+                    lambda best: [{**best, "ulysses_degree": u} for u in _degrees(self.cl, model)
+                                  if u != _default_degree(self.cl, model)]]
         if scheme == "ulysses":
             return [lambda best: [{"chunk": c} for c in chunks]]
         raise ConfigError(f"emu tune: unknown scheme {scheme!r}; expected some of {', '.join(SCHEMES)}")

@@ -144,7 +144,7 @@ def generate(p: Params) -> Trace:
         share = -(-p.seq // N) * model.m_token
         s_auto = resolve_budget(hw_p["kv_budget"], share)
         chunk_choice = analytic.choose_chunk(p.seq, N, model, hw_p, net, p.alpha, s_auto,
-                                             granule=math.lcm(parts, N))
+                                             granule=math.lcm(2 * N, parts))  # one granule for every scheme
         B = chunk_choice["chunk"]
     else:
         B = _need_int("chunk", p.chunk, 1)
