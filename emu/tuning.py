@@ -232,6 +232,8 @@ def tune(cluster: Cluster, schemes=SCHEMES, *, attribution: bool = True, schedul
         else:
             results = []
         results = [search.best_of(s, search.rounds(s, model)) for s in schemes] + results
+        if not any("best" in r for r in results):  # the cluster itself is wrong: say it once
+            raise ConfigError(next((r["error"] for r in results if r.get("error")), "no candidate completed"))
         out = {"cluster": dataclasses.asdict(cluster), "schemes": results,
                "replayed": search.replayed, "pruned": search.pruned}
         mars = next((r for r in results if r["scheme"] == "mars" and "best" in r), None)

@@ -69,6 +69,9 @@ def test_cli_table_json_and_errors(capsys):
     assert main(["tune", "--schemes", "mars,rings", "--quiet"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "unknown scheme 'rings'" in err
+    assert main(["tune", "--seq", "512", "--nodes", "4", "--topology", "torus:9x9", "--schemes", "zigzag", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("emu tune: error:") and "Traceback" not in err
 
 
 def test_python_api_exports_tune():
