@@ -137,7 +137,9 @@ class Search:
     def best_of(self, scheme: str, rounds) -> dict:
         """Run the rounds of candidates (each a function of the best so far), pruned by bound."""
         best, tried, bounds = None, [], {}
-        for make in rounds:
+        for k, make in enumerate(rounds):
+            if k and best is None:  # a later round refines the best: none to refine
+                break
             cands = [c for c in make(best["options"] if best else None) if c not in [t["options"] for t in tried]]
             todo = []
             for opts in cands:
@@ -151,7 +153,6 @@ class Search:
                 todo.append(len(tried) - 1)
             todo.sort(key=lambda i: (tried[i]["bound_s"], i))  # the most promising first
             while todo:
-                batch = []
                 for i in list(todo):  # a bound no better than the best TTFT found: not replayed
                     if best is not None and tried[i]["bound_s"] >= best["ttft_s"]:
                         tried[i]["pruned"] = True
