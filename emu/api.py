@@ -22,7 +22,9 @@ RING_ORDERS = ("embedding", "boards")  # the generator's RING_ORDERS; here so th
 
 def trace_params(scheme, *, seq=16384, nodes=16, chunk=1024, model="qwen2.5-1.5b", hw="kr260", decode_tokens=0,
                  kv_budget=None, alpha=1.0, set=None, pd_mode="bulk", prefill_nodes=None, topology=None,
-                 ring_order="embedding", ulysses_degree=None, flag: str = ""):
+                 ring_order="embedding", ulysses_degree=None, ring_forward="after-compute", ring_lookahead=False,
+                 all_to_all="concurrent", first_token="prefill", uneven_heads=False, mars_lookahead=True,
+                 flag: str = ""):
     """``emu.trace``'s arguments checked into the generator's Params (``emu trace`` comes here too;
     ``flag``: "--" names the options as the CLI spells them)."""
     from . import validate as V
@@ -39,8 +41,8 @@ def trace_params(scheme, *, seq=16384, nodes=16, chunk=1024, model="qwen2.5-1.5b
               "prefill_nodes": (prefill_nodes, 1), "ulysses_degree": (ulysses_degree, 1)}
     ints = {k: None if v is None and k in ("prefill_nodes", "ulysses_degree") else V.integer(v, opt(k), lo=lo)
             for k, (v, lo) in counts.items()}
-    if not (isinstance(chunk, str) and chunk == "auto"):
-        chunk = V.integer(chunk, opt("chunk"), lo=1, expect="at least 1 (tokens), or 'auto'")
+    if not (isinstance(chunk, str) and chunk in ("auto", "whole")):
+        chunk = V.integer(chunk, opt("chunk"), lo=1, expect="at least 1 (tokens), 'auto' or 'whole'")
     if kv_budget is not None:
         if isinstance(kv_budget, bool) or not isinstance(kv_budget, (str, numbers.Integral)):
             raise ConfigError(f"{opt('kv_budget')} {V.show(kv_budget)}: expected bytes (an int), a size such as "
@@ -52,21 +54,32 @@ def trace_params(scheme, *, seq=16384, nodes=16, chunk=1024, model="qwen2.5-1.5b
         scheme=scheme, **ints, chunk=chunk, **profiles, kv_budget=kv_budget, alpha=V.number(alpha, opt("alpha"), lo=0),
         overrides=overrides_list(set, opt("set")), pd_mode=V.choice(pd_mode, opt("pd_mode"), PD_MODES),
         topology=None if topology is None else V.spec_or_path(topology, opt("topology")),
-        ring_order=V.choice(ring_order, opt("ring_order"), RING_ORDERS))
+        ring_order=V.choice(ring_order, opt("ring_order"), RING_ORDERS),
+        ring_forward=V.choice(ring_forward, opt("ring_forward"), ("after-compute", "on-arrival")),
+        all_to_all=V.choice(all_to_all, opt("all_to_all"), ("concurrent", "pairwise")),
+        first_token=V.choice(first_token, opt("first_token"), ("prefill", "decode")),
+        **{name: V.boolean(value, opt(name)) for name, value in (("ring_lookahead", ring_lookahead),
+                                                                 ("uneven_heads", uneven_heads),
+                                                                 ("mars_lookahead", mars_lookahead))})
 
 
 def trace(scheme: str, *, seq: int = 16384, nodes: int = 16, chunk: int | str = 1024, model: str = "qwen2.5-1.5b",
           hw: str = "kr260", decode_tokens: int = 0, kv_budget: int | str | None = None, alpha: float = 1.0,
           set=None, pd_mode: str = "bulk", prefill_nodes: int | None = None, topology: str | None = None,
-          ring_order: str = "embedding", ulysses_degree: int | None = None):
+          ring_order: str = "embedding", ulysses_degree: int | None = None, ring_forward: str = "after-compute",
+          ring_lookahead: bool = False, all_to_all: str = "concurrent", first_token: str = "prefill",
+          uneven_heads: bool = False, mars_lookahead: bool = True):
     """A generated workload trace (``emu trace SCHEME``'s options, same defaults); save it with
-    ``save_trace(t, path)`` or replay it directly. ``chunk`` is a token count or "auto"."""
+    ``save_trace(t, path)`` or replay it directly. ``chunk`` is a token count, "auto" or "whole";
+    the baseline options (docs/workloads.md) default to their authors' choices."""
     from .workload.generate import generate
 
     return generate(trace_params(scheme, seq=seq, nodes=nodes, chunk=chunk, model=model, hw=hw,
                                  decode_tokens=decode_tokens, kv_budget=kv_budget, alpha=alpha, set=set,
                                  pd_mode=pd_mode, prefill_nodes=prefill_nodes, topology=topology,
-                                 ring_order=ring_order, ulysses_degree=ulysses_degree))
+                                 ring_order=ring_order, ulysses_degree=ulysses_degree, ring_forward=ring_forward,
+                                 ring_lookahead=ring_lookahead, all_to_all=all_to_all, first_token=first_token,
+                                 uneven_heads=uneven_heads, mars_lookahead=mars_lookahead))
 
 
 def load_trace(ref):

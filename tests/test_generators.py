@@ -203,7 +203,7 @@ def test_full_replication_holds_everything_until_the_end():
 
 def test_pd_hands_all_kv_to_the_decode_pool_before_the_first_token():
     for mode in ("bulk", "stream"):
-        t = small("pd", pd_mode=mode)
+        t = small("pd", pd_mode=mode, first_token="decode")  # the prefill-side token: tests/test_baselines.py
         o = t.ops
         hand = np.flatnonzero((o["msg_op"] == MsgOp.kv_transfer) & (o["residency"] == Residency.owner) & (o["stage"] == Stage.prefill))
         assert (o["bytes"][hand].sum()) == SMALL["seq"] * 256 * 2
@@ -223,7 +223,7 @@ def test_pd_hands_all_kv_to_the_decode_pool_before_the_first_token():
 
 @pytest.mark.parametrize("scheme", SCHEMES)
 def test_decode_is_kv_stationary(scheme):
-    t = small(scheme)
+    t = small(scheme, **({"first_token": "decode"} if scheme == "pd" else {}))  # the handoff ends prefill
     o = t.ops
     K, L = SMALL["decode_tokens"], t.meta["model"]["layers"]
     leader = t.meta["leader"]

@@ -49,7 +49,13 @@ def assert_same(a, b):
 
 @pytest.fixture(scope="module")
 def traces():
-    return {s: emu.trace(s, seq=2048, nodes=8, chunk=256, decode_tokens=2) for s in SCHEMES}
+    from emu.workload.generate import Params, generate
+
+    out = {s: emu.trace(s, seq=2048, nodes=8, chunk=256, decode_tokens=2) for s in SCHEMES if s != "ulysses"}
+    # Ulysses on the NIC's all-to-all engine, 12 heads over 8 boards (USP covers the concurrent pairs)
+    out["ulysses"] = generate(Params(scheme="ulysses", seq=2048, nodes=8, chunk=256, decode_tokens=2,
+                                     all_to_all="pairwise", uneven_heads=True))
+    return out
 
 
 @pytest.mark.parametrize("scheme", SCHEMES)

@@ -16,8 +16,11 @@ from emu.workload.enums import Kind, MsgOp, Residency, Stage
 from emu.workload.generate import Params, generate
 from emu.workload.trace import load_trace, save_trace
 
-# 12 query heads, 2 KV heads (Qwen2.5-1.5B), two layers to stay small
-SMALL = dict(seq=1024, chunk=256, decode_tokens=2, overrides=["model.layers=2"])
+# 12 query heads, 2 KV heads (Qwen2.5-1.5B), two layers to stay small; the NIC's all-to-all
+# engine, and the uneven head splits no reference accepts (tests/test_baselines.py checks the
+# concurrent mode and the refusal)
+SMALL = dict(seq=1024, chunk=256, decode_tokens=2, overrides=["model.layers=2"], all_to_all="pairwise",
+             uneven_heads=True)
 D, HQ, HKV = 128, 12, 2
 
 
@@ -118,11 +121,11 @@ def test_gqa_limit_and_replication_are_stated():
     with pytest.raises(ConfigError, match="does not divide the 16 nodes"):
         generate(Params(scheme="usp", nodes=16, ulysses_degree=5, **SMALL))
     with pytest.raises(ConfigError, match="multiples of 16"):
-        generate(Params(scheme="ulysses", nodes=16, seq=1000, chunk=256))
+        generate(Params(scheme="ulysses", nodes=16, seq=1000, chunk=256, uneven_heads=True))
 
 
 def test_usp_rings_sit_on_the_embedding():
-    t = generate(Params(scheme="usp", nodes=16, seq=2048, chunk=512, overrides=["model.layers=1"]))
+    t = generate(Params(scheme="usp", nodes=16, seq=2048, chunk=512, overrides=["model.layers=1"], all_to_all="pairwise"))
     ring = t.schedule["ring"]
     assert len(ring["rings"]) == 2 and all(h == [1] * 8 for h in ring["rings_hops"])
     o = t.ops

@@ -46,7 +46,8 @@ def register(subparsers) -> None:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--seq", default="16384", help="prompt length in tokens (default 16384)")
     common.add_argument("--nodes", default="16", help="boards (default 16)")
-    common.add_argument("--chunk", default="1024", help="prefill chunk size in tokens, or 'auto' (eq. 8); default 1024")
+    common.add_argument("--chunk", default="1024", help="prefill chunk size in tokens, 'auto' (eq. 8) or 'whole' (unchunked: "
+                             "the prompt is one chunk, as ring-flash-attention runs); default 1024")
     common.add_argument("--model", default="qwen2.5-1.5b", help="model profile name or file (default qwen2.5-1.5b)")
     common.add_argument("--hw", default="kr260", help="hardware profile name or file (default kr260)")
     common.add_argument("--decode-tokens", default="0", metavar="K", help="decode steps after the first token (default 0)")
@@ -74,6 +75,7 @@ def register(subparsers) -> None:
             p.add_argument("--ulysses-degree", default=None, metavar="U",
                            help="Ulysses degree u (all-to-all groups of u boards, ring over nodes/u groups); "
                                 "default: the model's KV heads (the largest degree without replicating them)")
+        _baseline_options(p, name)
         p.set_defaults(func=_generate)
     show = sub.add_parser("show", help="validate a trace and summarise it",
                           description="Load a trace with every check `emu replay` makes (structure, types, enums, "
@@ -91,6 +93,37 @@ def register(subparsers) -> None:
     parser.set_defaults(func=lambda args: (parser.print_help(), 0)[1])
 
 
+# ---- baseline options (docs/workloads.md "Baseline options"): each default is its authors' choice
+def _baseline_options(p, name: str) -> None:
+    if name in ("ring", "zigzag", "pd"):
+        p.add_argument("--ring-forward", choices=("after-compute", "on-arrival"), default="after-compute",
+                       help="when a board forwards a received KV set: after its attention on the set before "
+                            "(ring-flash-attention's double buffer; default) or as soon as it arrives")
+        p.add_argument("--ring-lookahead", action="store_true",
+                       help="circulate the existing history from the layer's start, as MARS pushes one layer "
+                            "ahead (same bytes); default off, as ring-flash-attention")
+    if name in ("ulysses", "usp"):
+        p.add_argument("--all-to-all", choices=("concurrent", "pairwise"), default="concurrent",
+                       help="every pair posted at once, interleaved by the NICs (DeepSpeed, yunchang; default), "
+                            "or the NIC all-to-all engine's pairwise shift schedule")
+        p.add_argument("--uneven-heads", action="store_true",
+                       help="allow a Ulysses degree that does not divide the query heads (uneven split or idle "
+                            "boards), which no reference implementation accepts")
+    if name in ("mars", "full"):
+        p.add_argument("--no-lookahead", dest="mars_lookahead", action="store_false",
+                       help="push history after the consumer's QKV of the layer, not one layer ahead "
+                            "(what emu tune --attribution measures)")
+    if name == "pd":
+        p.add_argument("--first-token", choices=("prefill", "decode"), default="prefill",
+                       help="where the first token's LM head runs: the prefill side (DistServe, Splitwise; "
+                            "default: TTFT excludes the KV handoff) or the decode side after the handoff")
+
+
+def _baseline_params(args) -> dict:
+    return {k: getattr(args, k) for k in ("ring_forward", "ring_lookahead", "all_to_all", "first_token",
+                                          "uneven_heads", "mars_lookahead") if hasattr(args, k)}
+
+
 def _generate(args) -> int:
     from ..api import trace_params
     from ..outputs import check_writable
@@ -101,9 +134,10 @@ def _generate(args) -> int:
     check_writable(args.output, "-o")  # before generating: a bad path fails at once
     params = trace_params(
         args.scheme, **_ints(args, ("seq", "nodes", "decode_tokens", "prefill_nodes", "ulysses_degree")),
-        chunk="auto" if args.chunk == "auto" else _ints(args, ("chunk",))["chunk"], model=args.model, hw=args.hw,
+        chunk=args.chunk if args.chunk in ("auto", "whole") else _ints(args, ("chunk",))["chunk"], model=args.model, hw=args.hw,
         kv_budget=args.kv_budget, alpha=number_text(args.alpha, "--alpha"), set=args.overrides,
-        pd_mode=getattr(args, "pd_mode", "bulk"), topology=args.topology, ring_order=args.ring_order, flag="--")
+        pd_mode=getattr(args, "pd_mode", "bulk"), topology=args.topology, ring_order=args.ring_order, flag="--",
+        **_baseline_params(args))
     trace = generate(params)
     save_trace(trace, args.output)
     size = os.path.getsize(args.output)
@@ -118,7 +152,7 @@ def _generate(args) -> int:
 
 def _show(args) -> int:
 
-    from ..workload.analysis import fan_out
+    from ..workload.analysis import fan_out, scheme_options
     from ..workload.enums import MsgOp
     from ..workload.trace import load_trace
 
@@ -137,10 +171,12 @@ def _show(args) -> int:
                           "ops": t.n_ops, "kinds": t.kind_count(),
                           "messages": {k: {"ops": n, "count": c, "delivered_bytes": b} for k, (n, c, b) in messages.items()},
                           "r": t.schedule["r"], "kv_budget_bytes": t.schedule["kv_budget_bytes"],
-                          "ring": t.schedule.get("ring"), "ulysses": t.schedule.get("ulysses")}, indent=2, default=int))
+                          "ring": t.schedule.get("ring"), "ulysses": t.schedule.get("ulysses"),
+                          "options": m["scheme"]}, indent=2, default=int))
         return 0
     print(f"{args.file}: {m['scheme']['name']} on {m['nodes']} x {m['hw']['name']} ({m['scheme']['topology']}), "
           f"{m['model']['name']}, seq {m['seq']}, chunk {m['chunk']} ({m['n_chunks']} chunks), {m['decode_tokens']} decode tokens")
+    print(f"options {scheme_options(m['scheme'])}")
     print(f"ops {t.n_ops}: " + ", ".join(f"{k} {v}" for k, v in t.kind_count().items()))
     for name, (n, k, b) in messages.items():
         print(f"  {name:14s} {n:8d} ops {k:9d} messages {format_size(b):>10s} delivered")

@@ -13,10 +13,14 @@ arrived is what was sent (CRC-32), and the leader's merged attention is compared
 float64 numpy attention over the whole KV of that step.
 
 K and V are seeded per token (fp32), the same for every layer: the check is of the
-datapath's transport and arithmetic, not of the model's weights. Holder h's shard is its
-prompt tokens (``schedule.decode.start_shards``, in holder order) plus the decode tokens
-placed on it (``new_token_nodes``); the leader also holds the current token's. Only the
-payloads in flight and the K/V are held, so memory is bounded (``LIMIT_BYTES``).
+datapath's transport and arithmetic, not of the model's weights. Holder h's shard is the
+prompt KV the replay's directory says it owns when decode starts (its owned prompt blocks
+of layer 0, in tokens), plus the decode tokens placed on it (``new_token_nodes``); the
+leader also holds the current token's. Where that layout differs from the one the trace
+declares (``schedule.decode.start_shards``), each difference is a mismatch: a schedule
+that misstates the layout, or a replay that left the KV elsewhere, fails the check. (For
+head-sharded layouts the rows follow the declared group shards.) Only the payloads in
+flight and the K/V are held, so memory is bounded (``LIMIT_BYTES``).
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import numpy as np
 
 from ..codec import Dtype, ReduceOp
 from ..errors import ConfigError
+from ..workload.profiles import dtype_bytes
 from ..nic import reduce as R
 from ..workload.enums import Kind, MsgOp
 from ..workload.enums import Stage as TStage
@@ -35,9 +40,12 @@ LIMIT_BYTES = 1 << 30  # K/V (fp32 and the float64 reference copy) and the large
 
 
 class Functional:
-    def __init__(self, trace, model: dict, seed: int = 0):
+    def __init__(self, trace, model: dict, seed: int = 0, directory=None):
         ops = trace.ops
         self.trace, self.seed = trace, int(seed)
+        self.directory, self.layout_checked = directory, False
+        self.layout_mismatches = self.bad_payloads = 0
+        self.kv_token_bytes = dtype_bytes(2 * int(model["kv_heads"]) * int(model["head_dim"]), model["kv_dtype"])
         self.H, self.d, self.Hk = int(model["heads"]), int(model["head_dim"]), int(model["kv_heads"])
         biggest = int(ops["bytes"].max()) if trace.n_ops else 0
         if biggest > LIMIT_BYTES:
@@ -75,6 +83,8 @@ class Functional:
         if not dec or not {"kv_nodes", "start_shards", "new_token_nodes", "leader"} <= set(dec):
             raise ConfigError("--functional: the trace's schedule has no decode layout (schedule.decode)")
         holders, starts = [int(h) for h in dec["kv_nodes"]], [int(n) for n in dec["start_shards"]]
+        self.holders, self.starts = holders, starts
+        self.seq_sharded = dec.get("layout") != "head-sharded"
         self.leader, self.placed = int(dec["leader"]), [int(x) for x in dec["new_token_nodes"]]
         self.prompt = sum(starts)
         tokens = self.prompt + len(self.placed)
@@ -101,6 +111,36 @@ class Functional:
         self.KT64 = np.ascontiguousarray(self.K.transpose(1, 2, 0), np.float64)
         self.V64 = np.ascontiguousarray(self.V.transpose(1, 0, 2), np.float64)
 
+    # ---- the layout the replay produced ---------------------------------------------------
+
+    def owned_prompt_tokens(self) -> dict[int, int]:
+        """Per node, the prompt tokens whose layer-0 KV it owns now, by the replay's directory."""
+        meta = self.trace.meta
+        L, N, C = int(meta["model"]["layers"]), int(meta["nodes"]), int(meta["n_chunks"])
+        got: dict[int, int] = {}
+        for kv, (node, nbytes) in self.directory.owners.items():
+            if kv % L == 0 and kv // L // N < C:
+                got[node] = got.get(node, 0) + int(nbytes)
+        return {n: b // self.kv_token_bytes for n, b in got.items()}
+
+    def _check_layout(self) -> None:
+        """At decode's start: take each holder's prompt rows from where the replay left the KV,
+        and count every difference from the declared layout as a mismatch."""
+        self.layout_checked = True
+        if self.directory is None or not self.seq_sharded:
+            return
+        got = self.owned_prompt_tokens()
+        declared = dict(zip(self.holders, self.starts))
+        for n in sorted(set(got) | set(declared)):
+            if got.get(n, 0) != declared.get(n, 0):
+                self.layout_mismatches += 1
+                if len(self.mismatches) < 20:
+                    self.mismatches.append(f"node {n} holds {got.get(n, 0)} prompt tokens of KV when decode starts; "
+                                           f"schedule.decode.start_shards says {declared.get(n, 0)}")
+        edges = np.cumsum([0] + [got.get(h, 0) for h in self.holders])
+        self.prompt_rows = {h: (int(min(edges[i], self.prompt)), int(min(edges[i + 1], self.prompt)))
+                            for i, h in enumerate(self.holders)}
+
     # ---- payloads ------------------------------------------------------------------------
 
     def _query(self, t: int, l: int) -> np.ndarray:
@@ -126,6 +166,7 @@ class Functional:
         self.deliveries += 1
         self.bytes_checked += len(data or b"")
         if data is None or zlib.crc32(data) != self._expect.get((op, src, block)):
+            self.bad_payloads += 1
             if len(self.mismatches) < 20:
                 self.mismatches.append(f"op {op} from node {src} arrived at node {node} with other bytes than were sent")
             return
@@ -144,6 +185,8 @@ class Functional:
     def contribution(self, op: int, node: int) -> bytes:
         """``node``'s partial state for reduce ``op``, from the query that reached it."""
         ops = self.trace.ops
+        if not self.layout_checked:
+            self._check_layout()
         t, l = int(ops["chunk"][op]), int(ops["layer"][op])
         if node == self.leader:
             q = self._query(t, l)
@@ -168,7 +211,8 @@ class Functional:
 
     def summary(self) -> dict:
         return {"deliveries_checked": self.deliveries, "bytes_checked": self.bytes_checked,
-                "payload_mismatches": len(self.mismatches), "mismatches": self.mismatches,
+                "payload_mismatches": self.bad_payloads,
+                "layout_mismatches": self.layout_mismatches, "mismatches": self.mismatches,
                 "reductions": self.reductions, "state_dtypes": sorted(self.dtypes),
                 "max_abs_error": self.max_abs, "max_rel_error": self.max_rel}
 

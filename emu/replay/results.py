@@ -24,6 +24,7 @@ from .. import __version__
 from ..outputs import OutputFolder
 from ..net.kernel import LINKS
 from ..topology import to_json
+from ..workload.analysis import scheme_options
 from ..workload.enums import Kind
 from ..workload.enums import Stage as TStage
 
@@ -69,6 +70,8 @@ def summarize(rp) -> dict:
         # What the run was told besides the trace, so runs can be compared on it.
         "loss": rp.opt.loss,
         "scenario": list(rp.opt.scenario),
+        # The scheme's generation options (chunk mode, baseline options), from the trace's meta.
+        "options": dict(tr.meta["scheme"]) if isinstance(tr.meta.get("scheme"), dict) else {},
         "overrides": list(rp.opt.overrides),
         "ttft_s": ttft / 1e12,
         "prefill_s": prefill / 1e12,
@@ -174,6 +177,7 @@ def format_summary(s: dict) -> str:
     gib = 2**30
     lines = [
         f"trace     {s['trace']}  ({s['scheme']}, {s['nodes']} nodes, seq {s['seq']}, {s['model']} on {s['hw']}, topology {s['topology']})",
+        *([f"options   {scheme_options(s['options'])}"] if s.get("options") else []),
         f"TTFT      {s['ttft_s']:.4f} s   (prefill {s['prefill_s']:.4f} s)",
         "decode    " + (f"{s['decode_tokens_per_s']:.2f} tokens/s over {s['decode_tokens']} tokens" if s["decode_tokens_per_s"] else "no decode tokens"),
         f"wire      {s['wire_bytes'] / gib:.3f} GiB in {s['frames']:,} frame-hops; KV payload {s['kv_bytes'] / gib:.3f} GiB",
@@ -190,7 +194,10 @@ def format_summary(s: dict) -> str:
     f = s.get("functional")
     if f:
         lines.append(f"functional {f['deliveries_checked']:,} payloads ({f['bytes_checked'] / gib:.3f} GiB) checked, "
-                     f"{f['payload_mismatches']} mismatched; {f['reductions']} reductions "
+                     f"{f['payload_mismatches']} mismatched"
+                     + (f", {f['layout_mismatches']} holders' KV not where schedule.decode says"
+                        if f.get("layout_mismatches") else "")
+                     + f"; {f['reductions']} reductions "
                      f"({'/'.join(f['state_dtypes']) or 'none'}): max abs error {f['max_abs_error']:.3g}, "
                      f"max rel error {f['max_rel_error']:.3g} vs numpy attention")
     if s["incomplete_ops"]:

@@ -101,7 +101,8 @@ class Replay:
                                      base_loss={l: Loss(p=options.loss) for l in range(len(self.net.links))})
             self.timeline.on_reroute.append(self.cluster.reroute)
             self.timeline.install(self.net, self.routes)
-        self.functional = Functional(trace, self.model, options.seed) if options.functional else None
+        self.functional = (Functional(trace, self.model, options.seed, self.cluster.directory)
+                           if options.functional else None)
         self.engine = self._engine(options.engine)
         self.is_comm = np.isin(trace.ops["kind"], [int(k) for k in COMM_KINDS | CONTROL_KINDS])
         self.wiring = Wiring(trace) if self.engine == "python" else None

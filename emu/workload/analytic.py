@@ -177,3 +177,43 @@ def choose_chunk(seq: int, N: int, model, hw: dict, net, alpha: float, s_node: f
     B, ok, ta1, tp1 = chosen
     return {"chunk": B, "overlap_met": ok, "t_attn_first_s": ta1, "t_prop_first_s": tp1,
             "gamma": gamma, "buffer_max_chunk": b_max, "granule": g}
+
+
+# ---------------------------------------------------------------- bounds on a generated trace
+def op_seconds(ops, hw: dict) -> np.ndarray:
+    """Each compute op's time on its board, as the replay's roofline gives it (seconds):
+    max(flops / P_node, bytes / BW_mem) plus the fixed per-op overhead; 0 for messages."""
+    from .enums import Kind
+
+    t = np.maximum(ops["flops"] / float(hw["compute_flops"]), ops["mem_bytes"] / float(hw["mem_bw"]))
+    t = t + float(hw["op_overhead_ps"]) * 1e-12
+    return np.where(ops["kind"] <= Kind.decode_lm_head, t, 0.0)
+
+
+def compute_bound(trace, layers: int | None = None) -> float:
+    """TTFT if messages took no time: the busiest board's prefill compute (QKV, attention,
+    MLP, and the LM head on its board), in seconds. A trace generated with one layer stands
+    for ``layers`` identical ones (every layer's ops are the same)."""
+    from .enums import Kind, Stage
+
+    ops, n = trace.ops, int(trace.meta["nodes"])
+    pre = (ops["stage"] == Stage.prefill) & (ops["node"] >= 0)
+    t = op_seconds(ops, trace.meta["hw"])
+    lm = pre & (ops["kind"] == Kind.lm_head)
+    scale = (layers or 1) / (1 if layers is None else int(trace.meta["model"]["layers"]))
+    per = np.bincount(ops["node"][pre & ~lm], weights=t[pre & ~lm], minlength=n) * scale
+    per += np.bincount(ops["node"][lm], weights=t[lm], minlength=n)
+    return float(per.max())
+
+
+def balanced_bound(trace, layers: int | None = None) -> float:
+    """The cluster's compute bound: all prefill compute spread evenly over every board (no
+    scheme beats it; the per-board bound of a scheme that balances its work approaches it)."""
+    from .enums import Kind, Stage
+
+    ops, n = trace.ops, int(trace.meta["nodes"])
+    pre = (ops["stage"] == Stage.prefill) & (ops["node"] >= 0)
+    t = op_seconds(ops, trace.meta["hw"])
+    lm = pre & (ops["kind"] == Kind.lm_head)
+    scale = (layers or 1) / (1 if layers is None else int(trace.meta["model"]["layers"]))
+    return float(t[pre & ~lm].sum() * scale / n + t[lm].sum())

@@ -6,6 +6,7 @@ randomness), so the same parameters give a byte-identical file.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 
@@ -21,7 +22,7 @@ from .trace import FORMAT, VERSION, Trace, from_columns
 
 # Bump when the generators' output changes for the same parameters (the shipped traces and
 # their regeneration test follow it).
-GENERATOR = "mcf-emu-workload/2"
+GENERATOR = "mcf-emu-workload/3"
 SCHEMES = ("mars", "ring", "zigzag", "pd", "full", "ulysses", "usp")
 RING_ORDERS = ("embedding", "boards")
 
@@ -31,7 +32,7 @@ class Params:
     scheme: str
     seq: int = 16384
     nodes: int = 16
-    chunk: int | str = 1024  # or "auto" (eq. 8)
+    chunk: int | str = 1024  # or "auto" (eq. 8), or "whole" (unchunked: the prompt is one chunk)
     model: str = "qwen2.5-1.5b"
     hw: str = "kr260"
     decode_tokens: int = 0
@@ -43,6 +44,13 @@ class Params:
     topology: str | None = None  # None: the hardware's default for the node count
     ring_order: str = "embedding"  # ring schemes: the topology's best ring, or "boards" (0..N-1)
     ulysses_degree: int | None = None  # usp: u (None: the GQA limit, H_kv, if it divides N)
+    # Baseline options, each with its authors' choice as default (docs/workloads.md)
+    ring_forward: str = "after-compute"  # ring schemes: forward a set after the compute on the one before
+    ring_lookahead: bool = False  # ring schemes: circulate the history from the layer's start
+    all_to_all: str = "concurrent"  # ulysses, usp: every pair posted at once, or "pairwise" (NIC engine)
+    first_token: str = "prefill"  # pd: LM head on the prefill side, or "decode" (after the handoff)
+    uneven_heads: bool = False  # ulysses, usp: allow degrees that do not divide the query heads
+    mars_lookahead: bool = True  # mars, full: push history one layer ahead (off: after the consumer's QKV)
 
 
 def _need_int(name: str, value, lo: int) -> int:
@@ -61,6 +69,19 @@ def _usp_degree(u, N: int, model: Model) -> int:
     if N % u:
         raise ConfigError(f"--ulysses-degree {u} does not divide the {N} nodes")
     return u
+
+
+def _check_options(p: Params) -> None:
+    """The baseline options' values (docs/workloads.md), named as ``emu trace`` spells them."""
+    for flag, value, allowed in (("ring-forward", p.ring_forward, ring.FORWARDS),
+                                 ("all-to-all", p.all_to_all, usp.A2A_MODES),
+                                 ("first-token", p.first_token, pd.FIRST_TOKENS)):
+        if value not in allowed:
+            raise ConfigError(f"--{flag} must be one of {', '.join(allowed)}, got {value!r}")
+    for flag, value in (("ring-lookahead", p.ring_lookahead), ("uneven-heads", p.uneven_heads),
+                        ("no-lookahead", p.mars_lookahead)):
+        if not isinstance(value, bool):
+            raise ConfigError(f"--{flag} must be true or false, got {value!r}")
 
 
 def _check_size(N: int, layers: int, chunks: int, decode_tokens: int) -> None:
@@ -91,7 +112,13 @@ def generate(p: Params) -> Trace:
     if not isinstance(p.alpha, (int, float)) or not p.alpha >= 0 or not math.isfinite(p.alpha):
         raise ConfigError(f"--alpha must be a finite number >= 0, got {p.alpha!r}")
     model_p, hw_p = profiles.load_pair(p.model, p.hw, p.overrides)
+    if p.chunk == "whole":
+        p = dataclasses.replace(p, chunk=p.seq)
+        whole = True
+    else:
+        whole = False
     _check_size(N, model_p["layers"], 1 if p.chunk == "auto" else -(-p.seq // max(_need_int("chunk", p.chunk, 1), 1)), K)
+    _check_options(p)
     if p.kv_budget is not None:
         hw_p["kv_budget"] = parse_budget(p.kv_budget, "--kv-budget")
     model = Model.from_profile(model_p)
@@ -107,6 +134,8 @@ def generate(p: Params) -> Trace:
     heads = None
     if p.scheme in ("ulysses", "usp"):
         u = N if p.scheme == "ulysses" else _usp_degree(p.ulysses_degree, N, model)
+        if not p.uneven_heads:
+            usp.check_degree(model, u, f"--nodes {N}" if p.scheme == "ulysses" else f"--ulysses-degree {u}")
         heads = usp.head_split(model, u)
         P = N // u  # the layout cuts chunks into R = N / u group slices
     parts = 2 * P if zig else P
@@ -115,7 +144,7 @@ def generate(p: Params) -> Trace:
         share = -(-p.seq // N) * model.m_token
         s_auto = resolve_budget(hw_p["kv_budget"], share)
         chunk_choice = analytic.choose_chunk(p.seq, N, model, hw_p, net, p.alpha, s_auto,
-                                             granule=math.lcm(parts, N))
+                                             granule=math.lcm(2 * N, parts))  # one granule for every scheme
         B = chunk_choice["chunk"]
     else:
         B = _need_int("chunk", p.chunk, 1)
@@ -137,13 +166,13 @@ def generate(p: Params) -> Trace:
         sched["chunk_choice"] = chunk_choice
     if p.scheme in ("mars", "full"):
         plan = mars.make_plan(p.scheme, layout, model, net, p.alpha, s_node)
-        out = mars.generate(b, layout, model, net, plan)
+        out = mars.generate(b, layout, model, net, plan, p.mars_lookahead)
         sched.update(mars.schedule(plan, net, layout))
     elif heads is not None:
         u, R = N // P, P
         order = net.ring() if p.ring_order == "embedding" else list(range(N))
         grid = usp.place(net, u, R, order)
-        out = usp.generate(b, layout, model, grid, heads)
+        out = usp.generate(b, layout, model, grid, heads, p.all_to_all)
         rings = [[grid[g][k] for g in range(R)] for k in heads.active] if R > 1 else []
         sched.update(r=[1] * C, holders=[[[] for _ in range(N)] for _ in range(C)], drains=[],
                      node_kv_bytes=out["node_kv_bytes"])
@@ -157,15 +186,16 @@ def generate(p: Params) -> Trace:
     else:
         order = net.ring(range(P)) if p.ring_order == "embedding" else list(range(P))
         sched["ring"] = {"order": order, "hops": net.ring_hops(order), "mode": p.ring_order}
-        out = (pd.generate(b, layout, model, N, p.pd_mode, order) if p.scheme == "pd"
-               else ring.generate(b, layout, model, order))
+        ropt = {"forward": p.ring_forward, "lookahead": p.ring_lookahead}
+        out = (pd.generate(b, layout, model, N, p.pd_mode, order, first_token=p.first_token, **ropt)
+               if p.scheme == "pd" else ring.generate(b, layout, model, order, **ropt))
         # owner-only throughout; PD's decode boards hold nothing until the handoff
         sched.update(r=[1] * C, holders=[[[] for _ in range(N)] for _ in range(C)], drains=[],
                      node_kv_bytes=[[sum(layout.tokens(j, n) for j in range(c + 1)) * model.m_token if n < P else 0
                                      for n in range(N)] for c in range(C)])
     dec_heads = dec_groups = None
     if p.scheme == "pd":
-        leader, lm, shards = out["leader"], out["lm_head"], out["shards"]
+        leader, lm, shards = out["leader"], out["decode_start"], out["shards"]
         sched["pd"] = out["handoff"]
     elif heads is not None:
         leader = out["leader"]
@@ -190,16 +220,23 @@ def generate(p: Params) -> Trace:
     if p.scheme == "pd":
         sched["stats"] = {**sched["stats"], "handoff_bytes": out["handoff_bytes"]}
 
-    scheme = {"name": p.scheme, "chunk_mode": "auto" if chunk_choice else "fixed", "topology": net.name,
+    scheme = {"name": p.scheme, "chunk_mode": "auto" if chunk_choice else ("whole" if whole else "fixed"),
+              "topology": net.name,
               "kv_budget": hw_p["kv_budget"], "kv_budget_bytes": s_node}
     if p.scheme == "mars":
         scheme["alpha"] = float(p.alpha)
+    if p.scheme in ("mars", "full") and not p.mars_lookahead:
+        scheme["lookahead"] = False
     if "ring" in sched:
         scheme["ring_order"] = p.ring_order
+    if p.scheme in ("ring", "zigzag", "pd"):
+        scheme.update(ring_forward=p.ring_forward, ring_lookahead=bool(p.ring_lookahead))
     if p.scheme == "pd":
-        scheme.update(pd_mode=p.pd_mode, prefill_nodes=P, decode_nodes=D)
+        scheme.update(pd_mode=p.pd_mode, prefill_nodes=P, decode_nodes=D, first_token=p.first_token)
     if heads is not None:
-        scheme.update(ulysses_degree=N // P, ring_degree=P)
+        scheme.update(ulysses_degree=N // P, ring_degree=P, all_to_all=p.all_to_all)
+        if p.uneven_heads:
+            scheme["uneven_heads"] = True
     meta = {
         "format": FORMAT, "version": VERSION, "generator": GENERATOR, "scheme": scheme,
         "model": model_p, "hw": hw_p, "nodes": N, "seq": p.seq, "chunk": B, "n_chunks": C,

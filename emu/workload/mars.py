@@ -110,9 +110,12 @@ def make_plan(policy: str, layout, model, net, alpha: float, s_node: int | None)
     return plan
 
 
-def _pace(attn_last, c: int, l: int, n: int, L: int) -> list[int]:
+def _pace(attn_last, c: int, l: int, n: int, L: int, qkv=None) -> list[int]:
     """The prefetch window: blocks for (c, l) are pushed to n once n finished the attention
-    of the layer before (its transient copies are then freed): one layer of lookahead."""
+    of the layer before (its transient copies are then freed): one layer of lookahead.
+    Without lookahead (``qkv``: n's QKV of this layer) they wait for it, as Ring's sets do."""
+    if qkv is not None:
+        return [qkv]
     if l > 0:
         return [attn_last[c][l - 1][n]]
     if c > 0:
@@ -120,8 +123,10 @@ def _pace(attn_last, c: int, l: int, n: int, L: int) -> list[int]:
     return []
 
 
-def generate(b: OpBuilder, layout, model, net, plan: Plan) -> dict:
-    """Append the prefill ops; returns op index tables the decode and the tests use."""
+def generate(b: OpBuilder, layout, model, net, plan: Plan, lookahead: bool = True) -> dict:
+    """Append the prefill ops; returns op index tables the decode and the tests use.
+    ``lookahead`` False starts each history push after its consumer's QKV of the layer
+    (what the attribution of ``emu tune`` turns off; the bytes are the same)."""
     N, C, L = layout.nodes, layout.n_chunks, layout.layers
     qkv = [[[-1] * N for _ in range(L)] for _ in range(C)]
     attn_last = [[[-1] * N for _ in range(L)] for _ in range(C)]
@@ -244,7 +249,7 @@ def generate(b: OpBuilder, layout, model, net, plan: Plan) -> dict:
             pushes = [[] for _ in range(N)]
             for n in range(N):
                 _, _, batches, cur_push, *_ = reads[n]
-                pace = _pace(attn_last, c, l, n, L)
+                pace = _pace(attn_last, c, l, n, L, None if lookahead else qkv[c][l][n])
                 for h, nbytes, newest, unread in batches:
                     deps = pace + [attn_last[c - 1][l][h]] + [mc[j][o][l] for j, o in unread]
                     push_op[key(HIST, c, l, n, h)] = b.send(

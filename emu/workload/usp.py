@@ -27,10 +27,23 @@ h uses KV head h // (H_q / H_kv)). Past u = H_kv a KV head is held by several me
 group: that replication is real bytes in the KV all-to-all and real memory, and is
 counted. Without replication the degree is at most H_kv (Qwen2.5-1.5B: 2).
 
-An all-to-all op carries one uniform block per (source, destination) pair. Where members
+An exchange carries one uniform block per (source, destination) pair. Where members
 hold different head counts, one exchange is emitted per head count (of the destinations
 for Q and KV, of the sources for the output), running side by side on the NICs. A member
 slice must split exactly: every chunk's token count must be a multiple of N.
+
+Two all-to-all modes (``all_to_all``):
+- "concurrent" (DeepSpeed-Ulysses and yunchang call NCCL's all_to_all_single, which posts
+  every pair at once): one unicast send per (source, destination) pair, all posted when the
+  sources' QKV (or attention) is done, interleaved by the NICs; a member's QKV registers the
+  group slice's KV block it will own (its own part is already there), and the pairs deliver
+  the rest.
+- "pairwise": one all_to_all op per exchange, on the NIC's all-to-all engine and its
+  pairwise shift schedule (N - 1 steps, one block of a member in flight at a time).
+
+Degrees (``degrees``): DeepSpeed-Ulysses and yunchang split the query heads evenly (H_q
+divisible by the degree); ``check_degree`` refuses other degrees unless told to allow
+uneven splits and idle boards, which no reference accepts.
 """
 
 from __future__ import annotations
@@ -56,6 +69,23 @@ class HeadSplit:
         """KV heads held per KV head of the model, inside one group."""
         held = sum(len(k) for k in self.kv_heads)
         return held / len({h for k in self.kv_heads for h in k})
+
+
+A2A_MODES = ("concurrent", "pairwise")
+
+
+def degrees(model) -> list[int]:
+    """The Ulysses degrees the references accept: those that divide the query heads."""
+    return [u for u in range(1, model.heads + 1) if model.heads % u == 0]
+
+
+def check_degree(model, u: int, what: str) -> None:
+    """Refuse a degree whose head split is uneven or leaves boards idle."""
+    if model.heads % u:
+        ok = ", ".join(map(str, degrees(model)))
+        raise ConfigError(f"{what}: Ulysses degree {u} does not divide the model's {model.heads} query heads "
+                          f"({'boards would idle' if u > model.heads else 'heads would split unevenly'}); "
+                          f"degrees the model allows: {ok} (--uneven-heads to allow it anyway)")
 
 
 def gqa_limit(model) -> int:
@@ -103,8 +133,12 @@ def place(net, u: int, R: int, order: list[int]) -> list[list[int]]:
     return min(cands, key=cost)
 
 
-def generate(b: OpBuilder, lay, model, grid: list[list[int]], split: HeadSplit) -> dict:
+def generate(b: OpBuilder, lay, model, grid: list[list[int]], split: HeadSplit,
+             all_to_all: str = "concurrent") -> dict:
     """Append the prefill ops; ``lay`` cuts chunks into R group slices (kv_nodes = N)."""
+    if all_to_all not in A2A_MODES:
+        raise ConfigError(f"--all-to-all must be one of {', '.join(A2A_MODES)}, got {all_to_all!r}")
+    concurrent = all_to_all == "concurrent"
     R, u = len(grid), len(grid[0])
     C, L = lay.n_chunks, lay.layers
     N = R * u
@@ -124,18 +158,29 @@ def generate(b: OpBuilder, lay, model, grid: list[list[int]], split: HeadSplit) 
     qkv = [[[-1] * N for _ in range(L)] for _ in range(C)]
     attn_last = [[[-1] * N for _ in range(L)] for _ in range(C)]
     mlp = [[[-1] * N for _ in range(L)] for _ in range(C)]
-    stats = {"a2a_ops": 0, "a2a_q_bytes": 0, "a2a_kv_bytes": 0, "a2a_o_bytes": 0, "ring_bytes": 0}
+    stats = {"a2a_ops": 0, "a2a_sends": 0, "a2a_q_bytes": 0, "a2a_kv_bytes": 0, "a2a_o_bytes": 0, "ring_bytes": 0}
     kv_owned = {x: [0] * C for x in boards}
-    kv_ops = set()  # indices of the KV exchanges
+    kv_ops = set()  # indices of the ops delivering KV
 
-    def a2a(srcs, dsts, nbytes, msg, dtype, residency, deps, c, l, key):
-        pairs = sum(1 for s in srcs for t in dsts if s != t)
+    def a2a(srcs, dsts, nbytes, msg, dtype, residency, deps, c, l, key) -> dict[int, list[int]]:
+        """One exchange; ``deps[s]``: what source s's blocks wait for. Returns, per
+        destination, the ops that deliver its blocks there."""
+        pairs = [(s, t) for s in srcs for t in dsts if s != t]
         stats["a2a_ops"] += 1
-        stats[key] += nbytes * pairs
+        stats[key] += nbytes * len(pairs)
+        if not concurrent:
+            i = b.all_to_all(Stage.prefill, msg, srcs, dsts, nbytes, chunk=c, layer=l, dtype=dtype,
+                             residency=residency, deps=[i for x in srcs for i in deps[x]])
+            ops = {t: [i] for t in dsts}
+        else:  # KV: the destination's QKV registered the block it owns; the pairs fill it in
+            ops = {t: [] for t in dsts}
+            for s, t in pairs:
+                ops[t].append(b.send(Stage.prefill, msg, s, [t], nbytes, chunk=c, layer=l, dtype=dtype,
+                                     residency=Residency.none, deps=deps[s]))
+            stats["a2a_sends"] += len(pairs)
         if msg == MsgOp.kv_transfer:
-            kv_ops.add(len(b))
-        return b.all_to_all(Stage.prefill, msg, srcs, dsts, nbytes, chunk=c, layer=l, dtype=dtype,
-                            residency=residency, deps=deps)
+            kv_ops.update(i for v in ops.values() for i in v)
+        return ops
 
     for c in range(C):
         set_tokens = [sum(gt[j][o] for j in range(c + 1)) for o in range(R)]
@@ -150,25 +195,27 @@ def generate(b: OpBuilder, lay, model, grid: list[list[int]], split: HeadSplit) 
                     x = grid[g][k]
                     prev = [mlp[c][l - 1][x]] if l else ([mlp[c - 1][L - 1][x]] if c else [])
                     own = (lay.kv_id(c, x, l), model.kv_bytes(gt[c][g])) if u == 1 else None
+                    if u > 1 and concurrent and hq[k]:  # the group slice's KV of its heads, own part included
+                        own = (lay.kv_id(c, x, l), model.kv_head_bytes(sub, kvh[k]) * u)
                     qkv[c][l][x] = b.compute(Kind.qkv, Stage.prefill, x, c, l, -1, model.qkv(sub), prev, produces=own)
             here = {x: [] for x in boards}  # the exchanges that bring board x its Q and KV (u > 1)
             if u > 1:
                 for g in range(R):
                     sub = gt[c][g] // u
                     srcs = grid[g]
-                    deps = [qkv[c][l][x] for x in srcs]
+                    deps = {x: [qkv[c][l][x]] for x in srcs}
                     for h in sorted({hq[k] for k in active}):
                         dsts = [grid[g][k] for k in active if hq[k] == h]
                         q = a2a(srcs, dsts, model.act(sub * h * d), MsgOp.query, act, Residency.none, deps, c, l,
                                 "a2a_q_bytes")
                         for x in dsts:
-                            here[x].append(q)
+                            here[x] += q[x]
                     for h in sorted({kvh[k] for k in active}):
                         dsts = [grid[g][k] for k in active if kvh[k] == h]
                         kv = a2a(srcs, dsts, model.kv_head_bytes(sub, h), MsgOp.kv_transfer, kvd, Residency.owner,
                                  deps, c, l, "a2a_kv_bytes")
                         for x in dsts:
-                            here[x].append(kv)
+                            here[x] += kv[x]
             last = {}
             for g in range(R):
                 for k in active:
@@ -195,22 +242,23 @@ def generate(b: OpBuilder, lay, model, grid: list[list[int]], split: HeadSplit) 
                         last[x] = b.compute(Kind.attn, Stage.prefill, x, c, l, s + 1,
                                             model.attn(gt[c][g], set_tokens[o], pairs[g][o], hq[k], kvh[k]),
                                             [last[x], recv[g]])
-            back = {}
+            back = {x: [] for x in boards}  # the ops that bring board x its output rows
             if u > 1:
                 for g in range(R):
                     sub = gt[c][g] // u
-                    back[g] = []
                     for h in sorted({hq[k] for k in active}):
                         srcs = [grid[g][k] for k in active if hq[k] == h]
-                        back[g].append(a2a(srcs, grid[g], model.act(sub * h * d), MsgOp.partial_state, act,
-                                           Residency.none, [last[x] for x in srcs], c, l, "a2a_o_bytes"))
+                        o = a2a(srcs, grid[g], model.act(sub * h * d), MsgOp.partial_state, act,
+                                Residency.none, {x: [last[x]] for x in srcs}, c, l, "a2a_o_bytes")
+                        for x in grid[g]:
+                            back[x] += o[x]
             for g in range(R):
                 sub = gt[c][g] // u
                 for k in range(u):
                     x = grid[g][k]
                     if x in last:
                         attn_last[c][l][x] = last[x]
-                    deps = back.get(g, []) + ([last[x]] if x in last else [])
+                    deps = back[x] + ([last[x]] if x in last else [])
                     mlp[c][l][x] = b.compute(Kind.mlp, Stage.prefill, x, c, l, -1, model.mlp(sub), deps)
     node_kv = [[sum(kv_owned[x][: c + 1]) * L if x in kv_owned else 0 for x in range(N)] for c in range(C)]
     return {"qkv": qkv, "attn_last": attn_last, "mlp": mlp, "stats": stats, "node_kv_bytes": node_kv,
