@@ -269,7 +269,7 @@ def run_serve(args) -> int:
     from ..hw.errors import MtuTooSmall
     from ..hw.rawsock import RawSocket
     from ..hw.model import protocol_config
-    from ..hw.serve import Device, ServeLimits
+    from ..hw.serve import Device, ServeLimits, warm_up
     from ..units import parse_size
 
     board = _board(args, parse_int(args.node, "--node"))
@@ -289,6 +289,7 @@ def run_serve(args) -> int:
     proto = protocol_config(rto_min_ps=ps(args.rto_min, "--rto-min"), rto_initial_ps=ps(args.rto_initial, "--rto-initial"),
                             max_retries=parse_int(args.max_retries, "--max-retries"),
                             answer_memory=limits.done_messages)
+    warm_up(board, proto)  # the first check's frames are answered at once, not after loading code
     dev = Device(board, sock, protocol=proto, wrong_reduce_op=wrong, verbose=args.verbose, limits=limits)
     stop = _stop_on_sigterm()
     duration = seconds(args.duration, "--duration") if args.duration else None

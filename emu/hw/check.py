@@ -501,7 +501,8 @@ def run(scenario: Scenario, sock: RawSocket, *, timeout: float = 2.0, settle: fl
     collect(time.monotonic() + timeout, True)
     if not got and not probes:
         raise NoAnswer(f"board {K} sent nothing back on {sock.iface} within {timeout:g} s (is it cabled, is the "
-                       f"link up, does it run as node {K} of {board.topology}?)")
+                       f"link up, does it run as node {K} of {board.topology}? a slow board may answer later: "
+                       f"--timeout {max(10, 5 * timeout):g}s waits longer)")
     collect(time.monotonic() + settle, False)
     pairs, problems = compare(scenario, got, rtol=rtol, atol=atol)
     return Result(scenario, got, pairs, problems, probes, time.monotonic() - t0)
