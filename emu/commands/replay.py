@@ -40,9 +40,10 @@ def register(sub) -> None:
                    help="advance every frame as its own event (the same results; trains advance a stream's "
                         "uninterrupted frames on a link as one event, docs/engine.md)")
     p.add_argument("--engine", choices=("auto", "compiled", "python"), default="auto",
-                   help="the replay loop: compiled (one numba loop for DAG, NICs and links), python (the "
-                        "reference path), or auto (default): compiled when the run is lossless, has no "
-                        "--fail/--degrade, no --functional and no --capture; results are identical")
+                   help="the replay loop: compiled (one numba loop for DAG, NICs and links, with --loss, "
+                        "--fail and --degrade too), python (the reference path), or auto (default): compiled "
+                        "unless --functional, --capture or more than 64 boards (those run on the Python path); results "
+                        "are identical")
     p.add_argument("--capture", metavar="FILE",
                    help="write the frames to a pcap/pcapng capture: an absolute path is written there, a plain "
                         "NAME.pcap or NAME.pcapng goes into the results folder")
