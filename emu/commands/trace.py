@@ -173,5 +173,5 @@ def _list(args) -> int:
         return 0
     for r in rows:
         print(f"{r['name']:16s} {r['scheme']:7s} {r['nodes']:3d} nodes, seq {r['seq']}, chunk {r['chunk']}, "
-              f"{r['decode_tokens']} decode tokens, {r['model']} on {r['hw']}  ({r['bytes'] / 2**20:.1f} MiB)")
+              f"{r['decode_tokens']} decode tokens, {r['model']} on {r['hw']}  ({format_size(r['bytes'])})")
     return 0
