@@ -54,10 +54,15 @@ def register(sub) -> None:
                                  "with -2, -3... when taken)")
     p.add_argument("--no-results", action="store_true", help="print the summary only")
     p.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    p.add_argument("--progress", nargs="?", const="bar", choices=("bar", "json", "none"), metavar="MODE",
+                   help="progress on stderr: bar (ops, simulated and wall time, ETA; the default on a terminal "
+                        "without --json), json (one JSON object per line: ops_done, ops_total, simulated_s, "
+                        "wall_s, eta_s, end) or none")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
+    from ..progress import mode as progress_mode
     from ..replay.results import format_summary
     from ..replay.session import replay
     from ..validate import integer_text, number_text
@@ -71,7 +76,7 @@ def run(args) -> int:
                  fail=args.fail, degrade=args.degrade, detect=args.detect, reliable=args.reliable,
                  seed=integer_text(args.seed, "--seed"), capture=args.capture, functional=args.functional,
                  capture_filter=args.capture_filter, snaplen=integer_text(args.snaplen, "--snaplen"), engine=args.engine, trains=args.trains, out=args.out, out_default=default,
-                 progress=sys.stderr.isatty() and not args.json, flag="--")
+                 progress=progress_mode(args.progress, sys.stderr.isatty() and not args.json) or False, flag="--")
     summary = res.summary
     print(json.dumps(summary, indent=2) if args.json else format_summary(summary)
           + (f"\nresults   {summary['results']}" if "results" in summary else "")
