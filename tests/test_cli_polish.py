@@ -55,6 +55,8 @@ def test_a_rate_reads_in_any_case_on_the_command_line(capsys):
     (["trace", "ring", "--set", "model.layer=2", "-o", "never.json"], "did you mean model.layers"),
     (["sweep", "quik"], "did you mean quick? shipped: chunk_mars, mars_memory, nodes_16k, quick, ttft_vs_prompt"),
     (["replay", "mars16k"], "did you mean mars_16k?"),
+    (["trace", "ring", "--hw", "kr26", "-o", "never.json"], "did you mean kr260 or kr260-10g?"),
+    (["profiles", "show", "kr26"], "did you mean kr260 or kr260-10g?"),
 ])
 def test_a_mistyped_name_gets_a_did_you_mean(argv, hint, capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)

@@ -133,7 +133,8 @@ def _read(section: str, ref: str) -> tuple[dict, str]:
         root = resources.files(_PACKAGE[section])
         hits = [root / f"{ref}{ext}" for ext in (".toml", ".json") if (root / f"{ref}{ext}").is_file()]
         if not hits:
-            raise ConfigError(f"{_LABEL[section]} {ref!r}: unknown; available: {', '.join(available(section))}")
+            raise ConfigError(f"{_LABEL[section]} {ref!r}: unknown; {did_you_mean(ref, available(section))}"
+                              f"available: {', '.join(available(section))}")
         path, where = hits[0], f"{_LABEL[section]} {ref}"
         text = hits[0].read_bytes()
     try:
