@@ -36,6 +36,8 @@ def clock(seconds: float) -> str:
 class Progress:
     """``label``'s progress: ``update`` as it goes, ``end`` once (the last line, then a newline)."""
 
+    _lock = threading.Lock()  # a Ticker's thread and the main thread draw the same line
+
     def __init__(self, label: str, total: int | None, mode: str = "bar"):
         if mode not in MODES:
             raise ValueError(mode)
@@ -80,8 +82,6 @@ class Progress:
         if self.mode == "bar" and self._width:
             self._write("\n")
             self._width = 0
-
-    _lock = threading.Lock()  # a Ticker's thread and the main thread draw the same line
 
     @classmethod
     def _write(cls, text: str) -> None:

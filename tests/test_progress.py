@@ -93,3 +93,15 @@ def test_bad_input_with_progress_is_one_line(tmp_path, capsys):
     assert main(["trace", "ring", "--set", "hw.link_rate=fast", "-o", str(out), "--progress", "json"]) == 2
     err = capsys.readouterr().err
     assert len(err.splitlines()) == 1 and err.startswith("emu trace: error: ") and not out.exists()
+
+
+def test_in_a_notebook_the_bar_ends_at_100_percent(tmp_path):
+    nbformat = pytest.importorskip("nbformat")
+    from nbclient import NotebookClient
+
+    code = f"import emu\nemu.replay(emu.trace('ring', **{RING!r}), progress=True).ttft_s"
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)])
+    NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    err = "".join(o.get("text", "") for o in nb.cells[0].outputs if o.get("name") == "stderr")
+    last = err.rstrip("\n").split("\r")[-1]  # what the notebook shows of a redrawn line
+    assert "100.0%  simulated" in last, repr(err)
