@@ -14,6 +14,7 @@ from importlib import resources
 from pathlib import Path
 
 from .errors import ConfigError
+from .names import did_you_mean
 
 TRACE_SUFFIXES = (".json", ".json.gz")
 
@@ -58,8 +59,8 @@ def trace_path(ref: str | os.PathLike) -> Path:
         return p
     if ref in have:
         return have[ref]
-    raise ConfigError(f"{ref}: no such file, and no shipped trace of that name (shipped: {', '.join(have) or 'none'}; "
-                      "emu trace list)")
+    raise ConfigError(f"{ref}: no such file, and no shipped trace of that name; {did_you_mean(ref, have)}"
+                      f"shipped: {', '.join(have) or 'none'} (emu trace list)")
 
 
 def sweep_path(ref: str | os.PathLike) -> Path:
@@ -68,7 +69,11 @@ def sweep_path(ref: str | os.PathLike) -> Path:
     p = Path(ref)
     if p.exists() or _looks_like_path(ref):
         return p
-    return sweeps().get(ref, p)  # an unknown name: the sweep loader says "no such sweep file"
+    have = sweeps()
+    if ref in have:
+        return have[ref]
+    raise ConfigError(f"{ref}: no such file, and no shipped sweep of that name; {did_you_mean(ref, have)}"
+                      f"shipped: {', '.join(have) or 'none'} (emu sweep list)")
 
 
 def peek_meta(path: Path) -> dict:

@@ -1,5 +1,8 @@
 """Quantities with units: parse what a user or a profile writes, format what we print.
 
+Printed (every command's human output): sizes and memory with binary prefixes (KiB, MiB,
+GiB), rates with decimal ones (Gbps, GB/s, GOPS), as network and memory datasheets do.
+
 Canonical units (what every parser returns, always an int except plain floats):
 sizes in bytes, link rates in bits/s, memory bandwidth in bytes/s, compute in ops/s,
 times in picoseconds. Arithmetic is done in Decimal so "19.2GB/s" is exactly
@@ -20,8 +23,13 @@ _TIME = {"ps": 1, "ns": 10**3, "us": 10**6, "µs": 10**6, "ms": 10**9, "s": 10**
 
 _NUM = r"(?P<num>[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)"
 _RE_SIZE = re.compile(_NUM + r"\s*(?P<prefix>Ki|Mi|Gi|Ti|Pi|[kKMGTP])?(?P<unit>B|bytes?)?$")
+# A rate's prefix and its "ps" or "/s" are read in any case ("10gbps", "10GBIT/S"); only the
+# unit letter keeps its case, b for bits and B for bytes ("10Gb/s" is 10^10 bits/s, "10GB/s"
+# 8x that). "BPS" in capitals is refused: "10GBPS" is as often meant for bits as for bytes.
+# The words bit(s) and byte(s) say which in any case.
 _RE_RATE = re.compile(
-    _NUM + r"\s*(?P<prefix>Ki|Mi|Gi|Ti|Pi|[kKMGTP])?(?:(?P<unit>b|bits?|B|bytes?)(?:ps|/s)|(?P<bare>bps|Bps))?$"
+    _NUM + r"\s*(?P<prefix>[kKmMgGtTpP](?:[iI](?![tT]))?)?"
+    r"(?:(?P<unit>b|(?i:bits?)|B|(?i:bytes?))(?P<per>(?i:ps|/s))|(?P<bare>bps|Bps))?$"
 )
 _RE_OPS = re.compile(_NUM + r"\s*(?P<prefix>[kKMGTP])?(?P<unit>(?:FL)?OPS|(?:fl)?ops(?:/s)?)?$")
 _RE_TIME = re.compile(_NUM + r"\s*(?P<unit>ps|ns|us|µs|ms|s)?$")
@@ -94,17 +102,33 @@ def _quantity(value, what: str, pattern, expect: str, scale) -> Decimal:
 
 
 def parse_size(value, what: str = "size") -> int:
-    """"4GiB", "256KB" (SI, 256000), "16MiB", "1.5e6", 512 -> bytes (a whole number)."""
-    d = _quantity(value, what, _RE_SIZE, "a size such as 4GiB, 256KB or 1.5e6 (bytes)",
-                  lambda m: _PREFIX[m["prefix"] or ""])
-    return _nonneg(_as_int(d, value, what, exact=True), value, what)
+    """"4GiB", "256KB" (SI, 256000), "16MiB", "1.5e6", 512 -> bytes. Bytes are whole ("0.5B"
+    is refused); a prefixed size rounds to the byte, so a printed "13.51KiB" reads back."""
+    prefixed = []
+
+    def scale(m):
+        prefixed.append(bool(m["prefix"]))
+        return _PREFIX[m["prefix"] or ""]
+
+    d = _quantity(value, what, _RE_SIZE, "a size such as 4GiB, 256KB or 1.5e6 (bytes)", scale)
+    return _nonneg(_as_int(d, value, what, exact=not any(prefixed)), value, what)
+
+
+def _prefix(text: str | None) -> int:
+    """A prefix's factor, in any case: "k", "K", "M", "m" (no milli-rate), "Gi", "gi"."""
+    if not text:
+        return 1
+    return _BIN[text[0].upper() + "i"] if len(text) == 2 else _SI[text.upper()]
 
 
 def _rate(value, what: str, to_bits: bool) -> int:
     def scale(m):
-        k = Decimal(_PREFIX[m["prefix"] or ""])
+        k = Decimal(_prefix(m["prefix"]))
         unit = m["unit"] or (m["bare"][0] if m["bare"] else None)
-        if unit is not None and unit.startswith("b") != to_bits:
+        if unit == "B" and m["per"] not in ("ps", "/s", "/S"):  # "BPS", "BpS": ambiguous
+            raise ConfigError(f"{what}: {value!r} is ambiguous; write bps or b/s for bits/s, "
+                              "B/s for bytes/s (10Gbps, 10GB/s)")
+        if unit is not None and (unit == "b" or unit.lower().startswith("bit")) != to_bits:
             k = k * 8 if to_bits else k / 8
         return k
 
@@ -248,13 +272,15 @@ _BIN_DESC = [("Pi", 2**50), ("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 
 
 
 def format_size(n: int) -> str:
-    """Bytes as the shortest exact form ("16MiB", "256kB"), else 4 significant digits."""
+    """Bytes with a binary prefix, sizes and memory alike ("16MiB", "250KiB" for 256000,
+    "75.6875MiB"): exact up to 6 significant digits, else 4 ("11.13GiB"). Rates print decimal."""
     if abs(n) < 10_000:
         return f"{n}B"
-    exact = [f"{n // f}{name}B" for name, f in _BIN_DESC + _SI_DESC if n % f == 0]
-    if exact:
-        return min(exact, key=len)
-    return _fmt_scaled(n, _SI_DESC, "B")
+    for name, factor in _BIN_DESC:  # the largest prefix that shows it exactly ("1025KiB", not "1.001MiB")
+        x = (Decimal(n) / factor).normalize()
+        if abs(n) >= factor and len(x.as_tuple().digits) <= 6:
+            return f"{x:f}{name}B"
+    return _fmt_scaled(n, _BIN_DESC, "B")
 
 
 def format_rate(bits_per_s: int) -> str:

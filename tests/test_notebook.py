@@ -32,7 +32,10 @@ def figures(nb) -> dict[str, dict]:
     return out
 
 
-def test_quickstart_runs_and_plots_the_runs(tmp_path):
+def test_quickstart_runs_and_plots_the_runs(tmp_path, monkeypatch):
+    scratch = tmp_path / "tmp"  # the kernel's temporary folder: the notebook must leave no run in it
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))
     nb = nbformat.read(NOTEBOOK, as_version=4)
     assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code")  # shipped without outputs
     NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
@@ -55,3 +58,4 @@ def test_quickstart_runs_and_plots_the_runs(tmp_path):
     assert max(peaks["x2"]) * 2**20 == runs["ring"].peak_node_kv_bytes
     text = "".join(o.get("text", "") for c in nb.cells for o in c.get("outputs", []))
     assert "same TTFT: True" in text
+    assert not [p for p in scratch.rglob("*") if p.name in ("summary.json", "timeline.json")]

@@ -40,12 +40,15 @@ def _list(args) -> int:
 
 def _show(args) -> int:
     from ..errors import ConfigError
+    from ..names import did_you_mean
     from ..units import format_value
-    from ..workload.profiles import SCHEMA, available, load
+    from ..workload.profiles import SCHEMA, _validate_only_schema, apply_overrides, available, load
 
+    apply_overrides({}, args.overrides, _validate_only_schema())  # every key, this section's or not
     section = args.kind or ("hw" if args.name in available("hw") else "model")
     if args.kind is None and args.name not in available("hw") + available("model") and not args.name.endswith((".toml", ".json")):
-        raise ConfigError(f"profile {args.name!r}: unknown; models: {', '.join(available('model'))}; hardware: {', '.join(available('hw'))}")
+        raise ConfigError(f"profile {args.name!r}: unknown; {did_you_mean(args.name, available('model') + available('hw'))}"
+                          f"models: {', '.join(available('model'))}; hardware: {', '.join(available('hw'))}")
     prof = load(section, args.name, args.overrides)
     if args.json:
         print(json.dumps({"kind": section, **prof}, indent=2))

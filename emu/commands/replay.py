@@ -40,9 +40,10 @@ def register(sub) -> None:
                    help="advance every frame as its own event (the same results; trains advance a stream's "
                         "uninterrupted frames on a link as one event, docs/engine.md)")
     p.add_argument("--engine", choices=("auto", "compiled", "python"), default="auto",
-                   help="the replay loop: compiled (one numba loop for DAG, NICs and links), python (the "
-                        "reference path), or auto (default): compiled when the run is lossless, has no "
-                        "--fail/--degrade, no --functional and no --capture; results are identical")
+                   help="the replay loop: compiled (one numba loop for DAG, NICs and links, with --loss, "
+                        "--fail and --degrade too), python (the reference path), or auto (default): compiled "
+                        "unless --functional or more than 64 boards (those run on the Python path); results "
+                        "are identical")
     p.add_argument("--capture", metavar="FILE",
                    help="write the frames to a pcap/pcapng capture: an absolute path is written there, a plain "
                         "NAME.pcap or NAME.pcapng goes into the results folder")
@@ -53,10 +54,15 @@ def register(sub) -> None:
                                  "with -2, -3... when taken)")
     p.add_argument("--no-results", action="store_true", help="print the summary only")
     p.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    p.add_argument("--progress", nargs="?", const="bar", choices=("bar", "json", "none"), metavar="MODE",
+                   help="progress on stderr: bar (ops, simulated and wall time, ETA; the default on a terminal "
+                        "without --json), json (one JSON object per line: ops_done, ops_total, simulated_s, "
+                        "wall_s, eta_s, end) or none")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
+    from ..progress import mode as progress_mode
     from ..replay.results import format_summary
     from ..replay.session import replay
     from ..validate import integer_text, number_text
@@ -70,7 +76,7 @@ def run(args) -> int:
                  fail=args.fail, degrade=args.degrade, detect=args.detect, reliable=args.reliable,
                  seed=integer_text(args.seed, "--seed"), capture=args.capture, functional=args.functional,
                  capture_filter=args.capture_filter, snaplen=integer_text(args.snaplen, "--snaplen"), engine=args.engine, trains=args.trains, out=args.out, out_default=default,
-                 progress=sys.stderr.isatty() and not args.json, flag="--")
+                 progress=progress_mode(args.progress, sys.stderr.isatty() and not args.json) or False, flag="--")
     summary = res.summary
     print(json.dumps(summary, indent=2) if args.json else format_summary(summary)
           + (f"\nresults   {summary['results']}" if "results" in summary else "")

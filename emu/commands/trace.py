@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 
 from ..units import format_size
 
@@ -63,6 +64,9 @@ def register(subparsers) -> None:
                              "(default; one link per step where the topology has such a cycle) or board order 0..N-1")
     common.add_argument("-o", "--output", required=True, help="trace file to write (.json or .json.gz)")
     common.add_argument("--json", action="store_true", help="print what was written as one JSON object")
+    common.add_argument("--progress", nargs="?", const="bar", choices=("bar", "json", "none"), metavar="MODE",
+                        help="progress on stderr: bar (ops generated, then written, and the wall time; the default "
+                             "on a terminal without --json), json (one JSON object per line) or none")
     for name in SCHEMES:
         p = sub.add_parser(name, parents=[common], help=SCHEME_HELP[name], description=SCHEME_HELP[name] + ".",
                            epilog=f"example: emu trace {name} --seq 4096 --nodes 8 -o {name}_4k.json",
@@ -128,6 +132,9 @@ def _generate(args) -> int:
     from ..api import trace_params
     from ..outputs import check_writable
     from ..validate import number_text
+    from ..progress import Progress, Ticker
+    from ..progress import mode as progress_mode
+    from ..workload.builder import OpBuilder
     from ..workload.generate import generate
     from ..workload.trace import save_trace
 
@@ -138,8 +145,21 @@ def _generate(args) -> int:
         kv_budget=args.kv_budget, alpha=number_text(args.alpha, "--alpha"), set=args.overrides,
         pd_mode=getattr(args, "pd_mode", "bulk"), topology=args.topology, ring_order=args.ring_order, flag="--",
         **_baseline_params(args))
-    trace = generate(params)
-    save_trace(trace, args.output)
+    mode = progress_mode(args.progress, sys.stderr.isatty() and not args.json)
+    if mode is None:
+        trace = generate(params)
+        save_trace(trace, args.output)
+    else:  # a 64K trace takes seconds to build and to write: say how far it is
+        bar, builder = Progress(f"trace {args.scheme}", None, mode), OpBuilder()
+        with Ticker(bar, builder.__len__, "generating"):
+            trace = generate(params, builder)
+        try:
+            bar.update(trace.n_ops, phase="writing")
+            save_trace(trace, args.output)
+        except BaseException:
+            bar.stop()
+            raise
+        bar.end(trace.n_ops, phase="written")
     size = os.path.getsize(args.output)
     if args.json:
         print(json.dumps({"path": args.output, "ops": trace.n_ops, "dependencies": len(trace.dep_idx), "bytes": size,
@@ -209,5 +229,5 @@ def _list(args) -> int:
         return 0
     for r in rows:
         print(f"{r['name']:16s} {r['scheme']:7s} {r['nodes']:3d} nodes, seq {r['seq']}, chunk {r['chunk']}, "
-              f"{r['decode_tokens']} decode tokens, {r['model']} on {r['hw']}  ({r['bytes'] / 2**20:.1f} MiB)")
+              f"{r['decode_tokens']} decode tokens, {r['model']} on {r['hw']}  ({format_size(r['bytes'])})")
     return 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -17,6 +18,8 @@ def register(subparsers) -> None:
                                           "and how to load it in Wireshark or tshark.")
     p.add_argument("--install", action="store_true",
                    help="copy the dissector into your personal Wireshark Lua plugins folder")
+    p.add_argument("--json", action="store_true",
+                   help="print the dissector's file, protocol, EtherType and the plugins folder as one JSON object")
     p.set_defaults(func=run)
 
 
@@ -39,7 +42,7 @@ def personal_plugins_dir() -> Path:
 
 def run(args) -> int:
     from ..atomic import atomic_file
-    from ..codec.dissector import LUA_FILE, PROTO
+    from ..codec.dissector import ETHERTYPE, LUA_FILE, PROTO
 
     if not LUA_FILE.exists():
         raise EmuError(f"dissector missing from the installed package: {LUA_FILE}")
@@ -51,9 +54,16 @@ def run(args) -> int:
                 fh.write(LUA_FILE.read_bytes())
         except OSError as exc:
             raise EmuError(f"cannot write {target}: {exc.strerror or exc}") from None
+    facts = {"dissector": str(LUA_FILE), "protocol": PROTO, "ethertype": ETHERTYPE,
+             "personal_plugins": str(plugins), "installed": str(target) if args.install else None,
+             "load": f"tshark -X lua_script:{LUA_FILE} -r CAPTURE.pcap"}
+    if args.json:
+        print(json.dumps(facts, indent=2))
+        return 0
+    if args.install:
         print(f"installed {target}; Wireshark and tshark load it at start-up")
         return 0
-    print(f"""MCF Wireshark dissector: protocol "{PROTO}" on EtherType 0x88B5, display-filter prefix "{PROTO}."
+    print(f"""MCF Wireshark dissector: protocol "{PROTO}" on EtherType 0x{ETHERTYPE:04X}, display-filter prefix "{PROTO}."
   file: {LUA_FILE}
 
 Load it for one run:

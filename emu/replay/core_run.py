@@ -31,8 +31,7 @@ from .capture import Capture
 from .core_tables import Tables
 from .wire_meta import WireMessages
 from . import warm
-
-PROGRESS_OPS = 2000
+from .run import PROGRESS_OPS
 
 
 class DirectoryView:
@@ -268,6 +267,7 @@ def _run(rp) -> None:
     st, RS, net = tables.state, tables.RS, rp.net
     if rp.opt.progress:
         RS[L.R_PROGRESS] = RS[L.R_PROG_NEXT] = PROGRESS_OPS
+    rp._progress()  # 0 %: the replay is under way (what a reader of the stream waits for)
     if rp.timeline is not None:
         rp.timeline.on_reroute[:] = [_reroute(rp, tables)]
     for sink in net.log_sinks:  # a capture names each frame's message by the loop's rows
@@ -309,5 +309,4 @@ def _run(rp) -> None:
     got = np.flatnonzero(SLOT[:, L.S_TIME] >= 0)
     slot_op = np.repeat(np.arange(rp.trace.n_ops), OP[:, L.O_DSTEND] - OP[:, L.O_DST])
     rp._deliveries = np.stack([slot_op[got], SLOT[got, L.S_NODE], SLOT[got, L.S_TIME]], axis=1)
-    if rp.opt.progress:
-        print(file=sys.stderr)
+    rp._progress(end=True)

@@ -11,7 +11,6 @@ not copied from the trace.
 from __future__ import annotations
 
 import heapq
-import sys
 import time
 from dataclasses import dataclass
 
@@ -49,12 +48,13 @@ class Options:
     reliable: bool | None = None    # None: on when frames can be lost (loss or failures)
     detect_ps: int = 100 * US       # failure detection delay before re-routing
     bin_ps: int | None = None       # link time-series bin; default from the trace's size
-    progress: bool = False
+    progress: str | None = None     # "bar" or "json" on stderr (emu.progress), None: none
     functional: bool = False        # real payload bytes and reductions (emu.replay.functional)
     engine: str = "auto"            # "compiled" (emu.replay.core), "python", or auto: compiled when it can
     trains: bool = True             # a stream's uninterrupted frames on a link as one event (same results)
 
 ENGINES = ("auto", "compiled", "python")
+PROGRESS_OPS = 2000  # ops between progress reports (the compiled loop's too)
 
 
 class Replay:
@@ -148,9 +148,19 @@ class Replay:
     # ---- running ---------------------------------------------------------------------
 
     def run(self) -> "Replay":
+        from ..progress import Progress
+
+        self._bar = Progress("replay", self.trace.n_ops, self.opt.progress) if self.opt.progress else None
+        try:
+            return self._run()
+        except BaseException:
+            if self._bar is not None:
+                self._bar.stop()  # an error message starts on its own line
+            raise
+
+    def _run(self) -> "Replay":
         t0 = time.perf_counter()
         self.done_ops = 0
-        self._next_progress = 0.0
         if self.engine == "compiled":
             from . import core_run
 
@@ -171,15 +181,14 @@ class Replay:
         self.exchanges: dict[int, object] = {}  # all-to-all op -> its engine
         self.kv_bytes = 0
         self.done_ops = 0
-        self._next_progress = 0.0
         self._ops = {k: tr.ops[k].tolist() for k in ("kind", "node", "msg_op", "kv_id", "bytes", "residency",
                                                      "collective", "reduce_op", "dtype", "stage", "layer", "chunk")}
+        self._progress()  # 0 %: the replay is under way
         for p in np.flatnonzero(self.need == 0).tolist():
             self._ready(p)
         self.net.run()
         self.wall_s = time.perf_counter() - t0
-        if self.opt.progress:
-            print(file=sys.stderr)
+        self._progress(end=True)
         return self
 
     def _release(self, parts) -> None:
@@ -237,13 +246,13 @@ class Replay:
     def _op_done(self, op: int) -> None:
         self.done_ops += 1
         self._release(self.wiring.on_done.pop(op, ()))
-        if self.opt.progress and self.done_ops % 2000 == 0:
+        if self._bar is not None and self.done_ops % PROGRESS_OPS == 0:
             self._progress()
 
-    def _progress(self) -> None:
-        frac = self.done_ops / self.trace.n_ops
-        bar = "#" * int(30 * frac)
-        print(f"\r  replay [{bar:<30}] {frac:6.1%}  simulated {self.sim.now / 1e12:9.4f} s", end="", file=sys.stderr)
+    def _progress(self, end: bool = False) -> None:
+        """Ops done, simulated and wall time; ``end``: the last report (100 % when every op completed)."""
+        if self._bar is not None:
+            self._bar.update(self.done_ops, self.sim.now, end=end)
 
     # ---- communication ------------------------------------------------------------------
 

@@ -55,6 +55,20 @@ def _reliable(x, what: str):
     return table[x]
 
 
+def _progress(x, what: str) -> str | None:
+    """``progress``: False (none), True or "bar" (a bar), "json" (JSON lines): the mode or None."""
+    from ..progress import MODES
+
+    import numpy as np
+
+    if isinstance(x, str) and x in MODES:
+        return x
+    if isinstance(x, (bool, np.bool_)):
+        return "bar" if x else None
+    raise ConfigError(f"{what} {V.show(x)}: True or \"bar\" (a bar on stderr), \"json\" (JSON lines on stderr) "
+                      "or False")
+
+
 def _engine(engine, capture, flag: str) -> str:
     from .run import ENGINES
 
@@ -94,7 +108,7 @@ class _CaptureTarget:
 
 def replay(trace, *, topology: str = "auto", set=None, loss=0.0, fail=None, degrade=None, detect="100us",
            reliable=None, seed=0, capture=None, capture_filter=(), snaplen=DEFAULT_SNAPLEN,
-           out=None, out_default=None, progress: bool = False, functional: bool = False, engine: str = "auto", trains: bool = True,
+           out=None, out_default=None, progress: bool | str = False, functional: bool = False, engine: str = "auto", trains: bool = True,
            flag: str = ""):
     """Replay ``trace`` (a Trace, a file path, or a shipped trace's name such as "mars_16k") on the
     emulated cluster and return its Result. ``set``: profile overrides ({"hw.link_rate": "10Gbps"});
@@ -104,7 +118,9 @@ def replay(trace, *, topology: str = "auto", set=None, loss=0.0, fail=None, degr
     ``out``: write a results folder there, which must not exist (None: keep everything in memory);
     ``out_default``: instead of ``out``, a folder name that takes the next free ``-2``, ``-3``...
     suffix when taken; ``functional``: carry real payload bytes and merge real attention states
-    (the summary reports the error). ``engine``: "compiled" (the compiled loop, emu.replay.core),
+    (the summary reports the error). ``progress``: True or "bar" draws a bar on stderr (ops,
+    simulated and wall time, ETA), "json" writes one JSON object per line there (emu.progress).
+    ``engine``: "compiled" (the compiled loop, emu.replay.core),
     "python", or "auto" (compiled whenever it supports the run: timing mode, no capture,
     at most 64 boards). ``flag``: what error messages put before an option's name
     (the CLI passes "--", so a message names ``--loss``). Every option is checked, types as
@@ -163,7 +179,8 @@ def _options(*, topology, set, loss, fail, degrade, detect, reliable, seed, capt
     from .run import Options
 
     V.choice(flag, "flag", ("", "--"))
-    for name, value in (("progress", progress), ("functional", functional), ("trains", trains)):
+    progress = _progress(progress, "progress")  # API only: the CLI passes a mode or None
+    for name, value in (("functional", functional), ("trains", trains)):
         V.boolean(value, name)  # API only: the CLI's switches are bools already
     clauses = {what: _clauses(x, f"{flag}{what}") for what, x in (("fail", fail), ("degrade", degrade))}
     if clauses["fail"] or clauses["degrade"]:

@@ -103,7 +103,9 @@ def _weights_bytes(m: Model, tied: bool) -> int:
     return m.layers * (m.w(m.qkv_params) + m.w(m.mlp_params)) + embed
 
 
-def generate(p: Params) -> Trace:
+def generate(p: Params, builder: OpBuilder | None = None) -> Trace:
+    """The trace of ``p``; ``builder``: the OpBuilder to fill (a caller may read its length
+    from another thread to show progress)."""
     if p.scheme not in SCHEMES:
         raise ConfigError(f"unknown scheme {p.scheme!r}; expected one of {', '.join(SCHEMES)}")
     N = _need_int("nodes", p.nodes, 2)
@@ -159,7 +161,7 @@ def generate(p: Params) -> Trace:
     if s_node + weights > hw_p["dram_bytes"]:
         raise ConfigError(f"kv budget {s_node} B plus weights {weights} B exceed hw.dram_bytes {hw_p['dram_bytes']} B")
 
-    b = OpBuilder()
+    b = OpBuilder() if builder is None else builder
     sched = {"chunk": B, "n_chunks": C, "kv_budget_bytes": s_node, "owner_share_bytes": owner_share,
              "slices": "zigzag" if zig else "contiguous", "topology": net.name}
     if chunk_choice:

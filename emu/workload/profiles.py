@@ -15,6 +15,7 @@ from importlib import resources
 from pathlib import Path
 
 from ..errors import ConfigError
+from ..names import did_you_mean
 from ..units import format_value, parse
 
 DTYPES = "int4|int8|fp16|fp32"
@@ -103,13 +104,14 @@ def apply_overrides(profile: dict, overrides, schema: dict | None = None) -> dic
         key, value = item.split("=", 1)
         key = key.strip()
         section, _, field = key.partition(".")
+        keys = [f"{sec}.{f}" for sec in sorted(schema) for f in schema[sec]]
         if section not in schema or not field:
-            raise ConfigError(
-                f"override {item!r}: unknown key {key!r}; keys start with one of {', '.join(sorted(schema))}")
+            raise ConfigError(f"override {item!r}: unknown key {key!r}; {did_you_mean(key, keys)}"
+                              f"keys start with one of {', '.join(sorted(schema))}")
         fields = schema[section]
         if field not in fields:
-            raise ConfigError(
-                f"override {item!r}: unknown field {key!r}; {section} fields are {', '.join(sorted(fields))}")
+            raise ConfigError(f"override {item!r}: unknown field {key!r}; {did_you_mean(key, keys)}"
+                              f"{section} fields are {', '.join(sorted(fields))}")
         out.setdefault(section, {})[field] = parse(fields[field], value.strip(), key)
     return out
 
@@ -131,7 +133,8 @@ def _read(section: str, ref: str) -> tuple[dict, str]:
         root = resources.files(_PACKAGE[section])
         hits = [root / f"{ref}{ext}" for ext in (".toml", ".json") if (root / f"{ref}{ext}").is_file()]
         if not hits:
-            raise ConfigError(f"{_LABEL[section]} {ref!r}: unknown; available: {', '.join(available(section))}")
+            raise ConfigError(f"{_LABEL[section]} {ref!r}: unknown; {did_you_mean(ref, available(section))}"
+                              f"available: {', '.join(available(section))}")
         path, where = hits[0], f"{_LABEL[section]} {ref}"
         text = hits[0].read_bytes()
     try:
@@ -148,7 +151,8 @@ def check(section: str, values: dict, where: str) -> dict:
     fields = SCHEMA[section]
     unknown = sorted(set(values) - set(fields))
     if unknown:
-        raise ConfigError(f"{where}: unknown field {unknown[0]!r}; fields are {', '.join(fields)}")
+        raise ConfigError(f"{where}: unknown field {unknown[0]!r}; {did_you_mean(unknown[0], fields)}"
+                          f"fields are {', '.join(fields)}")
     out = {}
     for name, kind in fields.items():
         if name not in values:
