@@ -107,7 +107,7 @@ def _boot() -> str:
         return "0" * 8  # no /proc: process ids alone decide
 
 
-def _start_ticks(pid: int) -> int | None:
+def start_ticks(pid: int) -> int | None:
     """When process ``pid`` started (clock ticks since boot), or None if there is none."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
@@ -121,7 +121,7 @@ def _start_ticks(pid: int) -> int | None:
 def owner_token(pid: int | None = None) -> str:
     """``o<pid>-<start>-<host>-<boot>`` of process ``pid`` (default this one)."""
     pid = os.getpid() if pid is None else pid
-    return f"o{pid}-{_start_ticks(pid) or 0}-{_hash(socket.gethostname())}-{_boot()}"
+    return f"o{pid}-{start_ticks(pid) or 0}-{_hash(socket.gethostname())}-{_boot()}"
 
 
 def staged_prefix(name: str) -> str:
@@ -137,15 +137,21 @@ def owner_gone(m: re.Match) -> bool:
         return False
     if m["boot"] != _boot():
         return True
-    pid = int(m["pid"])
+    return not pid_runs(int(m["pid"]), int(m["start"]))
+
+
+def pid_runs(pid: int, start: int | None) -> bool:
+    """Whether process ``pid`` runs and is the one that started at ``start`` (clock ticks since
+    boot; 0 or None: not known, any process of that id counts). Results-folder claims and a
+    sweep's point claims (emu.sweep.claims) decide their owners' life with it."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
-        return True
+        return False
     except PermissionError:
         pass  # someone else's process: it exists
-    now = _start_ticks(pid)
-    return now is None or (now != 0 and int(m["start"]) not in (0, now))
+    now = start_ticks(pid)
+    return now is not None and (not start or now == 0 or now == start)
 
 
 def _say(line: str) -> None:

@@ -19,22 +19,15 @@ import socket
 import time
 from pathlib import Path
 
+from ..outputs import pid_runs, start_ticks
+
 REFRESH_S = 30.0
 STALE_S = 180.0
 
 
-def start_time(pid: int) -> int | None:
-    """The process's start time in clock ticks since boot (Linux), or None."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        return int(stat.rsplit(")", 1)[1].split()[19])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
 def owner() -> dict:
     pid = os.getpid()
-    return {"pid": pid, "host": socket.gethostname(), "start": start_time(pid)}
+    return {"pid": pid, "host": socket.gethostname(), "start": start_ticks(pid)}
 
 
 def alive(who: dict | None, mtime: float) -> bool:
@@ -43,17 +36,10 @@ def alive(who: dict | None, mtime: float) -> bool:
         return False
     if who.get("host") != socket.gethostname():
         return time.time() - mtime < STALE_S
-    pid = who.get("pid")
+    pid, start = who.get("pid"), who.get("start")
     if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
         return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass  # another user's process: it exists
-    now = start_time(pid)
-    return who.get("start") is None or now is None or who.get("start") == now
+    return pid_runs(pid, start if isinstance(start, int) and not isinstance(start, bool) else None)
 
 
 class Claims:
