@@ -282,9 +282,11 @@ def link_heatmap(m: D.LinkMatrix, title: str | None = None, max_rows: int = 256,
     return fig
 
 
+SUBPLOT_TITLES = ("utilization", "largest queue backlog a frame found", "frames lost on the wire")
+
+
 def link_detail(series, src: int, dst: int, reverse=None, title: str | None = None) -> go.Figure:
-    fig = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.06,
-                        subplot_titles=("utilization", "largest queue backlog a frame found", "frames lost on the wire"))
+    fig = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.06, subplot_titles=SUBPLOT_TITLES)
     t = ((series["t_start_s"] + series["t_end_s"]) / 2).to_numpy()
     fig.add_trace(go.Scatter(x=t, y=series["utilization"], mode="lines", name=f"{src}→{dst}", line=dict(color="#d1495b", width=1.6),
                              fill="tozeroy", fillcolor="rgba(209,73,91,0.15)",
@@ -305,12 +307,7 @@ def link_detail(series, src: int, dst: int, reverse=None, title: str | None = No
     fig.update_yaxes(title="KiB", rangemode="tozero", row=2, col=1)
     fig.update_yaxes(title="frames", rangemode="tozero", row=3, col=1)
     fig.update_xaxes(title="simulated time (s)", row=3, col=1)
-    _base(fig, title or f"Link {src}→{dst}", 540)
-    fig.update_layout(margin=dict(t=84), legend=dict(y=1.06))
-    for a in fig.layout.annotations:
-        a.font.size = 12
-        a.x = 0.0
-        a.xanchor = "left"
+    _detail_layout(fig, title or f"Link {src}→{dst}")
     return fig
 
 
@@ -508,8 +505,7 @@ def frames_histogram(hist, title: str | None = None) -> go.Figure:
 def link_detail_compare(items, label: str, title: str | None = None) -> go.Figure:
     """One link direction ``label`` (``u→v``) in several runs, overlaid on shared axes.
     ``items``: (run key, colour, series or None)."""
-    fig = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.06,
-                        subplot_titles=("utilization", "largest queue backlog a frame found", "frames lost on the wire"))
+    fig = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.06, subplot_titles=SUBPLOT_TITLES)
     for key, color, ser in items:
         name = html.escape(str(key))
         if ser is None or not len(ser):
@@ -529,9 +525,20 @@ def link_detail_compare(items, label: str, title: str | None = None) -> go.Figur
     fig.update_yaxes(title="KiB", rangemode="tozero", row=2, col=1)
     fig.update_yaxes(title="frames", rangemode="tozero", row=3, col=1)
     fig.update_xaxes(title="simulated time (s)", row=3, col=1)
-    _base(fig, title or f"Link {label} in each run", 540)
-    fig.update_layout(margin=dict(t=84), legend=dict(y=1.06), barmode="group")
+    _detail_layout(fig, title or f"Link {label} in each run")
+    fig.update_layout(barmode="group")
     return fig
+
+
+def _detail_layout(fig: go.Figure, title: str) -> None:
+    """The link detail's title, subplot titles and legend, none drawn over another: the subplot
+    titles sit left-aligned over their panels and the legend under the time axis (_base), where
+    it may wrap over as many rows as there are runs. At the top it ran into "utilization"."""
+    _base(fig, title, 560)
+    fig.update_layout(margin=dict(t=84, b=110))
+    for a in fig.layout.annotations:
+        if a.xref == "paper" and a.text in SUBPLOT_TITLES:
+            a.update(x=0.0, xanchor="left", font=dict(size=12))
 
 
 def memory_node_compare(items, node: int, title: str | None = None) -> go.Figure:

@@ -122,20 +122,35 @@ PARAM_EXCLUDE = {"index", "point", "status", "error", "version", "wall_s", "run_
 def params_of(df: pd.DataFrame) -> list[str]:
     """Every parameter column that varies in the dataset: the sweep's name, the grid
     parameters, and profile fields (``hw.*``, ``model.*``). Points that differ in any of
-    them are never merged."""
+    them are never merged. A parameter a scheme does not read (``pd_mode`` of a MARS point)
+    is missing at that scheme's points: that is not a variation (``varies``)."""
     cand = ["sweep", *GRID, "chunk_mode", "scheme"] + sorted(c for c in df.columns if c.startswith(("hw.", "model.")))
     out = []
     for c in cand:
-        if c in df.columns and c not in out and c not in PARAM_EXCLUDE and df[c].astype(str).nunique(dropna=False) > 1:
+        if c in df.columns and c not in out and c not in PARAM_EXCLUDE and varies(df, c):
             out.append(c)
     return out
+
+
+def varies(df: pd.DataFrame, c: str) -> bool:
+    """Whether ``c`` takes two values among the points that have one, or is set at some of a
+    scheme's points and missing at others."""
+    col = df[c]
+    if c in ("sweep", "scheme"):
+        return col.astype(str).nunique(dropna=False) > 1
+    na = col.isna()
+    if col[~na].astype(str).nunique() > 1:
+        return True
+    if "scheme" not in df.columns:
+        return bool(na.any() and not na.all())
+    return bool((na.groupby(df["scheme"].astype(str)).nunique() > 1).any())
 
 
 def axes_of(df: pd.DataFrame, meta: dict) -> list[str]:
     ax = meta.get("axes")
     if isinstance(ax, list) and ax:
         return [a for a in ax if a in df.columns and a != "scheme"]
-    return [c for c in GRID if c in df.columns and df[c].nunique(dropna=False) > 1]
+    return [c for c in GRID if c in df.columns and varies(df, c)]
 
 
 def filter_values(df: pd.DataFrame, axes: list[str]) -> dict[str, list]:
@@ -153,14 +168,20 @@ def filter_label(col: str, v) -> str:
     return str(v)
 
 
+NOT_APPLICABLE = "-"  # a parameter the point's scheme does not read
+
+
 def _label(v) -> str:
+    if v is None or (isinstance(v, float) and v != v) or v is pd.NA:
+        return NOT_APPLICABLE
     if isinstance(v, float) and v.is_integer():
         v = int(v)
     return str(v)
 
 
 def _key_label(cols, key) -> str:
-    return ", ".join(f"{o} {_label(k)}" for o, k in zip(cols, key))
+    """The legend's settings of a line; the parameters its scheme does not read are left out."""
+    return ", ".join(f"{o} {k}" for o, k in zip(cols, key) if k != NOT_APPLICABLE)
 
 
 def _slices(df: pd.DataFrame, x: str, metric: str, grid: list[str] | None = None):
@@ -172,7 +193,7 @@ def _slices(df: pd.DataFrame, x: str, metric: str, grid: list[str] | None = None
     for scheme in sorted(df["scheme"].astype(str).unique()):
         d = df[df["scheme"].astype(str) == scheme]
         if others:
-            keyed = d.assign(**{f"__{c}": d[c].astype(str) for c in others})
+            keyed = d.assign(**{f"__{c}": d[c].map(_label) for c in others})
             groups = keyed.groupby([f"__{c}" for c in others], dropna=False, sort=True)
         else:
             groups = [((), d)]
@@ -181,7 +202,8 @@ def _slices(df: pd.DataFrame, x: str, metric: str, grid: list[str] | None = None
             if g[x].nunique() < 2:
                 continue  # not a slice along this axis
             key = key if isinstance(key, tuple) else (key,)
-            name = scheme + ("" if not others else " · " + _key_label(others, key))
+            held = _key_label(others, key)
+            name = scheme + (" · " + held if held else "")
             out.append((scheme, name, g))
     return out
 

@@ -9,8 +9,8 @@ from dash import ALL, Input, Output, State, dcc, html, no_update
 from emu.csvtext import to_csv
 
 from ..state import current
-from ..sweep import (TABLE_METRICS, apply_filters, filter_label, filter_values, params_of, summary_line, sweep_axes,
-                     sweep_figure, sweep_table)
+from ..sweep import (NOT_APPLICABLE, TABLE_METRICS, apply_filters, filter_label, filter_values, params_of, summary_line,
+                     sweep_axes, sweep_figure, sweep_table)
 from ..ui import CLICKS, IDS, SCALARS, TEXT, TEXTS, checked, error_box, graph, guarded, note_box
 
 PATH = "/sweep"
@@ -135,4 +135,6 @@ def register(app) -> None:
         if not n or st.sweep_df is None or not isinstance(col, str):
             return no_update
         tab = sweep_table(_filtered(st, values, ids), col, tuple(m for m in metrics or [] if isinstance(m, str)))
+        # a parameter the row's scheme does not read is blank in the CSV ("-" on the page)
+        tab = tab.replace({NOT_APPLICABLE: ""})
         return dict(content=to_csv(tab), filename="sweep-table.csv", type="text/csv")

@@ -93,7 +93,7 @@ def layout(runs=None, sel=None, **q):
                  dcc.Download(id="tl-dl")]
     return html.Div([
         html.H2(NAME),
-        run_picker(st, picked),
+        run_picker(st, picked, asked=runs or sel),
         html.P("Per node, its compute engine (qkv, attention, MLP, LM head, decode) and its NIC (sends, reductions, "
                "drains and invalidations it starts). At full view each pixel column shows the kind of op that kept the "
                "lane busiest and thin strips below it every other kind that ran there; zoom in (drag or wheel) and the "
