@@ -4,6 +4,8 @@ scheme does not read show as not applicable, not as `nan` varying."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 import pytest
 
@@ -106,3 +108,42 @@ def test_sweep_shows_parameters_a_scheme_does_not_read_as_not_applicable(browser
         assert "nan" not in text.lower() and "None" not in text
         tab = pd.read_csv(path, keep_default_na=False)
         assert sorted(tab["pd_mode"].tolist()) == ["", "bulk", "stream"]  # blank: not applicable
+
+
+def test_whatif_offers_the_shipped_traces_outside_a_checkout(tmp_path):
+    """Started where there is no ./traces, the dashboard lists the traces the package installed."""
+    import os
+    import subprocess
+    import sys
+
+    from emu.shipped import traces
+
+    shipped = traces()
+    assert shipped
+    proc = subprocess.Popen([sys.executable, "-m", "emu", "dashboard", "--port", "0", "--whatif-dir", str(tmp_path / "wi")],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1])))
+    try:
+        first = proc.stdout.readline()  # printed once the app is built, before it serves
+    finally:
+        proc.terminate()
+        proc.communicate()
+    assert f"{len(shipped)} traces for what-ifs" in first, first
+
+    from dashboard.app import Config, create_app
+    from dashboard.pages import whatif
+    from emu.commands.dashboard import default_traces
+
+    old = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        found = default_traces()
+    finally:
+        os.chdir(old)
+    app, state = create_app(Config(results=[], traces=found, whatif_dir=str(tmp_path / "wi2")))
+    try:
+        with app.server.test_request_context():
+            text = str(whatif.layout())
+        assert "No traces to replay" not in text and "mars_16k" in text
+    finally:
+        state.close()
