@@ -20,13 +20,14 @@ NAME = "Sweep"
 def panels(df):
     if not len(df):
         return [note_box("no points pass these filters")]
-    xs = sweep_axes(df)
+    params = params_of(df)  # once for the page's nine figures
+    xs = sweep_axes(df, params=params)
     if not xs:
         return [note_box("No slice of this dataset varies nodes, prompt length or chunk size alone, so there is "
                          "nothing to draw against them; the table below lists every point.")]
     metrics = [("ttft_s", "TTFT"), ("wire_bytes", "Bytes on the wire")] + \
         ([("kv_bytes", "KV payload bytes")] if "kv_bytes" in df.columns else [])
-    return [html.Div([html.Div(graph(f"sw-{m.replace('_', '-')}-{x}", sweep_figure(df, m, x, None, f"{title} against {t}")),
+    return [html.Div([html.Div(graph(f"sw-{m.replace('_', '-')}-{x}", sweep_figure(df, m, x, None, f"{title} against {t}", params)),
                                className="panel") for x, t in xs], className="row") for m, title in metrics]
 
 
