@@ -26,10 +26,24 @@ UTIL_SCALE = "YlOrRd"
 FONT = dict(family="Inter, Segoe UI, Helvetica, Arial, sans-serif", size=12)
 
 
+_WHITE = None
+
+
+def white():
+    """The plotly_white template object, looked up once: given by name, plotly copies it out of
+    its registry for every figure (a tenth of the Memory page's time)."""
+    global _WHITE
+    if _WHITE is None:
+        import plotly.io as pio
+
+        _WHITE = pio.templates["plotly_white"]
+    return _WHITE
+
+
 def _base(fig: go.Figure, title: str | None = None, height: int = 380) -> go.Figure:
     # The legend goes under the x axis: with several runs it wraps, and above the plot it would
     # run into the title.
-    fig.update_layout(template="plotly_white", height=height, font=FONT, margin=dict(l=60, r=20, t=48 if title else 16, b=96),
+    fig.update_layout(template=white(), height=height, font=FONT, margin=dict(l=60, r=20, t=48 if title else 16, b=96),
                       title=dict(text=title, x=0.01, xanchor="left", font=dict(size=15)) if title else None,
                       legend=dict(orientation="h", yanchor="top", y=-0.2, xanchor="left", x=0.0),
                       hoverlabel=dict(namelength=-1))
@@ -282,9 +296,11 @@ def link_heatmap(m: D.LinkMatrix, title: str | None = None, max_rows: int = 256,
     return fig
 
 
+SUBPLOT_TITLES = ("utilization", "largest queue backlog a frame found", "frames lost on the wire")
+
+
 def link_detail(series, src: int, dst: int, reverse=None, title: str | None = None) -> go.Figure:
-    fig = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.06,
-                        subplot_titles=("utilization", "largest queue backlog a frame found", "frames lost on the wire"))
+    fig = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.06, subplot_titles=SUBPLOT_TITLES)
     t = ((series["t_start_s"] + series["t_end_s"]) / 2).to_numpy()
     fig.add_trace(go.Scatter(x=t, y=series["utilization"], mode="lines", name=f"{src}→{dst}", line=dict(color="#d1495b", width=1.6),
                              fill="tozeroy", fillcolor="rgba(209,73,91,0.15)",
@@ -305,12 +321,7 @@ def link_detail(series, src: int, dst: int, reverse=None, title: str | None = No
     fig.update_yaxes(title="KiB", rangemode="tozero", row=2, col=1)
     fig.update_yaxes(title="frames", rangemode="tozero", row=3, col=1)
     fig.update_xaxes(title="simulated time (s)", row=3, col=1)
-    _base(fig, title or f"Link {src}→{dst}", 540)
-    fig.update_layout(margin=dict(t=84), legend=dict(y=1.06))
-    for a in fig.layout.annotations:
-        a.font.size = 12
-        a.x = 0.0
-        a.xanchor = "left"
+    _detail_layout(fig, title or f"Link {src}→{dst}")
     return fig
 
 
@@ -368,13 +379,16 @@ def replica_figure(mid, mean, mx, spans, ttft: float | None, schedule: dict | No
     fig.add_trace(go.Scatter(x=mid[ok], y=mean[ok], mode="lines", name="average copies per block", fill="tonexty",
                              fillcolor="rgba(209,73,91,0.15)", line=dict(color="#d1495b", width=1.8),
                              hovertemplate="t %{x:.4f} s<br>%{y:.2f} copies per block<extra></extra>"), 1, 1)
+    # chunk starts and TTFT as vertical lines on the left panel, set at once (add_vline per
+    # line re-laid the figure out each time: 1.1 s of the Memory page for 32 chunks)
+    lines = []
     if spans is not None and len(spans):
-        for c, s in zip(spans["chunk"].tolist(), spans["start_s"].tolist()):
-            if np.isfinite(s):
-                fig.add_vline(x=s, line=dict(color="#bbb", width=0.7), row=1, col=1)
+        lines += [dict(x=s, line=dict(color="#bbb", width=0.7)) for s in spans["start_s"].tolist() if np.isfinite(s)]
         fig.add_trace(go.Scatter(x=spans["start_s"], y=[None] * len(spans), showlegend=False, hoverinfo="skip"), 1, 1)
     if ttft:
-        fig.add_vline(x=ttft, line=dict(color="#555", width=1, dash="dot"), row=1, col=1)
+        lines.append(dict(x=ttft, line=dict(color="#555", width=1, dash="dot")))
+    fig.update_layout(shapes=[dict(type="line", x0=v["x"], x1=v["x"], y0=0, y1=1, xref="x", yref="y domain",
+                                   line=v["line"]) for v in lines])
     fig.update_xaxes(title="simulated time (s)  (grey lines: chunk starts)", row=1, col=1)
     fig.update_yaxes(title="copies per block", rangemode="tozero", row=1, col=1)
     r = (schedule or {}).get("r")
@@ -508,8 +522,7 @@ def frames_histogram(hist, title: str | None = None) -> go.Figure:
 def link_detail_compare(items, label: str, title: str | None = None) -> go.Figure:
     """One link direction ``label`` (``u→v``) in several runs, overlaid on shared axes.
     ``items``: (run key, colour, series or None)."""
-    fig = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.06,
-                        subplot_titles=("utilization", "largest queue backlog a frame found", "frames lost on the wire"))
+    fig = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.06, subplot_titles=SUBPLOT_TITLES)
     for key, color, ser in items:
         name = html.escape(str(key))
         if ser is None or not len(ser):
@@ -529,9 +542,20 @@ def link_detail_compare(items, label: str, title: str | None = None) -> go.Figur
     fig.update_yaxes(title="KiB", rangemode="tozero", row=2, col=1)
     fig.update_yaxes(title="frames", rangemode="tozero", row=3, col=1)
     fig.update_xaxes(title="simulated time (s)", row=3, col=1)
-    _base(fig, title or f"Link {label} in each run", 540)
-    fig.update_layout(margin=dict(t=84), legend=dict(y=1.06), barmode="group")
+    _detail_layout(fig, title or f"Link {label} in each run")
+    fig.update_layout(barmode="group")
     return fig
+
+
+def _detail_layout(fig: go.Figure, title: str) -> None:
+    """The link detail's title, subplot titles and legend, none drawn over another: the subplot
+    titles sit left-aligned over their panels and the legend under the time axis (_base), where
+    it may wrap over as many rows as there are runs. At the top it ran into "utilization"."""
+    _base(fig, title, 560)
+    fig.update_layout(margin=dict(t=84, b=110))
+    for a in fig.layout.annotations:
+        if a.xref == "paper" and a.text in SUBPLOT_TITLES:
+            a.update(x=0.0, xanchor="left", font=dict(size=12))
 
 
 def memory_node_compare(items, node: int, title: str | None = None) -> go.Figure:

@@ -122,20 +122,35 @@ PARAM_EXCLUDE = {"index", "point", "status", "error", "version", "wall_s", "run_
 def params_of(df: pd.DataFrame) -> list[str]:
     """Every parameter column that varies in the dataset: the sweep's name, the grid
     parameters, and profile fields (``hw.*``, ``model.*``). Points that differ in any of
-    them are never merged."""
+    them are never merged. A parameter a scheme does not read (``pd_mode`` of a MARS point)
+    is missing at that scheme's points: that is not a variation (``varies``)."""
     cand = ["sweep", *GRID, "chunk_mode", "scheme"] + sorted(c for c in df.columns if c.startswith(("hw.", "model.")))
     out = []
     for c in cand:
-        if c in df.columns and c not in out and c not in PARAM_EXCLUDE and df[c].astype(str).nunique(dropna=False) > 1:
+        if c in df.columns and c not in out and c not in PARAM_EXCLUDE and varies(df, c):
             out.append(c)
     return out
+
+
+def varies(df: pd.DataFrame, c: str) -> bool:
+    """Whether ``c`` takes two values among the points that have one, or is set at some of a
+    scheme's points and missing at others."""
+    col = df[c]
+    if c in ("sweep", "scheme"):
+        return col.astype(str).nunique(dropna=False) > 1
+    na = col.isna()
+    if col[~na].astype(str).nunique() > 1:
+        return True
+    if "scheme" not in df.columns:
+        return bool(na.any() and not na.all())
+    return bool((na.groupby(df["scheme"].astype(str)).nunique() > 1).any())
 
 
 def axes_of(df: pd.DataFrame, meta: dict) -> list[str]:
     ax = meta.get("axes")
     if isinstance(ax, list) and ax:
         return [a for a in ax if a in df.columns and a != "scheme"]
-    return [c for c in GRID if c in df.columns and df[c].nunique(dropna=False) > 1]
+    return [c for c in GRID if c in df.columns and varies(df, c)]
 
 
 def filter_values(df: pd.DataFrame, axes: list[str]) -> dict[str, list]:
@@ -153,78 +168,97 @@ def filter_label(col: str, v) -> str:
     return str(v)
 
 
+NOT_APPLICABLE = "-"  # a parameter the point's scheme does not read
+
+
 def _label(v) -> str:
+    if v is None or (isinstance(v, float) and v != v) or v is pd.NA:
+        return NOT_APPLICABLE
     if isinstance(v, float) and v.is_integer():
         v = int(v)
     return str(v)
 
 
 def _key_label(cols, key) -> str:
-    return ", ".join(f"{o} {_label(k)}" for o, k in zip(cols, key))
+    """The legend's settings of a line; the parameters its scheme does not read are left out."""
+    return ", ".join(f"{o} {k}" for o, k in zip(cols, key) if k != NOT_APPLICABLE)
 
 
-def _slices(df: pd.DataFrame, x: str, metric: str, grid: list[str] | None = None):
+def _slices(df: pd.DataFrame, x: str, metric: str, params: list[str] | None = None):
     """(scheme, name, frame) per line along ``x``: the points of one sweep and scheme equal in
     every other parameter that varies (``params_of``). Several rows at one x are the same
-    point repeated (equal in every parameter): their median is drawn."""
-    others = [c for c in params_of(df) if c not in (x, "scheme")]
+    point repeated (equal in every parameter): their median is drawn. One groupby for all
+    lines: a groupby per line cost the Sweep page most of its 3 s. ``params``: params_of(df)
+    when the caller has it."""
+    others = [c for c in (params_of(df) if params is None else params) if c not in (x, "scheme")]
+    keys = ["__scheme", *(f"__{c}" for c in others)]
+    keyed = df[[x, metric]].assign(__scheme=df["scheme"].astype(str), **{f"__{c}": df[c].map(_label) for c in others})
+    med = keyed.groupby([*keys, x], sort=True)[metric].median().reset_index()
     out = []
-    for scheme in sorted(df["scheme"].astype(str).unique()):
-        d = df[df["scheme"].astype(str) == scheme]
-        if others:
-            keyed = d.assign(**{f"__{c}": d[c].astype(str) for c in others})
-            groups = keyed.groupby([f"__{c}" for c in others], dropna=False, sort=True)
-        else:
-            groups = [((), d)]
-        for key, g in groups:
-            g = g.groupby(x, as_index=False)[metric].median().sort_values(x)
-            if g[x].nunique() < 2:
-                continue  # not a slice along this axis
-            key = key if isinstance(key, tuple) else (key,)
-            name = scheme + ("" if not others else " · " + _key_label(others, key))
-            out.append((scheme, name, g))
+    for key, g in med.groupby(keys, sort=True):
+        if g[x].nunique() < 2:
+            continue  # not a slice along this axis
+        key = key if isinstance(key, tuple) else (key,)
+        held = _key_label(others, key[1:])
+        out.append((key[0], key[0] + (" · " + held if held else ""), g[[x, metric]].reset_index(drop=True)))
     return out
 
 
 SYMBOLS = ["circle", "square", "diamond", "triangle-up", "x", "star"]
 
 
-def sweep_axes(df: pd.DataFrame, axes: list[str] | None = None) -> list[tuple[str, str]]:
+def sweep_axes(df: pd.DataFrame, axes: list[str] | None = None, params: list[str] | None = None) -> list[tuple[str, str]]:
     """The panels worth drawing: (column, title) of nodes, prompt length and chunk size where at
     least one slice varies that parameter alone."""
-    return [(x, t) for x, t in AXES if x in df.columns and _slices(df, x, "ttft_s")]
+    return [(x, t) for x, t in AXES if x in df.columns and _slices(df, x, "ttft_s", params)]
 
 
-def sweep_figure(df: pd.DataFrame, metric: str, x: str, axes: list[str] | None = None, title: str | None = None) -> go.Figure:
-    """``metric`` against ``x``: one line per scheme and setting of the other parameters."""
-    lines = _slices(df, x, metric)
+def _template() -> dict:
+    """plotly_white as the figure's own layout.template, made once: naming it per figure had
+    plotly copy and validate the whole template each time (half the Sweep page's time)."""
+    global _TEMPLATE
+    if _TEMPLATE is None:
+        import plotly.io as pio
+
+        _TEMPLATE = pio.templates["plotly_white"].to_plotly_json()
+    return _TEMPLATE
+
+
+_TEMPLATE = None
+
+
+def sweep_figure(df: pd.DataFrame, metric: str, x: str, axes: list[str] | None = None, title: str | None = None,
+                 params: list[str] | None = None) -> go.Figure:
+    """``metric`` against ``x``: one line per scheme and setting of the other parameters. Built
+    from plain values, unvalidated (every value here is a number or text made above)."""
+    lines = _slices(df, x, metric, params)
     scale, unit = (1.0, "s") if metric == "ttft_s" else (2**30, "GiB")
     schemes = sorted(df["scheme"].astype(str).unique())
-    fig = go.Figure()
+    data = []
     seen: dict[str, int] = {}
     for scheme, name, g in lines:
         k = seen.get(scheme, 0)
         seen[scheme] = k + 1
         si = schemes.index(scheme)
-        fig.add_trace(go.Scatter(
-            x=g[x], y=g[metric] / scale, mode="lines+markers", name=html.escape(name),
+        data.append(dict(
+            type="scatter", x=g[x].tolist(), y=(g[metric] / scale).tolist(), mode="lines+markers", name=html.escape(name),
             line=dict(color=scheme_color(scheme, si), width=2, dash=["solid", "dash", "dot", "dashdot", "longdash"][k % 5]),
             marker=dict(size=8, symbol=SYMBOLS[si % len(SYMBOLS)], line=dict(width=1, color="#fff")),
             hovertemplate=f"{html.escape(name)}<br>{x} %{{x}}<br>%{{y:.4g}} {unit}<extra></extra>"))
-    if not lines:
-        fig.add_annotation(text=f"no slice of this dataset varies {x} alone", x=0.5, y=0.5, xref="paper", yref="paper",
-                           showarrow=False)
+    xaxis = dict(title=dict(text=dict(AXES).get(x, x)))
     vals = sorted(df[x].dropna().unique()) if x in df.columns else []
     if len(vals) > 1 and min(vals) > 0 and max(vals) / min(vals) >= 8:
-        fig.update_xaxes(type="log")
+        xaxis["type"] = "log"
     if 0 < len(vals) <= 12:
-        fig.update_xaxes(tickvals=vals)
-    fig.update_xaxes(title=dict(AXES).get(x, x))
-    fig.update_yaxes(title="TTFT (s)" if metric == "ttft_s" else "GiB", rangemode="tozero")
-    fig.update_layout(template="plotly_white", font=FONT, height=430, title=dict(text=title, x=0.01, font=dict(size=15)),
-                      margin=dict(l=60, r=20, t=50, b=40), hoverlabel=dict(namelength=-1),
-                      legend=dict(orientation="h", yanchor="top", y=-0.2, x=0, font=dict(size=11)))
-    return fig
+        xaxis["tickvals"] = [v.item() if hasattr(v, "item") else v for v in vals]
+    layout = dict(template=_template(), font=FONT, height=430, title=dict(text=title, x=0.01, font=dict(size=15)),
+                  margin=dict(l=60, r=20, t=50, b=40), hoverlabel=dict(namelength=-1),
+                  legend=dict(orientation="h", yanchor="top", y=-0.2, x=0, font=dict(size=11)), xaxis=xaxis,
+                  yaxis=dict(title=dict(text="TTFT (s)" if metric == "ttft_s" else "GiB"), rangemode="tozero"))
+    if not lines:
+        layout["annotations"] = [dict(text=f"no slice of this dataset varies {x} alone", x=0.5, y=0.5, xref="paper",
+                                      yref="paper", showarrow=False)]
+    return go.Figure(data=data, layout=layout, _validate=False)
 
 
 def apply_filters(df: pd.DataFrame, values: dict) -> pd.DataFrame:

@@ -64,15 +64,37 @@ def fig_guard(fn):
     return wrap
 
 
-def run_picker(st, selected, id_="runs", multi=True):
-    """The runs of this page (pick two or more to compare); its value is the URL's ``runs``."""
+def missing_runs(st, asked, shown):
+    """A note naming the runs a URL asks for that the dashboard does not have (a bookmark of a
+    run since renamed or removed), and what is shown instead; None when every one is there."""
+    if isinstance(asked, str):
+        asked = asked.split(",")
+    if not isinstance(asked, list):
+        return None
+    gone = [k for k in dict.fromkeys(asked) if isinstance(k, str) and k and st.registry.get(k) is None]
+    if not gone:
+        return None
+    instead = ", ".join(r.key for r in shown)
+    return html.Div([html.B(f"No run named {', '.join(gone)}. " if len(gone) == 1 else
+                            f"No runs named {', '.join(gone)}. "),
+                     "The link names runs this dashboard does not have; " +
+                     (f"showing {instead}{' instead' if all(r.key not in asked for r in shown) else ''}."
+                      if instead else "pick a run in the list above.")],
+                    className="note missing", id="missing-runs")
+
+
+def run_picker(st, selected, id_="runs", multi=True, asked=None):
+    """The runs of this page (pick two or more to compare); its value is the URL's ``runs``.
+    ``asked``: the runs the URL named, to say which of them are missing."""
     runs = st.registry.runs()
-    return html.Div(["runs", dcc.Dropdown(id=id_, options=[{"label": r.label, "value": r.key} for r in runs],
+    bar = html.Div(["runs", dcc.Dropdown(id=id_, options=[{"label": r.label, "value": r.key} for r in runs],
                                           value=[r.key for r in selected] if multi else (selected[0].key if selected else None),
                                           multi=multi, clearable=False, searchable=True, optionHeight=36,
                                           placeholder="pick one run, or several to compare"),
                      dcc.Interval(id="runs-poll", interval=1500), dcc.Store(id="runs-version", data=st.registry.version)],
                     className="runbar")
+    note = missing_runs(st, asked, selected)
+    return bar if note is None else html.Div([note, bar])
 
 
 def no_runs(st, title):
@@ -88,7 +110,7 @@ def picked_runs(st, keys, title):
         return None, no_runs(st, title)
     bad = [r for r in picked if r.error]
     if bad:
-        return None, html.Div([html.H2(title), run_picker(st, picked), *[error_box(r.error) for r in bad]],
+        return None, html.Div([html.H2(title), run_picker(st, picked, asked=keys), *[error_box(r.error) for r in bad]],
                               className="page")
     return picked, None
 

@@ -1,13 +1,13 @@
 """mcf-emu: a trace-driven emulator of an FPGA compute-NIC cluster for long-context LLM inference.
 
 Python API (docs/api.md): ``emu.trace(...)``, ``emu.replay(...)``, ``emu.load(DIR)``,
-``emu.load_trace(...)``, ``emu.save_trace(...)``, ``emu.tune(...)``. Names are imported on first use, so
-``import emu`` stays fast.
+``emu.load_trace(...)``, ``emu.save_trace(...)``, ``emu.table(results)``, ``emu.tune(...)``. Names are
+imported on first use, so ``import emu`` stays fast.
 """
 
 __version__ = "0.1.0"
 
-_API = ("trace", "load", "load_trace", "save_trace", "shipped_traces")
+_API = ("trace", "load", "load_trace", "save_trace", "shipped_traces", "table")
 __all__ = ["replay", *_API, "Result", "Trace", "tune"]
 
 

@@ -133,3 +133,25 @@ def shipped_traces() -> dict[str, Path]:
     from .shipped import traces
 
     return traces()
+
+
+def table(results):
+    """Many runs in one DataFrame, a row each: the run's parameters (scheme, seq, nodes, chunk,
+    topology, overrides ...) and ``Result.compare``'s values. ``results``: Results, or results
+    folders; rows are labelled as compare labels its columns (what differs when names repeat)."""
+    from . import validate as V
+    from .errors import ConfigError
+    from .replay.compare import summary_table
+    from .replay.result import Result
+
+    if isinstance(results, (Result, str, Path)) or not hasattr(results, "__iter__"):
+        raise ConfigError(f"results {V.show(results)}: expected a list of Results (or results folders)")
+    runs = []
+    for i, r in enumerate(results):
+        if isinstance(r, (str, Path)):
+            r = load(r)
+        elif not isinstance(r, Result):
+            raise ConfigError(f"results[{i}] {V.show(r)}: expected a Result (from emu.replay or emu.load) "
+                              f"or a results folder, got {type(r).__name__}")
+        runs.append(r)
+    return summary_table([r.summary for r in runs], [r.name for r in runs])

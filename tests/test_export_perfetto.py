@@ -12,7 +12,7 @@ import emu
 from emu.cli import main
 from emu.export.perfetto import perfetto_trace, write_perfetto
 
-PHASES = {"X", "s", "f", "C", "M"}
+PHASES = {"X", "b", "e", "C", "M"}
 
 
 @pytest.fixture(scope="module")
@@ -38,9 +38,9 @@ def check_format(doc: dict) -> dict:
             assert isinstance(e["tid"], int) and e["dur"] >= 0 and isinstance(e["args"], dict), e
         if e["ph"] == "C":
             assert e["args"] and all(isinstance(v, (int, float)) for v in e["args"].values()), e
-        if e["ph"] in "sf":
-            assert "id" in e and isinstance(e["tid"], int) and e["cat"]
-    # slices on one thread nest: here they never overlap at all (concurrent ones go to further lanes)
+        if e["ph"] in "be":
+            assert "id" in e and e["cat"] in ("send", "reduce")
+    # slices on one thread nest: here they never overlap at all (concurrent sends are async slices)
     lanes = defaultdict(list)
     for e in by["X"]:
         lanes[(e["pid"], e["tid"])].append((e["ts"], e["ts"] + e["dur"]))
@@ -48,20 +48,24 @@ def check_format(doc: dict) -> dict:
         spans.sort()
         for (a0, a1), (b0, _) in zip(spans, spans[1:]):
             assert b0 >= a1 - 1e-9, (a0, a1, b0)
-    # every flow has one start and one end, bound to a slice that begins at the flow's time on its thread
-    starts = defaultdict(set)
-    for e in by["X"]:
-        starts[(e["pid"], e["tid"])].add(e["ts"])
-    ends = {}
-    for e in by["s"]:
-        assert e["id"] not in ends
-        ends[e["id"]] = [e, None]
-    for e in by["f"]:
-        assert e["id"] in ends and ends[e["id"]][1] is None and e.get("bp") == "e"
-        ends[e["id"]][1] = e
-    for s, f in ends.values():
-        assert f is not None and s["ts"] <= f["ts"]
-        assert s["ts"] in starts[(s["pid"], s["tid"])] and f["ts"] in starts[(f["pid"], f["tid"])]
+    # every flow starts at one send slice (its op as bind_id) and ends at receive slices of that op
+    starts = {}
+    for e in by["b"]:
+        if "bind_id" in e:
+            assert e["flow_out"] is True and e["bind_id"] not in starts
+            starts[e["bind_id"]] = e
+    ends = [e for e in by["X"] if "bind_id" in e]
+    for f in ends:
+        assert f["flow_in"] is True and f["cat"] == "receive" and f["bind_id"] in starts
+        assert starts[f["bind_id"]]["ts"] <= f["ts"]
+    assert {f["bind_id"] for f in ends} == set(starts)
+    by["flows"] = ends
+    # async slices: a begin and an end each, with the begin's name
+    began = {(e["pid"], e["cat"], e["id"]): e for e in by["b"]}
+    assert len(began) == len(by["b"]) == len(by["e"])
+    for e in by["e"]:
+        b = began[(e["pid"], e["cat"], e["id"])]
+        assert b["name"] == e["name"] and b["ts"] <= e["ts"]
     # counters: per track, time stamps never go back
     last = {}
     for e in by["C"]:
@@ -91,18 +95,18 @@ def test_trace_event_json_of_a_replay(run):
         assert abs(e["dur"] - (r.end_s - r.start_s) * 1e6) <= 1e-3 + 1e-9
     # a flow from each message's send to each destination: as many as the ops table's destinations
     sends = ops[ops.kind.isin(["send", "drain", "invalidate"])]
-    assert len(by["s"]) == len(by["f"]) == int(sends.dsts.sum()) > 0
+    assert len(by["flows"]) == int(sends.dsts.sum()) > 0
     # KV memory counters: the last value per board is the summary's final memory, the largest its peak
     kv = defaultdict(list)
     for e in by["C"]:
-        if e["name"] == "KV memory":
-            kv[e["pid"] - 1].append(sum(e["args"].values()))
+        if e["name"] == "KV total":
+            kv[e["pid"] - 1].append(e["args"]["bytes"])
     assert [kv[b][-1] for b in range(4)] == summary["final_node_kv_bytes"]
     assert max(max(v) for v in kv.values()) == summary["peak_node_kv_bytes"]
     # link utilization counters, weighted by bin length, give the busiest link's utilization over the run
     b = summary["busiest_link"]
     track = sorted((e["ts"], e["args"]["utilization"]) for e in by["C"]
-                   if e["name"] == f"link {b['src']}->{b['dst']} utilization")
+                   if e["name"] == f"link {b['src']}->{b['dst']}")
     busy_us = sum(u * (t1 - t0) for (t0, u), (t1, _) in zip(track, track[1:]))
     assert busy_us / (summary["sim_end_s"] * 1e6) == pytest.approx(b["utilization"], rel=1e-4)
 
@@ -113,7 +117,7 @@ def test_a_window_and_a_node_set_keep_only_those(run):
     doc = perfetto_trace(run, start_ps=lo, end_ps=hi, nodes=[0, 2])
     by = check_format(doc)
     assert len(doc["traceEvents"]) < len(full["traceEvents"])
-    for e in by["X"] + by["C"] + by["s"] + by["f"]:
+    for e in by["X"] + by["C"] + by["b"] + by["e"]:
         assert lo / 1e6 <= e["ts"] <= hi / 1e6 and e["ts"] + e.get("dur", 0) <= hi / 1e6 + 1e-9
     pids = {e["pid"] for e in doc["traceEvents"]}
     assert pids == {1, 3, 5}  # boards 0 and 2, and the links process
@@ -125,10 +129,10 @@ def test_a_window_and_a_node_set_keep_only_those(run):
     nodes = pd.read_parquet(run / "nodes.parquet")
     for b in (0, 2):
         g = nodes[(nodes.node == b) & (nodes.t_s * 1e12 <= lo)]
-        first = next(e for e in by["C"] if e["name"] == "KV memory" and e["pid"] == b + 1)
+        first = next(e for e in by["C"] if e["name"] == "KV total" and e["pid"] == b + 1)
         assert len(g)
         want = g.iloc[-1][["owner_bytes", "replica_bytes", "transient_bytes"]].sum()
-        assert first["ts"] == lo / 1e6 and sum(first["args"].values()) == want
+        assert first["ts"] == lo / 1e6 and first["args"]["bytes"] == want
 
 
 def test_cli_writes_atomically_and_prints_the_size(run, tmp_path, capsys):
@@ -163,6 +167,6 @@ def test_a_folder_without_deliveries_still_exports(run, tmp_path):
     shutil.copytree(run, old)
     (old / "deliveries.parquet").unlink()
     by = check_format(perfetto_trace(old))
-    assert not by["s"] and not by["f"] and {e["cat"] for e in by["X"]} == {"compute", "send"}
+    assert not by["flows"] and {e["cat"] for e in by["X"]} == {"compute"} and {e["cat"] for e in by["b"]} == {"send"}
     full = check_format(perfetto_trace(run))
     assert [e for e in by["X"] if e["cat"] == "compute"] == [e for e in full["X"] if e["cat"] == "compute"]

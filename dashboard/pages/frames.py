@@ -85,7 +85,7 @@ def layout(runs=None, sel=None, frame=None, **_):
         frame = int(frame)
     except (TypeError, ValueError):
         frame = None
-    return html.Div([html.H2(NAME), run_picker(st, picked, multi=False), dcc.Store(id="fr-url"),
+    return html.Div([html.H2(NAME), run_picker(st, picked, multi=False, asked=runs or sel), dcc.Store(id="fr-url"),
                      html.Div(body(st, picked[0], frame), id="fr-body")], className="page")
 
 

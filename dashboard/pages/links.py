@@ -134,7 +134,7 @@ def layout(runs=None, link=None, sel=None, **_):
     uv = parse_link(link) or parse_link(default_link(picked[0]))
     return html.Div([
         html.H2(NAME),
-        run_picker(st, picked),
+        run_picker(st, picked, asked=runs or sel),
         html.P("Each link direction is its own lane (traffic drives on the right), coloured by its average utilization "
                "over the run. Click a lane or a heatmap cell to see that direction's utilization, queue depth and drops "
                "over time; with several runs picked, every figure shares its axes and colour scale.", className="lede"),

@@ -157,7 +157,7 @@ def layout(runs=None, node=None, sel=None, **_):
         node = peak_node(st, picked[0])
     return html.Div([
         html.H2(NAME),
-        run_picker(st, picked),
+        run_picker(st, picked, asked=runs or sel),
         html.P("KV bytes a node holds over time (owner blocks, replicas pushed to it, transient copies held for one use) "
                "against its owner-only share at the end (dashed: the decode-ready layout). With several runs picked, "
                "the node's memory of each run is drawn on one axis and the heatmaps share their colour scale.",

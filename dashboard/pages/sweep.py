@@ -9,8 +9,8 @@ from dash import ALL, Input, Output, State, dcc, html, no_update
 from emu.csvtext import to_csv
 
 from ..state import current
-from ..sweep import (TABLE_METRICS, apply_filters, filter_label, filter_values, params_of, summary_line, sweep_axes,
-                     sweep_figure, sweep_table)
+from ..sweep import (NOT_APPLICABLE, TABLE_METRICS, apply_filters, filter_label, filter_values, params_of, summary_line,
+                     sweep_axes, sweep_figure, sweep_table)
 from ..ui import CLICKS, IDS, SCALARS, TEXT, TEXTS, checked, error_box, graph, guarded, note_box
 
 PATH = "/sweep"
@@ -20,13 +20,14 @@ NAME = "Sweep"
 def panels(df):
     if not len(df):
         return [note_box("no points pass these filters")]
-    xs = sweep_axes(df)
+    params = params_of(df)  # once for the page's nine figures
+    xs = sweep_axes(df, params=params)
     if not xs:
         return [note_box("No slice of this dataset varies nodes, prompt length or chunk size alone, so there is "
                          "nothing to draw against them; the table below lists every point.")]
     metrics = [("ttft_s", "TTFT"), ("wire_bytes", "Bytes on the wire")] + \
         ([("kv_bytes", "KV payload bytes")] if "kv_bytes" in df.columns else [])
-    return [html.Div([html.Div(graph(f"sw-{m.replace('_', '-')}-{x}", sweep_figure(df, m, x, None, f"{title} against {t}")),
+    return [html.Div([html.Div(graph(f"sw-{m.replace('_', '-')}-{x}", sweep_figure(df, m, x, None, f"{title} against {t}", params)),
                                className="panel") for x, t in xs], className="row") for m, title in metrics]
 
 
@@ -135,4 +136,6 @@ def register(app) -> None:
         if not n or st.sweep_df is None or not isinstance(col, str):
             return no_update
         tab = sweep_table(_filtered(st, values, ids), col, tuple(m for m in metrics or [] if isinstance(m, str)))
+        # a parameter the row's scheme does not read is blank in the CSV ("-" on the page)
+        tab = tab.replace({NOT_APPLICABLE: ""})
         return dict(content=to_csv(tab), filename="sweep-table.csv", type="text/csv")

@@ -93,7 +93,7 @@ def layout(runs=None, sel=None, **q):
                  dcc.Download(id="tl-dl")]
     return html.Div([
         html.H2(NAME),
-        run_picker(st, picked),
+        run_picker(st, picked, asked=runs or sel),
         html.P("Per node, its compute engine (qkv, attention, MLP, LM head, decode) and its NIC (sends, reductions, "
                "drains and invalidations it starts). At full view each pixel column shows the kind of op that kept the "
                "lane busiest and thin strips below it every other kind that ran there; zoom in (drag or wheel) and the "
@@ -188,9 +188,14 @@ def register(app) -> None:
         run = picked[0]
         try:
             mod = importlib.import_module(PERFETTO)  # lazily: the page works without it
-            doc = mod.perfetto_trace(run.path, **kw)
+            if hasattr(mod, "trace_chunks"):  # the file's text as the export writes it, one event a line
+                chunks = mod.trace_chunks(run.path, **kw)
+                text, events = "".join(chunks), (chunks[1].count("\n") + 1 if chunks[1] else 0)
+            else:
+                doc = mod.perfetto_trace(run.path, **kw)
+                text, events = json.dumps(doc, separators=(",", ":")), len(doc.get("traceEvents", []))
         except Exception as exc:  # noqa: BLE001 - the export says what it cannot draw (a window needed, ...)
             return no_update, error_box(f"Perfetto export: {exc}")
-        return dict(content=json.dumps(doc, separators=(",", ":")), filename=f"{run.key}.perfetto.json",
-                    type="application/json"), f"{run.key}: {len(doc.get('traceEvents', [])):,} events"
+        return dict(content=text, filename=f"{run.key}.perfetto.json", type="application/json"), \
+            f"{run.key}: {events:,} events"
 

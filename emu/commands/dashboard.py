@@ -19,7 +19,8 @@ def register(sub) -> None:
                    help="sweep dataset for the Sweep page: a sweep output folder, a .parquet file or a folder of them "
                         "(repeatable; sweep folders among RESULTS_DIR are found too)")
     p.add_argument("--traces", action="append", metavar="PATH",
-                   help="trace file or folder the What-if page may replay (repeatable; default ./traces if it exists)")
+                   help="trace file or folder the What-if page may replay (repeatable; default ./traces if it exists, "
+                        "else the shipped traces)")
     p.add_argument("--whatif-dir", metavar="DIR",
                    help="folder the app writes what-if results into and lists at start (default: a new temporary folder)")
     p.set_defaults(func=run)
@@ -45,6 +46,16 @@ def check_address(host: str, port: int) -> None:
             raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
 
 
+def default_traces() -> list[str]:
+    """What-if traces without --traces: ./traces in a checkout, else the shipped traces the
+    package installed (emu.shipped), so the page has traces wherever the dashboard starts."""
+    if Path("traces").is_dir():
+        return ["traces"]
+    from ..shipped import traces
+
+    return [str(f) for f in traces().values()]
+
+
 def run(args) -> int:
     for r in args.results:
         if not Path(r).exists():
@@ -54,7 +65,7 @@ def run(args) -> int:
             raise ConfigError(f"--sweep {sw}: no such file or folder")
     if not 0 <= args.port <= 65535:
         raise ConfigError(f"--port {args.port}: must be 0..65535")
-    traces = args.traces if args.traces is not None else (["traces"] if Path("traces").is_dir() else [])
+    traces = args.traces if args.traces is not None else default_traces()
     for t in traces:
         if not Path(t).exists():
             raise ConfigError(f"--traces {t}: no such file or folder")

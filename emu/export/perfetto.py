@@ -6,16 +6,16 @@ A folder written before deliveries.parquet existed gets no receive slices, arrow
 
 What is drawn (docs/api.md, "Timeline export"):
 
-- one process per board; in it a ``compute`` lane (one slice per compute op, which the
-  engine runs one at a time per board), ``nic send`` lanes (one slice per message the
-  board sends: drain and invalidate control messages too, from the send until its last
-  destination has it), a ``nic receive`` lane (a zero-length slice where a message became
-  whole at this board) and ``nic reduce`` lanes (a reduction, at its root, from the first
-  contribution until the result is whole). Slices on one lane must not overlap in the
-  format, so concurrent sends (or reductions) go to further lanes ``nic send 2``, ...;
-- a flow arrow from each send slice to each of its deliveries;
-- counter tracks: KV memory per board (owner, replica, transient bytes), and per link
-  direction its utilization per time bin (in a ``links`` process).
+- one process per board; in it a ``compute`` thread lane (one slice per compute op, which
+  the engine runs one at a time per board), a ``nic receive`` lane (a zero-length slice
+  where a message became whole at this board), and async slices, which overlap freely and
+  Perfetto packs into a track per kind: one per message the board sends (drain and
+  invalidate control messages too, from the send until its last destination has it) and
+  one per reduction at its root (from the first contribution until the result is whole);
+- a flow arrow from each send slice to each of its deliveries (flow v2: the send's op as
+  ``bind_id``);
+- counter tracks: KV memory per board, stacked (owner, owner+replica, total bytes), and per
+  link direction its utilization per time bin (in a ``links`` process).
 
 Times are in microseconds with nanosecond resolution (the format's unit; Perfetto keeps
 nanoseconds). A message whose sources are several boards (an all-to-all) is drawn at its
@@ -37,8 +37,8 @@ from ..reader import ResultsError, ResultsFolder
 
 SEND_KINDS = ("send", "all_to_all", "drain", "invalidate")
 REDUCE_KINDS = ("reduce",)
-COMPUTE_TID, SEND_TID, RECEIVE_TID, REDUCE_TID = 1, 100, 1000, 2000  # first tid of each lane family
-MAX_LANES = 900  # per lane family; past that a window or a node set is needed
+COMPUTE_TID, RECEIVE_TID = 1, 1000  # the board's thread lanes; sends and reductions are async slices
+KV_TRACKS = ("KV owner", "KV owner+replica", "KV total")  # counters, each including the ones before
 
 
 def board_set(nodes, boards: int, what: str = "nodes") -> list[int]:
@@ -97,25 +97,13 @@ def _ns(seconds) -> np.ndarray:
     return np.rint(np.asarray(seconds, np.float64) * 1e9).astype(np.int64)
 
 
-def _us(ns: int) -> float:
-    return ns / 1000
+def _us(ns) -> str:
+    """Nanoseconds as the format's microseconds, exactly: 1234567 -> 1234.567."""
+    return f"{ns // 1000}.{ns % 1000:03d}"
 
 
-def _lanes(start: np.ndarray, end: np.ndarray) -> np.ndarray:
-    """Greedy interval partitioning: each slice to the first lane free at its start (slices in start order)."""
-    lane = np.zeros(len(start), np.int64)
-    free_at: list[int] = []
-    for i in np.argsort(start, kind="stable").tolist():
-        s = int(start[i])
-        for k, t in enumerate(free_at):
-            if t <= s:
-                lane[i] = k
-                free_at[k] = int(end[i])
-                break
-        else:
-            lane[i] = len(free_at)
-            free_at.append(int(end[i]))
-    return lane
+def _text(v) -> str:
+    return json.dumps(v if isinstance(v, str) else str(v))
 
 
 def perfetto_trace(results_dir, *, start_ps: int | None = None, end_ps: int | None = None, nodes=None,
@@ -126,6 +114,13 @@ def perfetto_trace(results_dir, *, start_ps: int | None = None, end_ps: int | No
     with the value they had at its start); ``nodes`` keeps those boards (and the links that
     touch them): "0,1,5", "0-3", a range or a list (``board_set``). ``flag``: what error
     messages put before an option's name (the CLI passes "--")."""
+    return json.loads("".join(trace_chunks(results_dir, start_ps=start_ps, end_ps=end_ps, nodes=nodes, flag=flag)))
+
+
+def trace_chunks(results_dir, *, start_ps: int | None = None, end_ps: int | None = None, nodes=None,
+                 flag: str = "") -> list[str]:
+    """``perfetto_trace``'s document as JSON text, in pieces written as they are (a million
+    event dicts dumped by json cost 2.7x the replay's own time on mars_16k)."""
     folder = ResultsFolder(results_dir)
     results = folder.path
     summary = folder.summary()
@@ -144,7 +139,6 @@ def perfetto_trace(results_dir, *, start_ps: int | None = None, end_ps: int | No
     kv = folder.table("nodes.parquet")
     links = folder.table("links.parquet")
     kind = ops["kind"].astype(str).to_numpy()
-    kinds = kind.tolist()
     ran = ops["start_s"].notna().to_numpy() & ops["end_s"].notna().to_numpy()
     t0 = np.where(ran, _ns(ops["start_s"].fillna(0)), 0)
     t1 = np.where(ran, _ns(ops["end_s"].fillna(0)), 0)
@@ -157,6 +151,8 @@ def perfetto_trace(results_dir, *, start_ps: int | None = None, end_ps: int | No
     board = np.where(is_send, ops["src"].to_numpy(), ops["node"].to_numpy()).astype(np.int64)
     red_ops = np.flatnonzero(is_reduce)
     board[red_ops] = root.reindex(red_ops).fillna(-1).to_numpy(np.int64)
+    keep_list = sorted(keep)
+    on_kept = np.isin(board, keep_list)
 
     def visible(a, b):
         return (b >= lo) & ((a <= hi) if hi is not None else True)
@@ -164,99 +160,110 @@ def perfetto_trace(results_dir, *, start_ps: int | None = None, end_ps: int | No
     def clip(a, b):
         return np.maximum(a, lo), (np.minimum(b, hi) if hi is not None else b)
 
-    events: list[dict] = []
-    meta: list[dict] = []
+    # each op's name and arguments as JSON text; a distinct string is escaped once
+    names = {k: _text(k) for k in np.unique(kind).tolist()}
+    stage = ops["stage"].astype(str)
+    stages = {k: _text(k) for k in stage.unique().tolist()}
+    kind_txt = [names[k] for k in kind.tolist()]
 
-    chunk, layer = ops["chunk"].tolist(), ops["layer"].tolist()
-    nbytes, stage = ops["bytes"].tolist(), ops["stage"].astype(str).tolist()
+    def num(col):
+        v = ops[col]
+        if v.notna().all():
+            return [str(int(x)) for x in v.tolist()]
+        return ["null" if x is None or x != x else str(int(x)) for x in v.tolist()]
 
-    def arg_of(i: int) -> dict:
-        return {"op": i, "kind": kinds[i], "chunk": chunk[i], "layer": layer[i], "bytes": nbytes[i], "stage": stage[i]}
+    args = [f'"op":{i},"kind":{k},"chunk":{c},"layer":{y},"bytes":{b},"stage":{stages[g]}'
+            for i, k, c, y, b, g in zip(range(len(ops)), kind_txt, num("chunk"), num("layer"), num("bytes"),
+                                        stage.tolist())]
 
-    for b in sorted(keep):
-        pid = b + 1
-        meta += [{"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": f"board {b}"}},
-                 {"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0, "args": {"sort_index": b}}]
-    send_slot: dict[int, tuple[int, int, int]] = {}  # op -> (pid, tid, ts of its slice)
-    used: dict[tuple[int, int], str] = {}
-    for family, base, label in ((is_compute, COMPUTE_TID, "compute"), (is_send, SEND_TID, "nic send"),
-                                (is_reduce, REDUCE_TID, "nic reduce")):
-        idx = np.flatnonzero(family & ran & np.isin(board, list(keep)) & visible(t0, t1))
-        a, z = clip(t0[idx], t1[idx])
-        for b in np.unique(board[idx]).tolist():
-            mine = board[idx] == b
-            lane = np.zeros(int(mine.sum()), np.int64) if base == COMPUTE_TID else _lanes(a[mine], z[mine])
-            if lane.max(initial=0) >= MAX_LANES:
-                raise EmuError(f"board {b}: more than {MAX_LANES} overlapping {label} slices; "
-                               "keep a time window or fewer nodes")
-            for i, s, e, k in zip(idx[mine].tolist(), a[mine].tolist(), z[mine].tolist(), lane.tolist()):
-                tid = base + k
-                used[(b + 1, tid)] = label if k == 0 else f"{label} {k + 1}"
-                events.append({"ph": "X", "name": kinds[i], "cat": label.split()[-1], "pid": b + 1, "tid": tid,
-                               "ts": _us(s), "dur": _us(e - s), "args": arg_of(i)})
-                if base == SEND_TID:
-                    send_slot[i] = (b + 1, tid, s)
-    # deliveries: a zero-length receive slice, and a flow from the send
+    out: list[str] = []
+    meta: list[str] = []
+    for b in keep_list:
+        meta += [f'{{"ph":"M","name":"process_name","pid":{b + 1},"tid":0,"args":{{"name":"board {b}"}}}}',
+                 f'{{"ph":"M","name":"process_sort_index","pid":{b + 1},"tid":0,"args":{{"sort_index":{b}}}}}']
+    lanes: set[tuple[int, int, str]] = set()
+    # compute: one lane per board (the engine runs one compute op at a time per board)
+    idx = np.flatnonzero(is_compute & ran & on_kept & visible(t0, t1))
+    a, z = clip(t0[idx], t1[idx])
+    lanes.update((b + 1, COMPUTE_TID, "compute") for b in np.unique(board[idx]).tolist())
+    out += [f'{{"ph":"X","name":{kind_txt[i]},"cat":"compute","pid":{b + 1},"tid":{COMPUTE_TID},"ts":{_us(s)},'
+            f'"dur":{_us(e - s)},"args":{{{args[i]}}}}}'
+            for i, b, s, e in zip(idx.tolist(), board[idx].tolist(), a.tolist(), z.tolist())]
+    # sends and reductions: async slices, which Perfetto packs into one track per board and
+    # kind however many overlap (thread lanes took one per concurrent send: 18-41 a board)
     d_op = deliv["op"].to_numpy(np.int64)
     d_node = deliv["node"].to_numpy(np.int64)
     d_t = _ns(deliv["t_s"])
-    take = np.isin(d_node, list(keep)) & is_send[d_op] & (d_t >= lo)
+    take = np.isin(d_node, keep_list) & is_send[d_op] & (d_t >= lo)
     if hi is not None:
         take &= d_t <= hi
-    flow = 0
+    spans = {cat: np.flatnonzero(family & ran & on_kept & visible(t0, t1))
+             for family, cat in ((is_send, "send"), (is_reduce, "reduce"))}
+    # deliveries: a zero-length receive slice each, and an arrow from its send's slice: the
+    # send binds its op as flow id (flow v2: bind_id), each delivery ends a flow of that id
+    flows = np.zeros(len(ops), bool)
+    flows[spans["send"]] = True
+    flows &= np.isin(np.arange(len(ops)), d_op[take])
+    for cat, idx in spans.items():
+        a, z = clip(t0[idx], t1[idx])
+        for i, b, s, e in zip(idx.tolist(), board[idx].tolist(), a.tolist(), z.tolist()):
+            fl = f',"bind_id":{i},"flow_out":true' if flows[i] else ""
+            out.append(f'{{"ph":"b","name":{kind_txt[i]},"cat":"{cat}","id":{i},"pid":{b + 1},"ts":{_us(s)}{fl},'
+                       f'"args":{{{args[i]}}}}}')
+            out.append(f'{{"ph":"e","name":{kind_txt[i]},"cat":"{cat}","id":{i},"pid":{b + 1},"ts":{_us(e)}}}')
+    recv_txt = []
     for i, n, t in zip(d_op[take].tolist(), d_node[take].tolist(), d_t[take].tolist()):
-        used[(n + 1, RECEIVE_TID)] = "nic receive"
-        args = arg_of(i) | {"latency_us": _us(t - int(t0[i]))}
-        events.append({"ph": "X", "name": kinds[i], "cat": "receive", "pid": n + 1, "tid": RECEIVE_TID,
-                       "ts": _us(t), "dur": 0.0, "args": args})
-        if i in send_slot:
-            flow += 1
-            pid, tid, s = send_slot[i]
-            events.append({"ph": "s", "name": "message", "cat": "message", "id": flow, "pid": pid, "tid": tid,
-                           "ts": _us(s)})
-            events.append({"ph": "f", "bp": "e", "name": "message", "cat": "message", "id": flow, "pid": n + 1,
-                           "tid": RECEIVE_TID, "ts": _us(t)})
-    for (pid, tid), name in sorted(used.items()):
-        meta += [{"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": name}},
-                 {"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid, "args": {"sort_index": tid}}]
+        fl = f',"bind_id":{i},"flow_in":true' if flows[i] else ""
+        recv_txt.append(f'{{"ph":"X","name":{kind_txt[i]},"cat":"receive","pid":{n + 1},"tid":{RECEIVE_TID},'
+                        f'"ts":{_us(t)},"dur":0{fl},"args":{{{args[i]},"latency_us":{_us(t - int(t0[i]))}}}}}')
+    out += recv_txt
+    lanes.update((n + 1, RECEIVE_TID, "nic receive") for n in np.unique(d_node[take]).tolist())
+    for pid, tid, name in sorted(lanes):
+        meta += [f'{{"ph":"M","name":"thread_name","pid":{pid},"tid":{tid},"args":{{"name":"{name}"}}}}',
+                 f'{{"ph":"M","name":"thread_sort_index","pid":{pid},"tid":{tid},"args":{{"sort_index":{tid}}}}}']
 
-    # KV memory per board: the value at each change (the last one at a time), from the window's start
+    # KV memory per board, stacked: owner, owner+replica and total bytes, each a counter that
+    # includes the ones before it (Perfetto draws each counter track on its own); a value at
+    # each change (the last one at a time), from the window's start
     kv = kv[kv["node"].isin(keep)]
     for b, g in kv.groupby("node", sort=True):
         t = _ns(g["t_s"])
-        vals = g[["owner_bytes", "replica_bytes", "transient_bytes"]].to_numpy(np.int64)
+        layers = np.cumsum(g[["owner_bytes", "replica_bytes", "transient_bytes"]].to_numpy(np.int64), axis=1)
         last = np.r_[t[1:] != t[:-1], True]
-        t, vals = t[last], vals[last]
+        t, layers = t[last], layers[last]
         first = max(int(np.searchsorted(t, lo, side="right")) - 1, 0)
-        for k in range(first, len(t)):
-            if hi is not None and t[k] > hi:
-                break
-            events.append({"ph": "C", "name": "KV memory", "pid": int(b) + 1, "ts": _us(max(int(t[k]), lo)),
-                           "args": {"owner": int(vals[k, 0]), "replica": int(vals[k, 1]), "transient": int(vals[k, 2])}})
-    # link utilization per direction and bin, in a process of its own
+        stop = len(t) if hi is None else int(np.searchsorted(t, hi, side="right"))
+        t, layers = np.maximum(t[first:stop], lo), layers[first:stop]
+        for k, name in enumerate(KV_TRACKS):
+            v = layers[:, k]
+            change = np.r_[True, v[1:] != v[:-1]] if len(v) else np.zeros(0, bool)
+            out += [f'{{"ph":"C","name":"{name}","pid":{int(b) + 1},"ts":{_us(s)},"args":{{"bytes":{x}}}}}'
+                    for s, x in zip(t[change].tolist(), v[change].tolist())]
+    # link utilization per direction and bin, in a process of its own; Perfetto names a
+    # counter track by the event's name and its argument: "link 0->1 utilization"
     lpid = boards + 1
     links = links[links["src"].isin(keep) | links["dst"].isin(keep)]
     if len(links):
-        meta += [{"ph": "M", "name": "process_name", "pid": lpid, "tid": 0, "args": {"name": "links"}},
-                 {"ph": "M", "name": "process_sort_index", "pid": lpid, "tid": 0, "args": {"sort_index": boards}}]
+        meta += [f'{{"ph":"M","name":"process_name","pid":{lpid},"tid":0,"args":{{"name":"links"}}}}',
+                 f'{{"ph":"M","name":"process_sort_index","pid":{lpid},"tid":0,"args":{{"sort_index":{boards}}}}}']
     for (src, dst), g in links.groupby(["src", "dst"], sort=True):
         a, z = _ns(g["t_start_s"]), _ns(g["t_end_s"])
         u = g["utilization"].to_numpy(np.float64)
         vis = visible(a, z)
         a, z, u = a[vis], z[vis], u[vis]
-        name = f"link {int(src)}->{int(dst)} utilization"
-        for s, v in zip(np.maximum(a, lo).tolist(), u.tolist()):
-            events.append({"ph": "C", "name": name, "pid": lpid, "ts": _us(s), "args": {"utilization": round(v, 6)}})
+        name = f"link {int(src)}->{int(dst)}"
+        out += [f'{{"ph":"C","name":"{name}","pid":{lpid},"ts":{_us(s)},"args":{{"utilization":{round(v, 6)!r}}}}}'
+                for s, v in zip(np.maximum(a, lo).tolist(), u.tolist())]
         if len(z):
             end = int(z[-1]) if hi is None else min(int(z[-1]), hi)
-            events.append({"ph": "C", "name": name, "pid": lpid, "ts": _us(end), "args": {"utilization": 0.0}})
+            out.append(f'{{"ph":"C","name":"{name}","pid":{lpid},"ts":{_us(end)},"args":{{"utilization":0.0}}}}')
 
-    events.sort(key=lambda e: e["ts"])
-    return {"traceEvents": meta + events, "displayTimeUnit": "ns",
-            "otherData": {"source": "mcf-emu", "results": results.name, "trace": summary.get("trace"),
-                          "scheme": summary.get("scheme"), "nodes": boards, "topology": summary.get("topology"),
-                          "window_ps": [lo * 1000, None if hi is None else hi * 1000], "boards": sorted(keep),
-                          "deliveries": has_deliveries}}
+    other = {"source": "mcf-emu", "results": results.name, "trace": summary.get("trace"),
+             "scheme": summary.get("scheme"), "nodes": boards, "topology": summary.get("topology"),
+             "window_ps": [lo * 1000, None if hi is None else hi * 1000], "boards": keep_list,
+             "deliveries": has_deliveries}
+    return ['{"traceEvents":[\n', ",\n".join(meta + out), '\n],"displayTimeUnit":"ns","otherData":',
+            json.dumps(other, separators=(",", ":")), "}"]
 
 
 def write_perfetto(results_dir, out, *, start_ps: int | None = None, end_ps: int | None = None, nodes=None,
@@ -271,12 +278,15 @@ def write_perfetto(results_dir, out, *, start_ps: int | None = None, end_ps: int
     ResultsFolder(results_dir).summary()  # a bad folder is refused before the output is touched
     check_writable(out, out_what)
     reclaim_stale(Path(out).parent, out_what)  # what a killed export left there
-    doc = perfetto_trace(results_dir, start_ps=start_ps, end_ps=end_ps, nodes=nodes, flag=flag)
-    data = json.dumps(doc, separators=(",", ":")).encode("utf-8")
+    chunks = trace_chunks(results_dir, start_ps=start_ps, end_ps=end_ps, nodes=nodes, flag=flag)
+    size = 0
     try:
         with atomic_file(out, "wb") as fh:
-            fh.write(data)
+            for c in chunks:
+                data = c.encode("utf-8")
+                fh.write(data)
+                size += len(data)
     except OSError as exc:
         raise EmuError(f"cannot write {out}: {exc.strerror or exc}") from None
-    return len(data)
+    return size
 

@@ -12,6 +12,7 @@ ROWS = [
     ("nodes", "nodes", "{}"),
     ("seq", "prompt tokens", "{}"),
     ("topology", "topology", "{}"),
+    ("overrides", "overrides", "{}"),
     ("ttft_s", "TTFT s", "{:.4f}"),
     ("prefill_s", "prefill s", "{:.4f}"),
     ("decode_tokens_per_s", "decode tokens/s", "{:.2f}"),
@@ -26,6 +27,10 @@ ROWS = [
     ("final_layout_owner_only", "owner-only at end", "{}"),
     ("wall_s", "wall s", "{:.2f}"),
 ]
+# What a run was asked to do: the labels of same-named runs show the ones that vary, and
+# emu.table gives each a column.
+PARAMS = ("scheme", "nodes", "seq", "chunk", "model", "hw", "topology", "decode_tokens", "loss", "seed",
+          "scenario", "overrides", "engine")
 MIB = {"wire_bytes", "kv_bytes", "peak_node_kv_bytes", "peak_node_owner_replica_bytes", "peak_node_transient_bytes"}
 
 
@@ -38,13 +43,62 @@ def load_summary(path: str) -> dict:
 
 
 def table_fields(summary: dict) -> dict:
-    """What the table prints of a summary (the rest need not be kept for it)."""
-    return {key: summary.get(key) for key, _, _ in ROWS}
+    """What the table prints of a summary and labels its run by (the rest need not be kept for it)."""
+    return {key: summary.get(key) for key in (*PARAMS, *(key for key, _, _ in ROWS))}
+
+
+def override_text(v, where: str = "summary") -> str | None:
+    """The overrides as one cell: ``hw.link_rate=10Gbps hw.mtu=9000``, None when there are none."""
+    if v is None or v == []:
+        return None
+    if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
+        raise EmuError(f"{where}: overrides: expected a list of texts, got {json.dumps(v)[:60]}")
+    return " ".join(v)
+
+
+def param_text(key: str, v) -> str:
+    """A parameter as a label shows it: ``seq=2048``, the overrides as written, ``no overrides``."""
+    if key in ("overrides", "scenario"):
+        items = v if isinstance(v, list) else [] if v is None else [v]
+        return " ".join(str(x) for x in items) if items else f"no {key}"
+    return f"{key}={v}"
+
+
+def json_key(v) -> str:
+    return json.dumps(v, sort_keys=True, default=str)
+
+
+def varying(summaries: list[dict]) -> list[str]:
+    """The parameters (PARAMS) whose values are not the same in every summary."""
+    return [k for k in PARAMS if len({json_key(s.get(k)) for s in summaries}) > 1]
+
+
+def labels(summaries: list[dict], names: list[str]) -> list[str]:
+    """One distinct label per run: its name when no other run has it; otherwise the name and
+    the parameters that vary across the runs (``mars seq=1024``, ``m4 hw.link_rate=10Gbps``),
+    and ``#2``, ``#3`` for runs alike in all of them."""
+    if len(set(names)) == len(names):
+        return list(names)
+    keys = varying(summaries)
+    by_name = {}
+    for n, s in zip(names, summaries):
+        by_name.setdefault(n, set()).add(json_key(s.get("scheme")))
+    if all(len(v) == 1 for v in by_name.values()):  # the name already says the scheme
+        keys = [k for k in keys if k != "scheme"]
+    out = [" ".join([n, *(param_text(k, s.get(k)) for k in keys)]) for n, s in zip(names, summaries)]
+    seen: dict[str, int] = {}
+    for i, label in enumerate(out):
+        seen[label] = seen.get(label, 0) + 1
+        if seen[label] > 1:
+            out[i] = f"{label} #{seen[label]}"
+    return out
 
 
 def cell(s: dict, key: str, fmt: str, where: str = "summary") -> str:
     """One printed value of the table; EmuError when the summary holds something else there."""
     v = s.get(key)
+    if key == "overrides":
+        v = override_text(v, where)
     if v is None:
         return "-"
     number = fmt != "{}"
@@ -60,27 +114,36 @@ def cell(s: dict, key: str, fmt: str, where: str = "summary") -> str:
 
 @dataclass
 class Comparison:
-    """Runs side by side: ``frame`` holds the values (MiB for the byte rows), ``str()`` the printed table."""
+    """Runs side by side, one column each (``labels``: the run's name, and what differs when names
+    repeat): ``frame`` holds the values (MiB for the byte rows), ``str()`` the printed table."""
 
     summaries: list[dict]
     names: list[str]
 
     @property
+    def labels(self) -> list[str]:
+        return labels(self.summaries, self.names)
+
+    @property
     def frame(self):
         import pandas as pd
 
-        data = {name: [self._value(s, key) for key, _, _ in ROWS] for name, s in zip(self.names, self.summaries)}
-        return pd.DataFrame(data, index=[label for _, label, _ in ROWS], dtype=object)
+        columns = self.labels
+        data = [[self._value(s, key) for s in self.summaries] for key, _, _ in ROWS]
+        return pd.DataFrame(data, index=[label for _, label, _ in ROWS], columns=columns, dtype=object)
 
     @staticmethod
     def _value(s: dict, key: str):
         v = s.get(key)
+        if key == "overrides":
+            return override_text(v)
         return v / 2**20 if v is not None and key in MIB else v
 
     def rows(self) -> list[list[str]]:
-        table = [["", *self.names]]
+        names = self.labels
+        table = [["", *names]]
         for key, label, fmt in ROWS:
-            table.append([label, *(cell(s, key, fmt, name) for s, name in zip(self.summaries, self.names))])
+            table.append([label, *(cell(s, key, fmt, name) for s, name in zip(self.summaries, names))])
         return table
 
     def __str__(self) -> str:
@@ -93,3 +156,23 @@ class Comparison:
         return self.frame.to_html()
 
     __repr__ = __str__
+
+
+def summary_table(summaries: list[dict], names: list[str]):
+    """Many runs as a DataFrame, a row each (indexed by ``labels``): every parameter (PARAMS, the
+    overrides as one text) and the compare table's values (MiB for the byte rows)."""
+    import pandas as pd
+
+    rows = []
+    for name, s in zip(names, summaries):
+        row = {"name": name}
+        for key in PARAMS:
+            v = s.get(key)
+            row[key] = (override_text(v, name) or "") if key == "overrides" else (
+                json.dumps(v) if isinstance(v, (list, dict)) else v)
+        for key, label, _ in ROWS:
+            if key not in row:
+                row[label] = Comparison._value(s, key)
+        rows.append(row)
+    frame = pd.DataFrame(rows, index=pd.Index(labels(summaries, names), name="run"))
+    return frame
