@@ -17,6 +17,7 @@ import threading
 import time
 
 MODES = ("bar", "json")
+REPLAY_STEP_OPS = 2000  # ops a replay completes between two progress reports (both engines)
 
 
 def mode(value, stderr_is_terminal: bool) -> str | None:

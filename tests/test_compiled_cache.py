@@ -93,22 +93,22 @@ def test_a_compiled_in_constant_changed_in_another_file_recompiles(tmp_path):
 
 
 def test_the_engine_knows_whether_its_cache_is_compiled(monkeypatch):
-    from emu.replay import core, warm
+    from emu.replay import core, engine_cache
 
     core.drive  # noqa: B018 (imported: the suite has compiled it)
-    assert warm.compiled()
+    assert engine_cache.compiled()
     monkeypatch.setattr(cc, "stamp", lambda path: b"other sources")
-    assert not warm.compiled()
+    assert not engine_cache.compiled()
 
 
 def test_a_cold_first_replay_says_it_compiles_and_install_skips_a_warm_cache(monkeypatch, capsys):
     import emu
-    from emu.replay import warm
+    from emu.replay import engine_cache, warm
 
-    monkeypatch.setattr(warm, "compiled", lambda: False)
+    monkeypatch.setattr(engine_cache, "compiled", lambda: False)
     emu.replay(emu.trace("ring", nodes=2, seq=256, chunk=128, decode_tokens=1))
     err = capsys.readouterr().err
-    assert warm.NOTICE in err and "replay engine compiled and cached" in err
+    assert engine_cache.NOTICE in err and "replay engine compiled and cached" in err
     monkeypatch.undo()
     monkeypatch.setattr(warm, "warm", lambda: pytest.fail("replayed although compiled"))
     assert warm.main() == 0

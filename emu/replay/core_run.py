@@ -30,8 +30,8 @@ from .core_state import KERNEL
 from .capture import Capture
 from .core_tables import Tables
 from .wire_meta import WireMessages
-from . import warm
-from .run import PROGRESS_OPS
+from . import engine_cache
+from ..progress import REPLAY_STEP_OPS
 
 
 class DirectoryView:
@@ -247,9 +247,9 @@ def run(rp) -> None:
     # no Python objects; what the run leaves is freed by reference counting as before.
     collecting = gc.isenabled()
     gc.disable()
-    cold = not warm.warming and not warm.compiled()
+    cold = not engine_cache.warming and not engine_cache.compiled()
     if cold:  # after a plain `pip install` (no warm step) or a change to the engine's sources
-        print(warm.NOTICE, file=sys.stderr, flush=True)
+        print(engine_cache.NOTICE, file=sys.stderr, flush=True)
         t0 = time.perf_counter()
     try:
         _run(rp)
@@ -266,7 +266,7 @@ def _run(rp) -> None:
     tables = Tables(rp)
     st, RS, net = tables.state, tables.RS, rp.net
     if rp.opt.progress:
-        RS[L.R_PROGRESS] = RS[L.R_PROG_NEXT] = PROGRESS_OPS
+        RS[L.R_PROGRESS] = RS[L.R_PROG_NEXT] = REPLAY_STEP_OPS
     rp._progress()  # 0 %: the replay is under way (what a reader of the stream waits for)
     if rp.timeline is not None:
         rp.timeline.on_reroute[:] = [_reroute(rp, tables)]

@@ -23,6 +23,7 @@ from ..net import Loss, Network
 from ..net.linkstats import LinkStats
 from ..net.timeline import Timeline, parse as parse_scenario
 from ..nic import Cluster, NicConfig
+from ..progress import REPLAY_STEP_OPS
 from ..sim import MS, US, Simulator
 from ..topology import LinkDefaults, Routes, build
 from ..workload.enums import COMM_KINDS, CONTROL_KINDS, Kind, MsgOp, Residency
@@ -54,7 +55,6 @@ class Options:
     trains: bool = True             # a stream's uninterrupted frames on a link as one event (same results)
 
 ENGINES = ("auto", "compiled", "python")
-PROGRESS_OPS = 2000  # ops between progress reports (the compiled loop's too)
 
 
 class Replay:
@@ -246,7 +246,7 @@ class Replay:
     def _op_done(self, op: int) -> None:
         self.done_ops += 1
         self._release(self.wiring.on_done.pop(op, ()))
-        if self._bar is not None and self.done_ops % PROGRESS_OPS == 0:
+        if self._bar is not None and self.done_ops % REPLAY_STEP_OPS == 0:
             self._progress()
 
     def _progress(self, end: bool = False) -> None:

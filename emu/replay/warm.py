@@ -11,34 +11,10 @@ which also compiles the kernel entries a timeline change calls from Python.
 
 from __future__ import annotations
 
-import hashlib
 import sys
 import time
 
-
-def compiled() -> bool:
-    """Whether numba's disk cache holds the replay loop compiled from the sources as they are
-    now (the loop's stamp covers every source it is built from: emu.compiled_cache; an index
-    written from other sources reads as empty). False whenever it cannot tell."""
-    try:
-        from numba.core import caching
-
-        from .core import drive
-
-        cache = drive._cache
-        index = caching.IndexDataCacheFile(cache._cache_path, cache._impl.filename_base,
-                                           cache._impl.locator.get_source_stamp())._load_index()
-        magic = drive.targetctx.codegen().magic_tuple()
-        code = hashlib.sha256(drive.py_func.__code__.co_code).hexdigest()
-        return any(key[1] == magic and key[2][0] == code for key in index)
-    except Exception:  # numba's cache internals moved: say "not compiled", never fail a run
-        return False
-
-
-warming = False  # warm() is running: it has said what it does, the replays need not
-
-NOTICE = ("mcf-emu: compiling the replay engine for its first run (1-4 minutes of CPU, once; "
-          "cached on disk; `python -m emu.replay.warm` does it ahead) ...")
+from . import engine_cache
 
 
 def warm() -> float:
@@ -46,13 +22,12 @@ def warm() -> float:
     from ..api import trace
     from .session import replay
 
-    global warming
     t0 = time.perf_counter()
-    warming = True
+    engine_cache.warming = True
     try:
         _replays(trace, replay)
     finally:
-        warming = False
+        engine_cache.warming = False
     return time.perf_counter() - t0
 
 
@@ -63,7 +38,7 @@ def _replays(trace, replay) -> None:
 
 
 def main() -> int:
-    if compiled():
+    if engine_cache.compiled():
         print("mcf-emu: replay engine already compiled (numba's disk cache is up to date)", file=sys.stderr)
         return 0
     print("mcf-emu: compiling the replay engine (once; cached on disk) ...", file=sys.stderr, flush=True)

@@ -1,0 +1,34 @@
+"""Whether the compiled replay loop is in numba's disk cache, and what a first run says if not.
+
+Apart from emu.replay.warm (which compiles it ahead, from scripts/install) so that the
+compiled loop's driver can ask without importing what warm replays with.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+
+def compiled() -> bool:
+    """Whether numba's disk cache holds the replay loop compiled from the sources as they are
+    now (the loop's stamp covers every source it is built from: emu.compiled_cache; an index
+    written from other sources reads as empty). False whenever it cannot tell."""
+    try:
+        from numba.core import caching
+
+        from .core import drive
+
+        cache = drive._cache
+        index = caching.IndexDataCacheFile(cache._cache_path, cache._impl.filename_base,
+                                           cache._impl.locator.get_source_stamp())._load_index()
+        magic = drive.targetctx.codegen().magic_tuple()
+        code = hashlib.sha256(drive.py_func.__code__.co_code).hexdigest()
+        return any(key[1] == magic and key[2][0] == code for key in index)
+    except Exception:  # numba's cache internals moved: say "not compiled", never fail a run
+        return False
+
+
+warming = False  # warm() is running: it has said what it does, the replays need not
+
+NOTICE = ("mcf-emu: compiling the replay engine for its first run (1-4 minutes of CPU, once; "
+          "cached on disk; `python -m emu.replay.warm` does it ahead) ...")
