@@ -134,6 +134,10 @@ def executor(scheduler: str | None = None, workers: int | None = None):
                 if proc.is_alive():
                     proc.kill()
                     proc.join(5)
+            # the pool's manager thread, now without workers, ends and closes its wake-up pipe:
+            # joined here, or the interpreter's exit hook races it (EBADF, "Exception ignored")
+            with contextlib.suppress(Exception):
+                ex.shutdown(wait=True)
             raise
         ex.shutdown(wait=True)
 
