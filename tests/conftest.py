@@ -1,0 +1,14 @@
+r"""Suite-wide settings. Tests wait on events, never on the clock (tests/waits.py holds the one
+hang guard). To check that no wall-clock threshold crept back in:
+
+    grep -nE 'timeout=[0-9]|timeout *[:=] *[0-9]|sleep\(|deadline *=|perf_counter|monotonic\(|time\.time\(|wait_for_timeout|set_default_timeout\([0-9]|alarm\([0-9]|elapsed *[<>]|[<>] *[0-9.]+ *\* *1e-?[0-9]' tests/*.py | grep -v 'deadline=None'
+
+finds nothing but tests/waits.py's own guard (its matches name HANG_S or POLL_S).
+"""
+
+from hypothesis import HealthCheck, settings
+
+# Hypothesis times each example against a deadline (200 ms) and calls slow data generation a
+# failure (too_slow): both are the machine's speed, not the code's behaviour.
+settings.register_profile("mcf", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("mcf")
