@@ -11,6 +11,7 @@ from emu.hw import model as M
 from emu.hw.serve import Device, ServeLimits
 
 from test_hw import FakeSock, as_batch, play
+from waits import HANG_S
 
 
 def device(**limits) -> Device:
@@ -222,7 +223,8 @@ def test_live_serve_survives_hostile_frames_and_still_passes_check(tmp_path):
         try:
             sent = run(peer.emu("hw", "send", "--iface", peer.iface, "--pcap", str(tmp_path / "hostile.pcap")))
             assert sent.returncode == 0 and f"sent {n} frames" in sent.stdout, sent.stdout + sent.stderr
-            ok = run(peer.emu("hw", "check", "--iface", peer.iface, "--scenario", "multicast", "--node", "1"))
+            ok = run(peer.emu("hw", "check", "--iface", peer.iface, "--scenario", "multicast", "--node", "1",
+                              "--timeout", f"{HANG_S}s"))
         finally:
             out, err = srv.stop()
         assert srv.p.returncode == 0, err

@@ -12,7 +12,9 @@ an idle machine). Timing goals are benchmarks (benchmarks/), not tests.
 from __future__ import annotations
 
 import os
+import threading
 import time
+from contextlib import contextmanager
 
 HANG_S = 3600 * float(os.environ.get("EMU_TEST_HANG_SCALE", "1"))
 HANG_MS = HANG_S * 1000  # Playwright counts milliseconds
@@ -29,3 +31,16 @@ def wait_until(ready, what: str, *, proc=None) -> None:
         if time.monotonic() > end:
             raise AssertionError(f"hang: no {what} after {HANG_S:.0f} s")
         time.sleep(POLL_S)
+
+
+@contextmanager
+def guarded(proc):
+    """Kill ``proc`` (a Popen) if the block outlasts the hang guard: a blocking read of its
+    output (waiting for a line it prints when ready) then ends at EOF instead of never."""
+    timer = threading.Timer(HANG_S, proc.kill)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield proc
+    finally:
+        timer.cancel()
