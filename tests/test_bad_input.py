@@ -37,7 +37,7 @@ import pytest
 
 from waits import HANG_S
 
-TIMEOUT_S = int(HANG_S)    # a case still running after this is a hang, however loaded the machine
+TIMEOUT_S = HANG_S         # a case still running after this is a hang, however loaded the machine
 ADDRESS_SPACE = 6 << 30    # bytes a case may map: a runaway allocation fails fast
 ROOT = Path(__file__).resolve().parents[1]
 

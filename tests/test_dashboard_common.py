@@ -111,6 +111,7 @@ def served_page(browser, results, tmp_path):
     with serve(results, tmp_path) as (url, _state):
         ctx = browser.new_context(viewport={"width": 1440, "height": 1000})
         pg = ctx.new_page()
+        pg.set_default_timeout(HANG_MS)
         pg.base = url
         try:
             yield pg
@@ -135,7 +136,8 @@ def browser():
 
     if not _BROWSER["users"]:
         _BROWSER["pw"] = sync_playwright().start()
-        _BROWSER["b"] = _BROWSER["pw"].chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        _BROWSER["b"] = _BROWSER["pw"].chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS,
+                                                           timeout=HANG_MS)
     _BROWSER["users"] += 1
     try:
         yield _BROWSER["b"]

@@ -36,7 +36,8 @@ def figures(nb) -> dict[str, dict]:
 def test_quickstart_runs_and_plots_the_runs(tmp_path):
     nb = nbformat.read(NOTEBOOK, as_version=4)
     assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code")  # shipped without outputs
-    NotebookClient(nb, timeout=HANG_S, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    NotebookClient(nb, timeout=HANG_S, startup_timeout=HANG_S, iopub_timeout=HANG_S, kernel_name="python3",
+                   resources={"metadata": {"path": str(tmp_path)}}).execute()
     errors = [o for c in nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
     assert not errors
     figs = figures(nb)

@@ -16,7 +16,7 @@ import threading
 import time
 from contextlib import contextmanager
 
-HANG_S = 3600 * float(os.environ.get("EMU_TEST_HANG_SCALE", "1"))
+HANG_S = max(1, round(3600 * float(os.environ.get("EMU_TEST_HANG_SCALE", "1"))))  # whole seconds
 HANG_MS = HANG_S * 1000  # Playwright counts milliseconds
 POLL_S = 0.05  # how often wait_until looks again: how soon it notices, not how long it allows
 
