@@ -7,7 +7,14 @@ finds only tests/waits.py's guard and test_hw.py's virtual clock. A command's ow
 test (bad input refused before any wait, a peer that never answers) is not a threshold.
 """
 
+import os
+
 from hypothesis import HealthCheck, settings
+
+from waits import HANG_S
+
+# dask's own connect timeout (30 s) is a clock limit too: its clients and workers get the guard
+os.environ.setdefault("DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT", f"{HANG_S}s")
 
 # Hypothesis times each example against a deadline (200 ms) and calls slow data generation a
 # failure (too_slow): both are the machine's speed, not the code's behaviour.
