@@ -217,7 +217,8 @@ TRACE_PARAMS = {
 not_a_path = st.one_of(anything_but_text, st.just(""), st.just("   "))
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture],
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                  HealthCheck.too_slow],
           derandomize=True)
 @given(data=st.data())
 def test_generated_bad_values_raise_only_documented_errors(material, data):

@@ -12,9 +12,9 @@ For each case the command must
 
 Each case runs ``emu.cli.main`` in a forked child (imports already paid for; a fresh
 process state per case) in its own working folder, with an address-space limit so an
-unbounded allocation fails instead of taking the machine, and an alarm that counts a
-hang as a failure. ``PYTHONPATH=<tree> python3 -m pytest tests/test_bad_input.py -q`` gives
-the case count and how many fail on that tree (the before/after figures).
+unbounded allocation fails instead of taking the machine, and an alarm at the suite's hang
+guard (tests/waits.py: generous, never a speed limit) that counts a hang as a failure.
+``PYTHONPATH=<tree> python3 -m pytest tests/test_bad_input.py -q`` gives the case count and how many fail on that tree (the before/after figures).
 """
 
 from __future__ import annotations
@@ -35,7 +35,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-TIMEOUT_S = 30             # a case still running after this is a hang
+from waits import HANG_S
+
+TIMEOUT_S = HANG_S         # a case still running after this is a hang, however loaded the machine
 ADDRESS_SPACE = 6 << 30    # bytes a case may map: a runaway allocation fails fast
 ROOT = Path(__file__).resolve().parents[1]
 

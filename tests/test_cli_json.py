@@ -6,6 +6,7 @@ import subprocess
 import pytest
 
 from emu.cli import main
+from waits import HANG_S
 
 
 def run_json(capsys, *argv, status=0):
@@ -65,10 +66,11 @@ def test_hw_check_serve_and_send_json(tmp_path):
         try:
             assert "ready" in srv.stderr.readline()
             chk = subprocess.run(checker.emu("hw", "check", "--iface", checker.iface, "--scenario", "all", "--node", "1",
-                                             "--json"), capture_output=True, text=True, timeout=60)
+                                             "--json", "--timeout", f"{HANG_S}s"), capture_output=True, text=True,
+                                 timeout=HANG_S)
         finally:
             srv.terminate()
-            out, _ = srv.communicate(timeout=60)
+            out, _ = srv.communicate(timeout=HANG_S)
         assert chk.returncode == 0, chk.stderr
         res = json.loads(chk.stdout)
         ran = [r for r in res if "skipped" not in r]
@@ -84,7 +86,7 @@ def test_hw_check_serve_and_send_json(tmp_path):
         with CaptureWriter(tmp_path / "x.pcap") as w:
             w.write(buf, off, [0] * len(h))
         sent = subprocess.run(checker.emu("hw", "send", "--iface", checker.iface, "--pcap", str(tmp_path / "x.pcap"),
-                                          "--json"), capture_output=True, text=True, timeout=60)
+                                          "--json"), capture_output=True, text=True, timeout=HANG_S)
         s = json.loads(sent.stdout)
         assert sent.returncode == 0 and s["frames"] == len(h) and s["bytes"] == int(off[-1])
     finally:

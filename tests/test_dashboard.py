@@ -8,7 +8,7 @@ import json
 import signal
 import subprocess
 import sys
-import time
+import threading
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -18,6 +18,7 @@ import pandas as pd
 import pytest
 
 from test_dashboard_common import app, emu, runs  # noqa: F401 - fixtures
+from waits import HANG_S, guarded
 
 
 def test_link_matrix_downsamples_and_keeps_busy_time(runs):
@@ -235,7 +236,7 @@ def _post(base, body, host=None):
     req = urllib.request.Request(base + "/_dash-update-component", data=json.dumps(body).encode(),
                                  headers={"Content-Type": "application/json", **({"Host": host} if host else {})})
     try:
-        with urllib.request.urlopen(req, timeout=20) as r:
+        with urllib.request.urlopen(req, timeout=HANG_S) as r:
             return r.status, r.read().decode()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read().decode()
@@ -266,7 +267,7 @@ def test_host_header_must_name_the_bound_address(app):
     code, text = _post(base, _whatif_body("10Gbps"), host=f"evil.example:{port}")
     assert code == 403 and "not this dashboard" in text
     req = urllib.request.Request(base + "/", headers={"Host": f"localhost:{port}"})
-    with urllib.request.urlopen(req, timeout=10) as r:
+    with urllib.request.urlopen(req, timeout=HANG_S) as r:
         assert r.status == 200
 
 
@@ -282,9 +283,10 @@ def test_whatif_runs_from_a_neutral_folder(runs, tmp_path):
     w = WhatIfs(out, trace_list([runs["trace"]]), Registry())
     try:
         job = w.submit("mars.json", {"rate": "10Gbps"})
-        deadline = time.time() + 240
-        while job.state in ("queued", "running") and time.time() < deadline:
-            time.sleep(0.5)
+        # the job's thread ends once the replay has ended and the job's state is final
+        for t in threading.enumerate():
+            if t.name == f"whatif-{job.id}":
+                t.join(HANG_S)
         assert job.state == "done", job.message
         assert not (tmp_path / "pwned").exists()
         assert "-P" in job.argv and Path(w.cwd) != out
@@ -317,19 +319,18 @@ def test_cli_serves_until_sigterm_and_finds_sweeps(runs, tmp_path):
                          text=True, env=env)
     try:
         url, first = None, ""
-        deadline = time.time() + 60
-        while time.time() < deadline and url is None:
-            line = p.stdout.readline()
-            first += line
-            if "http://127.0.0.1:" in line:
-                url = line.split()[1]
+        with guarded(p):  # the server prints its URL when it listens
+            while url is None and (line := p.stdout.readline()):
+                first += line
+                if "http://127.0.0.1:" in line:
+                    url = line.split()[1]
         assert url, "no URL printed"
         assert "sweeps" in first and "quick" in first and "unreadable" not in first
-        with urllib.request.urlopen(url, timeout=10) as r:
+        with urllib.request.urlopen(url, timeout=HANG_S) as r:
             assert r.status == 200 and b"mcf-emu dashboard" in r.read()
     finally:
         p.send_signal(signal.SIGTERM)
-        out, err = p.communicate(timeout=30)
+        out, err = p.communicate(timeout=HANG_S)
     assert p.returncode == 0, err
     assert "stopped" in out
 

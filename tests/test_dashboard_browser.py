@@ -13,8 +13,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from test_dashboard_common import (PAGES, served_page, WAIT_PAGE, FIGURES, app, browser, click_until, emu, goto, page,  # noqa: F401
+from test_dashboard_common import (CLICK_AGAIN_MS, PAGES, served_page, WAIT_PAGE, FIGURES, app, browser, click_until, emu, goto, page,  # noqa: F401
                                    runs)
+from waits import HANG_MS, HANG_S
 
 FIND = """(type, run) => [...document.querySelectorAll('[id]')].find(e => { try { const o = JSON.parse(e.id);
   return o.type === type && (run === null || o.run === run); } catch (x) { return false; } })"""
@@ -227,7 +228,7 @@ def test_frames_histogram_brush_filters_time(page):
         page.mouse.move(box["x"] + box["w"] * 0.4, box["y"] + box["h"] * 0.5, steps=8)
         page.mouse.up()
         try:
-            page.wait_for_function("() => document.querySelector('#fr-from').value !== ''", timeout=5000)
+            page.wait_for_function("() => document.querySelector('#fr-from').value !== ''", timeout=CLICK_AGAIN_MS)
             break
         except Exception:
             pass
@@ -266,7 +267,7 @@ def test_report_escapes_values_from_files(browser, runs, tmp_path):
     pg = ctx.new_page()
     pg.goto(out.as_uri())
     pg.wait_for_function("() => [...document.querySelectorAll('.js-plotly-plot')].every(x => x.querySelector('.main-svg'))",
-                         timeout=60000)
+                         timeout=HANG_MS)
     pg.mouse.move(400, 400)
     assert pg.evaluate("window.__pwned") is None
     assert pg.evaluate("document.querySelectorAll('img[src=x]').length") == 0
@@ -281,7 +282,7 @@ def test_whatif_runs_and_joins_the_others(page, app, runs):
     page.fill("#wi-rate", "10Gbps")
     page.click("#wi-run")
     page.wait_for_function("() => /what-if \\d+ (done|failed)/.test(document.querySelector('#wi-status').textContent)",
-                           timeout=180000, polling=250)
+                           timeout=HANG_MS, polling=250)
     status = page.inner_text("#wi-status")
     assert "done" in status, status
     key = status.split("listed as run ")[1].strip()
@@ -383,7 +384,7 @@ def test_timeline_wheel_zooms(page):
         page.mouse.wheel(0, -600)
         try:
             page.wait_for_function("(t) => document.querySelector('#timeline .gtitle').textContent !== t", arg=before,
-                                   timeout=5000)
+                                   timeout=CLICK_AGAIN_MS)
             break
         except Exception:
             pass
@@ -405,7 +406,7 @@ def test_frames_link_column_from_capture_interfaces(browser, runs, tmp_path):
     run = tmp_path / "res" / "linked"
     emu("replay", runs["mars"].parent.parent / "mars.json", "--out", run, "--capture", "cap.pcapng")
     read = subprocess.run(["tshark", "-r", str(run / "cap.pcapng"), "-T", "fields", "-e", "frame.interface_name"],
-                          capture_output=True, text=True, check=True, timeout=120)
+                          capture_output=True, text=True, check=True, timeout=HANG_S)
     on_link = read.stdout.split()
     names = sorted(set(on_link))
     assert all("->" in n for n in names)

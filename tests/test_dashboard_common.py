@@ -17,12 +17,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from waits import HANG_MS, HANG_S
+
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
 
-def emu(*args, cwd=None, timeout=300, env=None):
+def emu(*args, cwd=None, timeout=HANG_S, env=None):
     p = subprocess.run([sys.executable, "-m", "emu", *map(str, args)], capture_output=True, text=True, cwd=cwd,
                        timeout=timeout, env=env)
     assert p.returncode == 0, f"emu {' '.join(map(str, args))} failed:\n{p.stdout}\n{p.stderr}"
@@ -109,6 +111,7 @@ def served_page(browser, results, tmp_path):
     with serve(results, tmp_path) as (url, _state):
         ctx = browser.new_context(viewport={"width": 1440, "height": 1000})
         pg = ctx.new_page()
+        pg.set_default_timeout(HANG_MS)
         pg.base = url
         try:
             yield pg
@@ -133,7 +136,8 @@ def browser():
 
     if not _BROWSER["users"]:
         _BROWSER["pw"] = sync_playwright().start()
-        _BROWSER["b"] = _BROWSER["pw"].chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        _BROWSER["b"] = _BROWSER["pw"].chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS,
+                                                           timeout=HANG_MS)
     _BROWSER["users"] += 1
     try:
         yield _BROWSER["b"]
@@ -149,7 +153,7 @@ def page(browser, app, request, tmp_path):
     """A page on the app; a screenshot of it goes under tmp_path when the test fails."""
     ctx = browser.new_context(viewport={"width": 1440, "height": 1000}, accept_downloads=True)
     pg = ctx.new_page()
-    pg.set_default_timeout(30000)
+    pg.set_default_timeout(HANG_MS)
     errors = []
     pg.on("pageerror", lambda e: errors.append(str(e)))
     pg.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
@@ -186,20 +190,26 @@ PAGES = {"/": "Overview", "/links": "Links", "/memory": "Memory and replicas", "
 
 def goto(pg, path, name=None):
     pg.goto(pg.base + path)
-    pg.wait_for_function(WAIT_PAGE, arg=name or PAGES[path.split("?")[0]], polling=100, timeout=60000)
+    pg.wait_for_function(WAIT_PAGE, arg=name or PAGES[path.split("?")[0]], polling=100, timeout=HANG_MS)
 
 
 def graph_js(selector):
     return f"document.querySelector({json.dumps(selector)}).querySelector('.js-plotly-plot')"
 
 
-def click_until(pg, x, y, condition, arg=None, tries=4):
-    """Click at (x, y) until ``condition`` holds: a graph drawn a moment ago may not listen yet."""
+CLICK_AGAIN_MS = 5000  # how long a click is given before the next: a retry pace, not a limit
+
+
+def click_until(pg, x, y, condition, arg=None):
+    """Click at (x, y) until ``condition`` holds: a graph drawn a moment ago may not listen yet
+    (the clicks used are idempotent, so a slow answer clicked again is the same answer); gives
+    up at the hang guard."""
+    tries = max(2, int(HANG_MS // CLICK_AGAIN_MS))
     for i in range(tries):
         pg.mouse.move(x, y)
         pg.mouse.click(x, y)
         try:
-            pg.wait_for_function(condition, arg=arg, timeout=5000 if i < tries - 1 else 30000)
+            pg.wait_for_function(condition, arg=arg, timeout=CLICK_AGAIN_MS)
             return
         except Exception:
             if i == tries - 1:

@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 from test_dashboard_common import WAIT_PAGE, browser, runs, write_sweep  # noqa: F401
+from waits import HANG_MS, HANG_S
 
 OUTSIDE = "198.51.100.7"  # TEST-NET-2; the browser's requests to it are aborted, never sent
 NAMES = [f"![pixel](http://{OUTSIDE}/pixel.png)", f"[click me](http://{OUTSIDE}/phish)",
@@ -50,7 +51,7 @@ def watched_page(browser, base):  # noqa: F811
     ctx.on("request", lambda r: seen.append(r.url))
     ctx.route("**/*", lambda route: route.continue_() if route.request.url.startswith(base + "/") else route.abort())
     pg = ctx.new_page()
-    pg.set_default_timeout(60000)
+    pg.set_default_timeout(HANG_MS)
     pg.seen = seen
     try:
         yield pg
@@ -174,7 +175,7 @@ def _post(base, body):
     data = json.dumps(body).encode()  # Infinity and 10**400 as a browser could never send them
     req = urllib.request.Request(base + "/_dash-update-component", data=data, headers={"Content-Type": "application/json"})
     try:
-        with urllib.request.urlopen(req, timeout=120) as r:
+        with urllib.request.urlopen(req, timeout=HANG_S) as r:
             return r.status, r.read().decode()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read().decode()
@@ -186,7 +187,7 @@ def fuzz_app(runs, tmp_path_factory):  # noqa: F811
     tmp = tmp_path_factory.mktemp("fuzz")
     with served(tmp, results=[runs["mars"], runs["ring"], runs["sweeps"]]) as s:
         s[2].captures.get("mars", runs["mars"] / "cap.pcap").wait()
-        urllib.request.urlopen(s[0] + "/", timeout=60).read()  # Dash adds its page-routing callback now
+        urllib.request.urlopen(s[0] + "/", timeout=HANG_S).read()  # Dash adds its page-routing callback now
         yield s
 
 
@@ -242,7 +243,7 @@ REFUSED = ["node 99999999999999999999 down at 1s", "link 0-1 down at 1s up at 0.
 
 def _replay_says(trace, clause) -> str:
     p = subprocess.run([sys.executable, "-m", "emu", "replay", str(trace), "--no-results", "--fail", clause],
-                       capture_output=True, text=True, timeout=300)
+                       capture_output=True, text=True, timeout=HANG_S)
     assert p.returncode == 2
     (line,) = p.stderr.strip().splitlines()
     assert line.startswith("emu replay: error: ")

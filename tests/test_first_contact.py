@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from emu.cli import build_parser
+from waits import HANG_S
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
@@ -94,7 +95,7 @@ def test_scripts_install_on_debians_own_python(tmp_path):
         pytest.skip("not a Debian Python")
     env = {**os.environ, "PATH": "/usr/bin:/bin", "EMU_VENV": str(tmp_path / "venv")}
     env.pop("PYTHONPATH", None)
-    subprocess.run([str(ROOT / "scripts/install")], env=env, check=True, capture_output=True, timeout=1800)
+    subprocess.run([str(ROOT / "scripts/install")], env=env, check=True, capture_output=True, timeout=HANG_S)
     out = subprocess.run([str(tmp_path / "venv/bin/emu"), "--version"], capture_output=True, text=True, check=True)
     assert out.stdout.startswith("mcf-emu ")
     assert shutil.which("emu", path=str(tmp_path / "venv/bin"))

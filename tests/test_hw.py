@@ -261,18 +261,56 @@ def _capture(path, n=200, size=1000, gap_ns=500_000):
     return buf, off
 
 
-def test_send_paces_by_rate_and_by_original_timing(tmp_path):
+class VirtualClock:
+    """The send module's clock, in virtual time: a sleep advances it exactly, each reading by
+    1 us (the cost of looking), a slow device by what it says; no schedule depends on the host."""
+
+    def __init__(self):
+        self.ns = 0
+
+    def perf_counter_ns(self) -> int:
+        self.ns += 1_000
+        return self.ns
+
+    def sleep(self, s: float) -> None:
+        self.ns += int(s * 1e9)
+
+
+class ClockedSock(FakeSock):
+    """Records the virtual time each frame left at."""
+
+    def __init__(self, clock: VirtualClock, cost_ns: int = 0):
+        super().__init__()
+        self.clock, self.cost_ns, self.left = clock, cost_ns, []
+
+    def send(self, buf, offsets, start=0, stop=None):
+        self.clock.ns += self.cost_ns
+        n = super().send(buf, offsets, start, stop)
+        self.left += [self.clock.ns] * n
+        return n
+
+
+def test_send_paces_by_rate_and_by_original_timing(tmp_path, monkeypatch):
     from emu.hw import send as S
 
+    clock = VirtualClock()
+    monkeypatch.setattr(S, "time", clock)
     path = tmp_path / "f.pcap"
     _capture(path)  # 200 frames of 1062 bytes, 0.5 ms apart: 99.5 ms
+    for kw, gap_ns in (({"rate_bps": 20_000_000}, (1062 + 24) * 8 * 50),  # 434.4 us each at 20 Mbit/s
+                       ({"original": True}, 500_000)):
+        sock = ClockedSock(clock)
+        t0 = clock.ns
+        st = S.send(sock, path, **kw)
+        left = np.array(sock.left) - t0
+        due = np.arange(200) * gap_ns
+        # no frame leaves before its time, none much after (virtual time: exact on any host)
+        assert st.frames == 200 and st.scheduled_ns == due[-1] and not st.behind
+        assert (left >= due).all() and (left - due < 200_000).all()
+        assert due[-1] <= st.elapsed * 1e9 < due[-1] + 200_000
     sock = FakeSock()
-    st = S.send(sock, path, rate_bps=20_000_000)  # (1062 + 24) * 8 bits each: 86.9 ms at 20 Mbps
-    assert st.frames == 200 and 0.08 < st.elapsed < 0.2
-    st = S.send(sock, path, original=True)
-    assert st.frames == 200 and 0.095 < st.elapsed < 0.2
-    st = S.send(sock, path, count=450)
-    assert st.frames == 450 and len(sock.frames) == 850
+    st = S.send(sock, path, count=450)  # cycles through the capture
+    assert st.frames == 450 and sock.frames[200:400] == sock.frames[:200] and len(sock.frames) == 450
 
 
 def test_send_pads_headers_only_records_and_refuses_other_ethertypes(tmp_path):
@@ -296,23 +334,18 @@ def test_send_pads_headers_only_records_and_refuses_other_ethertypes(tmp_path):
         S.survey(tmp_path / "ip.pcap")
 
 
-def test_a_paced_send_that_falls_behind_says_so_on_its_human_line(tmp_path):
+def test_a_paced_send_that_falls_behind_says_so_on_its_human_line(tmp_path, monkeypatch):
     """A device slower than the pace asked (each send call takes 5 ms; the schedule wants the
     200 frames in 0.87 ms at 2 Gbit/s): the human line says how far behind, not only --json."""
-    import time as _time
-
     from emu.hw import send as S
 
-    class SlowSock(FakeSock):
-        def send(self, buf, offsets, start=0, stop=None):
-            _time.sleep(0.005)
-            return super().send(buf, offsets, start, stop)
-
+    clock = VirtualClock()
+    monkeypatch.setattr(S, "time", clock)
     path = tmp_path / "f.pcap"
     _capture(path)
-    st = S.send(SlowSock(), path, rate_bps=2_000_000_000)
-    # at least two calls (the first frame is due at once, the rest after it): >= 10 ms for < 1 ms
-    assert st.frames == 200 and st.behind and st.late_ns > 5_000_000 and st.scheduled_ns < 1_000_000
+    st = S.send(ClockedSock(clock, cost_ns=5_000_000), path, rate_bps=2_000_000_000)
+    # two calls (the first frame is due at once, the rest after it): >= 10 ms for < 1 ms
+    assert st.frames == 200 and st.behind and st.late_ns > 9_000_000 and st.scheduled_ns < 1_000_000
     assert "BEHIND SCHEDULE" in st.line() and f"{st.scheduled_ns / 1e9:.3f} s schedule" in st.line()
     fast = S.send(FakeSock(), path)  # unpaced: no schedule to be behind
     assert not fast.behind and "BEHIND" not in fast.line()

@@ -11,6 +11,7 @@ from emu.hw import model as M
 from emu.hw.serve import Device, ServeLimits
 
 from test_hw import FakeSock, as_batch, play
+from waits import HANG_S
 
 
 def device(**limits) -> Device:
@@ -117,10 +118,17 @@ def test_incomplete_messages_expire():
 
 def test_the_serve_loop_expires_what_never_completes():
     d = device(partial_age_s=0.05)
-    d.sock.recv = lambda timeout: (np.zeros(0, np.uint8), np.zeros(1, np.int64), None)
+    now = [0.0]
+    d.reasm.clock = lambda: now[0]
+
+    def recv(timeout):  # nothing arrives; 0.1 s passes per look
+        now[0] += 0.1
+        return np.zeros(0, np.uint8), np.zeros(1, np.int64), None
+
+    d.sock.recv = recv
     send(d, *one_fragment_of(0, 1))
     assert d.reasm.incomplete == 1
-    d.run(duration=0.2)
+    d.run(stop=lambda: now[0] >= 0.3)
     assert d.reasm.incomplete == 0 and d.reasm.expired == 1
 
 
@@ -215,7 +223,8 @@ def test_live_serve_survives_hostile_frames_and_still_passes_check(tmp_path):
         try:
             sent = run(peer.emu("hw", "send", "--iface", peer.iface, "--pcap", str(tmp_path / "hostile.pcap")))
             assert sent.returncode == 0 and f"sent {n} frames" in sent.stdout, sent.stdout + sent.stderr
-            ok = run(peer.emu("hw", "check", "--iface", peer.iface, "--scenario", "multicast", "--node", "1"))
+            ok = run(peer.emu("hw", "check", "--iface", peer.iface, "--scenario", "multicast", "--node", "1",
+                              "--timeout", f"{HANG_S}s"))
         finally:
             out, err = srv.stop()
         assert srv.p.returncode == 0, err

@@ -15,10 +15,11 @@ import pytest
 from emu.codec import Collective, Dtype, Op, ReduceOp, Stage, encode_frames, fragment, read_capture
 from emu.codec.pcap import CaptureWriter
 from emu.hw.netns import Lab, available
+from waits import HANG_S, guarded, wait_until
 
 why = available()
 pytestmark = pytest.mark.skipif(why is not None, reason=why or "")
-TIMEOUT = 60
+TIMEOUT = HANG_S
 
 
 @pytest.fixture
@@ -41,8 +42,8 @@ class Served:
 
     def __init__(self, cmd, ready: str, stream: str = "stdout"):
         self.p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        pipe = getattr(self.p, stream)
-        line = pipe.readline()
+        with guarded(self.p):
+            line = getattr(self.p, stream).readline()
         if ready not in line:
             out, err = self.p.communicate(timeout=TIMEOUT)
             raise AssertionError(f"{cmd} did not start: {line}{out}{err}")
@@ -57,6 +58,12 @@ class Served:
     def wait(self):
         out, err = self.p.communicate(timeout=TIMEOUT)
         return self.p.returncode, out, err
+
+
+def packet_sockets_queued(ns) -> int:
+    """Bytes received but not yet read by the raw sockets in namespace ``ns`` (Rmem of /proc/net/packet)."""
+    rows = run(ns.cmd("cat", "/proc/net/packet")).stdout.splitlines()[1:]
+    return sum(int(r.split()[6]) for r in rows)
 
 
 def frames_capture(path, rng):
@@ -80,7 +87,7 @@ def test_frames_round_trip_byte_for_byte(lab, tmp_path):
     rx, tx = lab.pair()
     n = frames_capture(tmp_path / "tx.pcap", np.random.default_rng(0))
     listener = Served(rx.emu("hw", "listen", "--iface", rx.iface, "--out", str(tmp_path / "rx.pcap"), "--count",
-                             str(n), "--timeout", "30"), "listening", "stderr")
+                             str(n), "--timeout", f"{HANG_S}s"), "listening", "stderr")
     sent = run(tx.emu("hw", "send", "--iface", tx.iface, "--pcap", str(tmp_path / "tx.pcap"), "--rate", "200Mbps"))
     assert sent.returncode == 0, sent.stderr
     assert f"sent {n} frames" in sent.stdout
@@ -99,7 +106,8 @@ def test_check_passes_against_serve_and_names_the_field_against_a_wrong_reduce_o
     dev, checker = lab.pair()
     srv = Served(dev.emu("hw", "serve", "--iface", dev.iface, "--node", "1", "-v"), "ready")
     try:
-        ok = run(checker.emu("hw", "check", "--iface", checker.iface, "--scenario", "all", "--node", "1"))
+        ok = run(checker.emu("hw", "check", "--iface", checker.iface, "--scenario", "all", "--node", "1",
+                             "--timeout", f"{HANG_S}s"))
     finally:
         out, _ = srv.stop()
     assert ok.returncode == 0, ok.stdout + ok.stderr
@@ -149,15 +157,23 @@ def test_live_reduction_through_two_served_boards_equals_the_emulated_one(lab, t
             w.write(buf, off, np.zeros(len(h), np.int64))
     hub, (b1, b2) = lab.star(2)
     servers = [Served(e.emu("hw", "serve", "--iface", e.iface, "--node", str(k)), "ready") for e, k in ((b1, 1), (b2, 2))]
+    # board 0 served beside the listener only to say when the result has reached the hub
+    root = Served(hub.emu("hw", "serve", "--iface", hub.iface, "--node", "0", "-v"), "ready")
     try:
         listener = Served(hub.emu("hw", "listen", "--iface", hub.iface, "--out", str(tmp_path / "root.pcap"),
-                                  "--timeout", "4"), "listening", "stderr")
+                                  "--timeout", f"{HANG_S}s"), "listening", "stderr")
         sent = run(hub.emu("hw", "send", "--iface", hub.iface, "--pcap", str(tmp_path / "engines.pcap")))
         assert sent.returncode == 0, sent.stderr
-        rc, out, err = listener.wait()
-        assert rc == 0, err
+        with guarded(root.p):
+            while "delivered partial_state n1#" not in (line := root.p.stdout.readline()):
+                assert line, "board 0 ended before the result reached it"
+        # the result is in the listener's socket too: stop it once it has read all that is queued
+        wait_until(lambda: packet_sockets_queued(hub) == 0, "the listener reading what is queued")
+        out, err = listener.stop()
+        assert listener.p.returncode == 0, err
     finally:
         summaries = [s.stop()[0] for s in servers]
+        root.stop()
     frames = [(b, i) for b in read_capture(tmp_path / "root.pcap") for i in range(len(b))]
     from emu.codec import Reassembler, decode_frames
 
@@ -216,7 +232,8 @@ def test_send_a_trace_replays_it_and_puts_its_frames_on_the_wire(lab, tmp_path):
                 "--set", "model.layers=1", "-o", str(trace)])
     assert made.returncode == 0, made.stderr
     rx, tx = lab.pair()
-    listener = Served(rx.emu("hw", "listen", "--iface", rx.iface, "--count", "300", "--timeout", "30", "--json"),
+    listener = Served(rx.emu("hw", "listen", "--iface", rx.iface, "--count", "300", "--timeout", f"{HANG_S}s",
+                             "--json"),
                       "listening", "stderr")
     sent = run(tx.emu("hw", "send", "--iface", tx.iface, str(trace), "--capture-filter", "node=1", "--count", "300",
                       "--rate", "1Gbps"))

@@ -14,6 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from waits import HANG_S
+
 ROOT = Path(__file__).resolve().parents[1]
 IGNORE = shutil.ignore_patterns(".git", "results", "build", "dist", "*.egg-info", "__pycache__", ".pytest_cache",
                                 ".ci", "*.pcap", "*.pcapng")
@@ -40,7 +42,7 @@ def test_installed_package_replays_a_shipped_trace_by_name(tmp_path):
     away.mkdir()
 
     def emu(*args) -> str:
-        p = subprocess.run([str(exe), *args], capture_output=True, text=True, env=env, cwd=away, timeout=600)
+        p = subprocess.run([str(exe), *args], capture_output=True, text=True, env=env, cwd=away, timeout=HANG_S)
         assert p.returncode == 0, p.stderr[-3000:]
         return p.stdout
 

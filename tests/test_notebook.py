@@ -9,6 +9,7 @@ import numpy as np
 from nbclient import NotebookClient
 
 import emu
+from waits import HANG_S
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "examples" / "quickstart.ipynb"
 SETUP = dict(nodes=8, seq=4096, chunk=512, decode_tokens=4)  # the notebook's SETUP
@@ -38,7 +39,8 @@ def test_quickstart_runs_and_plots_the_runs(tmp_path, monkeypatch):
     monkeypatch.setenv("TMPDIR", str(scratch))
     nb = nbformat.read(NOTEBOOK, as_version=4)
     assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code")  # shipped without outputs
-    NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    NotebookClient(nb, timeout=HANG_S, startup_timeout=HANG_S, iopub_timeout=HANG_S, kernel_name="python3",
+                   resources={"metadata": {"path": str(tmp_path)}}).execute()
     errors = [o for c in nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
     assert not errors
     figs = figures(nb)

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from waits import HANG_S
+
 PEERS = Path(__file__).resolve().parent.parent / "benchmarks" / "peers"
 PS_PER_BYTE = 8000  # 1 Gb/s
 LATENCY_PS = 1_000_000
@@ -31,7 +33,7 @@ def line_ps(payload: int) -> int:
 
 def peer(name: str, *args: str) -> dict:
     proc = subprocess.run([sys.executable, str(PEERS / f"{name}_ring.py"), *args, "--json"],
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=HANG_S)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
 
@@ -96,7 +98,7 @@ def test_ns3_peer_without_the_package_says_so_and_exits_3():
     # Hide the package even where it is installed: the import then fails as on a bare machine.
     code = ("import runpy, sys; sys.modules['ns3'] = None; sys.argv = ['ns3_ring.py', '--json']; "
             f"runpy.run_path({str(PEERS / 'ns3_ring.py')!r}, run_name='__main__')")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=HANG_S)
     assert proc.returncode == 3
     assert proc.stdout == ""
     assert len(proc.stderr.strip().splitlines()) == 1 and "pip install ns3" in proc.stderr

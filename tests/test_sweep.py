@@ -13,6 +13,7 @@ import pytest
 from emu.cli import main
 from emu.sweep import dataset, runner, spec
 from emu.sweep.worker import run_point
+from waits import HANG_S
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -139,9 +140,10 @@ def test_resume_runs_only_the_missing_points(local, tmp_path):
     assert rep.ran == 2 and rep.count("failed") == 2
 
 
-def test_dask_cluster_gives_the_same_dataset(local, tmp_path):
+def test_dask_cluster_gives_the_same_dataset(local, tmp_path, monkeypatch):
     distributed = pytest.importorskip("distributed")
     f, out, _ = local
+    monkeypatch.setattr(runner, "CONNECT_TIMEOUT_S", HANG_S)  # a loaded machine is slow to answer, not absent
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
                                   dashboard_address=None) as cluster:
         rc = main(["sweep", str(f), "--out", str(tmp_path / "dask"), "--scheduler", cluster.scheduler_address])

@@ -1,9 +1,8 @@
-"""The committed traces: they load fast, validate, match the paper's setup and the closed
+"""The committed traces: they load, validate, match the paper's setup and the closed
 forms, and the commands in traces/README.md regenerate them byte for byte."""
 
 import re
 import shlex
-import time
 from pathlib import Path
 
 import pytest
@@ -30,10 +29,8 @@ def readme_commands() -> dict[str, list[str]]:
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_shipped_trace_loads_fast_and_matches_the_setup(name):
-    start = time.perf_counter()
-    t = load_trace(TRACES / f"{name}_16k.json")
-    assert time.perf_counter() - start < 2.0
+def test_shipped_trace_loads_and_matches_the_setup(name):
+    t = load_trace(TRACES / f"{name}_16k.json")  # how fast: benchmarks/timing_goals.py
     m = t.meta
     assert (m["seq"], m["nodes"], m["chunk"], m["decode_tokens"]) == (16384, 16, 1024, 32)
     assert (m["model"]["name"], m["hw"]["name"], m["scheme"]["name"]) == ("qwen2.5-1.5b", "kr260", name)

@@ -11,6 +11,7 @@ from emu.cli import main
 from emu.codec import HEADER_DTYPE, CaptureWriter, Flags, encode_frames, new_headers
 from emu.codec.dissector import LUA_FILE, PROTO, render_lua
 from emu.codec.layer import summary_line
+from waits import HANG_S
 
 TSHARK = shutil.which("tshark")
 needs_tshark = pytest.mark.skipif(TSHARK is None, reason="tshark not installed (apt-get install tshark)")
@@ -59,7 +60,7 @@ def random_headers(n, seed):
 def tshark_fields(path, fields, *extra):
     cmd = [TSHARK, "-n", "-X", f"lua_script:{LUA_FILE}", "-r", str(path), "-T", "fields", "-E", "separator=\t",
            "-E", "occurrence=f", *[a for f in fields for a in ("-e", f)], *extra]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=HANG_S)
     assert r.returncode == 0, r.stderr
     return [line.split("\t") for line in r.stdout.splitlines()]
 
@@ -114,7 +115,7 @@ def test_enum_names_filters_and_expert_info(tmp_path):
     rows = tshark_fields(path, ["frame.number"], "-Y", f"{PROTO}.malformed")
     assert [r[0] for r in rows] == ["3"]
     r = subprocess.run([TSHARK, "-X", f"lua_script:{LUA_FILE}", "-r", str(path), "-V", "-c", "1"],
-                       capture_output=True, text=True, timeout=120)
+                       capture_output=True, text=True, timeout=HANG_S)
     assert "op: kv_replica (1)" in r.stdout and "stage: prefill (0)" in r.stdout and "SYNTH: True" in r.stdout
 
 
