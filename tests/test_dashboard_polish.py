@@ -11,6 +11,7 @@ import pytest
 
 from test_dashboard_common import (WAIT_PAGE, app, browser, emu, goto, page, runs, served_page,  # noqa: F401
                                    write_sweep)
+from waits import HANG_MS
 
 # the boxes of the link detail's title, subplot titles and legend, as the browser laid them out
 BOXES = """(root) => { const g = (root ? document.querySelector(root) : document).querySelector('.js-plotly-plot');
@@ -40,13 +41,13 @@ def test_a_bookmark_naming_a_missing_run_says_so(browser, runs, tmp_path):
                 ("/timeline?runs=gone1,gone2", "Timeline", "gone1, gone2", "showing mars instead."),
                 ("/frames?runs=old", "Frames", "old", "showing mars instead.")):
             pg.goto(pg.base + url)
-            pg.wait_for_function(WAIT_PAGE, arg=page_name, polling=100, timeout=60000)
+            pg.wait_for_function(WAIT_PAGE, arg=page_name, polling=100, timeout=HANG_MS)
             note = pg.locator("#missing-runs")
             assert note.count() == 1, url
             text = note.inner_text()
             assert gone in text and shown in text, (url, text)
         pg.goto(pg.base + "/links?runs=mars,ring")
-        pg.wait_for_function(WAIT_PAGE, arg="Links", polling=100, timeout=60000)
+        pg.wait_for_function(WAIT_PAGE, arg="Links", polling=100, timeout=HANG_MS)
         assert pg.locator("#missing-runs").count() == 0
 
 
@@ -63,7 +64,7 @@ def test_report_link_detail_legend_clear_of_titles(browser, runs, tmp_path):
     pg = ctx.new_page()
     pg.goto(out.as_uri())
     pg.wait_for_function("() => [...document.querySelectorAll('.js-plotly-plot')].every(x => x.querySelector('.main-svg'))",
-                         timeout=60000)
+                         timeout=HANG_MS)
     i = pg.evaluate("""() => [...document.querySelectorAll('.js-plotly-plot')].findIndex(g =>
       (g.querySelector('.gtitle') || {}).textContent?.startsWith('Busiest link'))""")
     assert i >= 0
@@ -89,7 +90,7 @@ def test_sweep_shows_parameters_a_scheme_does_not_read_as_not_applicable(browser
     sweep = _pd_sweep(tmp_path / "sweeps")
     with served_page(browser, [sweep], tmp_path) as pg:
         pg.goto(pg.base + "/sweep")
-        pg.wait_for_function(WAIT_PAGE, arg="Sweep", polling=100, timeout=60000)
+        pg.wait_for_function(WAIT_PAGE, arg="Sweep", polling=100, timeout=HANG_MS)
         names = pg.evaluate("""() => [...document.querySelectorAll('#sw-figs .js-plotly-plot')]
           .flatMap(g => g._fullData.map(t => t.name))""")
         assert set(names) == {"mars", "pd · pd_mode bulk", "pd · pd_mode stream"}, names

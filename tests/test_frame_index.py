@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
+from waits import HANG_S
 
 from dashboard.frames import CaptureIndex
 
@@ -144,7 +145,7 @@ def test_interrupted_report_leaves_no_partial_index(results, tmp_path, sig):
             except subprocess.TimeoutExpired:
                 pass
         proc.send_signal(sig)
-        _, err = proc.communicate(timeout=120)  # a hang guard only
+        _, err = proc.communicate(timeout=HANG_S)  # a hang guard only
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -22,9 +22,10 @@ import pytest
 
 from emu.codec import Flags, Op, encode_frames, fragment
 from emu.hw.netns import Lab, available
+from waits import HANG_S
 
 why = available()
-TIMEOUT = 120
+TIMEOUT = HANG_S  # the hang guard (tests/waits.py)
 MARKER = 0xFFFFFFF0  # msg_id of the marker message
 SRC, NODE = 0, 1     # the peer plays board 0; serve is board 1 of bring:4
 

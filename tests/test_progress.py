@@ -8,6 +8,7 @@ import pytest
 import emu
 from emu.cli import main
 from emu.errors import ConfigError
+from waits import HANG_S
 
 RING = dict(nodes=4, seq=1024, chunk=256)  # 4033 ops: not a multiple of the 2000-op report step
 
@@ -101,7 +102,7 @@ def test_in_a_notebook_the_bar_ends_at_100_percent(tmp_path):
 
     code = f"import emu\nemu.replay(emu.trace('ring', **{RING!r}), progress=True).ttft_s"
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)])
-    NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    NotebookClient(nb, timeout=HANG_S, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
     err = "".join(o.get("text", "") for o in nb.cells[0].outputs if o.get("name") == "stderr")
     last = err.rstrip("\n").split("\r")[-1]  # what the notebook shows of a redrawn line
     assert "100.0%  simulated" in last, repr(err)

@@ -23,6 +23,7 @@ import pytest
 from emu.cli import main
 from emu.sweep import dataset, runner, spec
 from emu.sweep.worker import run_point
+from waits import HANG_S
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -124,7 +125,7 @@ def _blocked_sweep(tmp_path: Path, *args: str):
             if not _gone(pid):
                 with contextlib.suppress(OSError):
                     os.kill(pid, signal.SIGKILL)
-        proc.communicate(timeout=60)
+        proc.communicate(timeout=HANG_S)
 
 
 # ------------------------------------------------------------------------- a killed sweep
@@ -149,7 +150,7 @@ def test_sigterm_of_the_sweep_removes_the_runs_its_workers_staged(tmp_path):
         staged = [p.name for p in (out / "runs").iterdir()]
         assert len([n for n in staged if n.endswith(".part")]) == 2  # the points are mid-write
         proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=120)  # a hang guard only
+        _, err = proc.communicate(timeout=HANG_S)  # a hang guard only
     assert proc.returncode == 143, err
     assert err.count("\n") == 1 and "terminated" in err, err
     assert list((out / "runs").iterdir()) == []  # neither a hidden .part folder nor a reserved one
@@ -186,7 +187,7 @@ def test_full_disk_with_keep_runs_leaves_nothing_partial(tmp_path, size):
     script = (f"mount -t tmpfs -o size={size} tmpfs {mnt} || exit 99; cd {tmp_path}; "
               f"{sys.executable} -m emu sweep {f} --out mnt/out --keep-runs --workers 2 >stdout 2>stderr; "
               f"echo $? >rc; cp -a {mnt}/out {copy}")
-    subprocess.run([UNSHARE, "-m", "sh", "-c", script], check=True, timeout=600, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    subprocess.run([UNSHARE, "-m", "sh", "-c", script], check=True, timeout=HANG_S, env=dict(os.environ, PYTHONPATH=str(ROOT)))
     rc, err = int((tmp_path / "rc").read_text()), (tmp_path / "stderr").read_text()
     assert rc in (1, 2) and "Traceback" not in err, err
     if rc == 2:  # the sweep stopped: one line naming the file that did not fit
@@ -273,7 +274,7 @@ def test_two_identical_sweeps_at_once_run_each_point_once(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     cmd = [sys.executable, "-m", "emu", "sweep", str(f), "--out", str(out), "--workers", "1", "--json"]
     procs = [subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
-    res = [p.communicate(timeout=600) for p in procs]
+    res = [p.communicate(timeout=HANG_S) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], res
     reps = [json.loads(o) for o, _ in res]
     assert sum(r["ran"] for r in reps) == 4  # every point computed once, by one of them
