@@ -9,7 +9,7 @@ import pytest
 from emu.cli import main
 from emu.codec import decode_frames, read_capture
 from emu.net import kernel as K
-from emu.replay.capture import Capture
+from emu.replay.capture import Capture, Filter, parse_filters
 from emu.replay.run import Options, Replay
 from emu.workload.trace import load_trace
 
@@ -24,17 +24,31 @@ def trace(tmp_path_factory):
     return path
 
 
-def capture(trace, path, scenario=()):
-    """Replay with a capture; also keep the engine's own transmission records to compare with."""
-    rp = Replay(load_trace(str(trace)), Options(topology="ring", scenario=scenario))
+def capture(trace, path, scenario=(), flt=Filter(), loss=0.0, lost=False):
+    """Replay with a capture; also keep the engine's own transmission records to compare with
+    (those of the frames that arrived; ``lost``: all of them)."""
+    rp = Replay(load_trace(str(trace)), Options(topology="ring", scenario=scenario, loss=loss, seed=1))
     rows = []
     rp.net.log_sinks.append(rows.append)
-    cap = Capture(path)
+    cap = Capture(path, flt)
     cap.attach(rp)
     rp.run()
     cap.close()
     rows = np.concatenate(rows)
-    return rp, rows[rows[:, K.G_FATE] == 0]
+    return rp, rows if lost else rows[rows[:, K.G_FATE] == 0]
+
+
+def hops(path):
+    """(transmitting node, receiving node, frag_idx, time in ns) of each record of a classic pcap."""
+    src, dst, frag, ts = [], [], [], []
+    for b in read_capture(path):
+        f = decode_frames(b.buf, b.offsets, wirelen=b.wirelen)
+        assert (f.eth_dst[:, :4] == np.frombuffer(b"\x02MCF", np.uint8)).all()
+        src.append(f.eth_src[:, 4].astype(np.int64) * 256 + f.eth_src[:, 5])
+        dst.append(f.eth_dst[:, 4].astype(np.int64) * 256 + f.eth_dst[:, 5])
+        frag.append(f.headers["frag_idx"].astype(np.int64))
+        ts.append(b.ts_ns)
+    return [np.concatenate(x) for x in (src, dst, frag, ts)]
 
 
 def test_pcapng_has_one_interface_per_link_and_ttl_from_the_hops_taken(trace, tmp_path):
@@ -63,14 +77,24 @@ def test_pcapng_has_one_interface_per_link_and_ttl_from_the_hops_taken(trace, tm
 def test_classic_pcap_names_the_hop_in_the_ethernet_addresses(trace, tmp_path):
     path = tmp_path / "c.pcap"
     rp, rows = capture(trace, path)
-    src, dst = [], []
-    for b in read_capture(path):
-        f = decode_frames(b.buf, b.offsets, wirelen=b.wirelen)
-        assert (f.eth_dst[:, :4] == np.frombuffer(b"\x02MCF", np.uint8)).all()
-        src.append(f.eth_src[:, 4].astype(np.int64) * 256 + f.eth_src[:, 5])
-        dst.append(f.eth_dst[:, 4].astype(np.int64) * 256 + f.eth_dst[:, 5])
+    src, dst, _, _ = hops(path)
     links = rp.net.LK[rows[:, K.G_LINK]]
-    assert np.array_equal(np.concatenate(src), links[:, K.L_SRC])
-    assert np.array_equal(np.concatenate(dst), links[:, K.L_DST])
+    assert np.array_equal(src, links[:, K.L_SRC])
+    assert np.array_equal(dst, links[:, K.L_DST])
     if TSHARK is not None:
         subprocess.run([TSHARK, "-r", str(path), "-c", "5"], capture_output=True, check=True)
+
+
+def test_an_into_filter_keeps_exactly_the_frames_the_board_receives(trace, tmp_path):
+    """into=K (docs/hardware.md, Send): the frames that reach board K over its inbound links,
+    each hop once, and only those: not a frame lost on the way in, not one K sends or forwards."""
+    path = tmp_path / "c.pcap"
+    rp, rows = capture(trace, path, flt=parse_filters(["into=1"]), loss=0.05, lost=True)
+    into = rp.net.LK[rows[:, K.G_LINK], K.L_DST] == 1
+    arrived = rows[:, K.G_FATE] == 0
+    assert (into & ~arrived).any() and (~into & arrived).any()  # some lost on the way in, some to other boards
+    want = rows[into & arrived]
+    src, dst, frag, ts = hops(path)
+    assert (dst == 1).all() and len(dst) == len(want)
+    assert np.array_equal(src, rp.net.LK[want[:, K.G_LINK], K.L_SRC])
+    assert np.array_equal(frag, want[:, K.G_FRAG]) and np.array_equal(ts, (want[:, K.G_ARR] + 500) // 1000)

@@ -170,3 +170,19 @@ def test_a_folder_without_deliveries_still_exports(run, tmp_path):
     assert not by["flows"] and {e["cat"] for e in by["X"]} == {"compute"} and {e["cat"] for e in by["b"]} == {"send"}
     full = check_format(perfetto_trace(run))
     assert [e for e in by["X"] if e["cat"] == "compute"] == [e for e in full["X"] if e["cat"] == "compute"]
+
+
+def test_board_set_checks_every_board_before_expanding():
+    """docs/api.md, Results: every board ``nodes`` names is one of the run's, a range at both
+    ends whichever way it runs, and a spec range that runs backwards is refused (one line)."""
+    from emu.errors import ConfigError
+    from emu.export.perfetto import board_set
+
+    assert board_set("0-1,3", 4) == [0, 1, 3] and board_set(range(3, -1, -1), 4) == [0, 1, 2, 3]
+    assert board_set([3, 1, 1], 4) == [1, 3] and board_set(range(2, 0, -1), 4) == [1, 2]
+    for nodes, past in (([0, 4], 4), ([-1], -1), (range(5, -1, -1), 5), (range(3, -2, -1), -1),
+                        (range(10**9, 0, -1), 10**9)):
+        with pytest.raises(ConfigError, match=rf"^nodes .*: node {past} is not in the run \(boards 0\.\.3\)$"):
+            board_set(nodes, 4)
+    with pytest.raises(ConfigError, match=r"^nodes '0,3-1': range 3-1 runs backwards$"):
+        board_set("0,3-1", 4)

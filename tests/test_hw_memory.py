@@ -107,3 +107,27 @@ def test_a_reduction_completes_as_before_and_its_bytes_are_released():
     own = contributions(1, 4096, src=1)[0]  # the compute engine's own, over the wire
     d.handle(*own)
     assert not d.reductions and d.reduction_bytes == 0 and d.count["reductions"] == 1
+
+
+def test_the_serve_loop_drops_a_reduction_that_waits_too_long(monkeypatch):
+    """The loop itself expires waiting reductions (ServeLimits.reduction_age_s), on serve's
+    clock: kept while not older than the bound, dropped and counted once older."""
+    from types import SimpleNamespace
+
+    from emu.hw import serve
+
+    now = [100.0]
+    monkeypatch.setattr(serve, "time", SimpleNamespace(monotonic=lambda: now[0]))
+    d = Device(M.Board(node=1), FakeSock(), limits=ServeLimits(reduction_age_s=1.0, partial_age_s=1e9))
+    d.handle(*contributions(1, 4096)[0])
+    assert len(d.reductions) == 1
+
+    def recv(timeout):  # nothing arrives; 0.5 s passes per look
+        now[0] += 0.5
+        return np.zeros(0, np.uint8), np.zeros(1, np.int64), None
+
+    d.sock.recv = recv
+    d.run(stop=lambda: now[0] >= 101.0)  # waited 1 s: not older than the bound
+    assert len(d.reductions) == 1 and d.reduction_bytes > 4096
+    d.run(stop=lambda: now[0] >= 101.5)
+    assert not d.reductions and d.reduction_bytes == 0 and d.count["reductions_expired"] == 1

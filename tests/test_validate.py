@@ -136,3 +136,22 @@ def test_the_api_names_the_generators_choices():
     from emu.workload import generate
 
     assert RING_ORDERS == generate.RING_ORDERS and PD_MODES == ("bulk", "stream")
+
+
+def test_numbers_are_finite_and_switches_are_bools():
+    """docs/api.md, Argument types: a number is finite (NaN and infinities refused), a switch
+    is True or False (0, 1 and "true" refused), each in one line naming the argument."""
+    import math
+
+    import numpy as np
+
+    from emu.validate import boolean, number
+
+    for bad in (math.nan, math.inf, -math.inf, np.float64("nan")):
+        with pytest.raises(ConfigError, match=r"^loss (nan|inf|-inf): must be a finite number$"):
+            number(bad, "loss", 0, 1)
+    assert number(1, "loss", 0, 1) == 1.0 and number(0.25, "loss", 0, 1) == 0.25
+    for bad, kind in ((0, "int"), (1, "int"), ("true", "str"), (None, "NoneType"), (np.int64(1), "int64")):
+        with pytest.raises(ConfigError, match=rf"^trains {re.escape(repr(bad))}: expected True or False, got {kind}$"):
+            boolean(bad, "trains")
+    assert boolean(True, "trains") is True and boolean(np.bool_(False), "trains") is False
