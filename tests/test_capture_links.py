@@ -8,6 +8,7 @@ import pytest
 
 from emu.cli import main
 from emu.codec import decode_frames, read_capture
+from emu.codec.fragment import max_payload
 from emu.net import kernel as K
 from emu.replay.capture import Capture, Filter, parse_filters
 from emu.replay.run import Options, Replay
@@ -38,17 +39,17 @@ def capture(trace, path, scenario=(), flt=Filter(), loss=0.0, lost=False):
     return rp, rows if lost else rows[rows[:, K.G_FATE] == 0]
 
 
-def hops(path):
-    """(transmitting node, receiving node, frag_idx, time in ns) of each record of a classic pcap."""
-    src, dst, frag, ts = [], [], [], []
+def records(path):
+    """(transmitting node, receiving node, MCF header, time in ns) of each record of a classic pcap."""
+    src, dst, heads, ts = [], [], [], []
     for b in read_capture(path):
         f = decode_frames(b.buf, b.offsets, wirelen=b.wirelen)
         assert (f.eth_dst[:, :4] == np.frombuffer(b"\x02MCF", np.uint8)).all()
         src.append(f.eth_src[:, 4].astype(np.int64) * 256 + f.eth_src[:, 5])
         dst.append(f.eth_dst[:, 4].astype(np.int64) * 256 + f.eth_dst[:, 5])
-        frag.append(f.headers["frag_idx"].astype(np.int64))
+        heads.append(f.headers)
         ts.append(b.ts_ns)
-    return [np.concatenate(x) for x in (src, dst, frag, ts)]
+    return [np.concatenate(x) for x in (src, dst, heads, ts)]
 
 
 def test_pcapng_has_one_interface_per_link_and_ttl_from_the_hops_taken(trace, tmp_path):
@@ -77,7 +78,7 @@ def test_pcapng_has_one_interface_per_link_and_ttl_from_the_hops_taken(trace, tm
 def test_classic_pcap_names_the_hop_in_the_ethernet_addresses(trace, tmp_path):
     path = tmp_path / "c.pcap"
     rp, rows = capture(trace, path)
-    src, dst, _, _ = hops(path)
+    src, dst, _, _ = records(path)
     links = rp.net.LK[rows[:, K.G_LINK]]
     assert np.array_equal(src, links[:, K.L_SRC])
     assert np.array_equal(dst, links[:, K.L_DST])
@@ -94,7 +95,35 @@ def test_an_into_filter_keeps_exactly_the_frames_the_board_receives(trace, tmp_p
     arrived = rows[:, K.G_FATE] == 0
     assert (into & ~arrived).any() and (~into & arrived).any()  # some lost on the way in, some to other boards
     want = rows[into & arrived]
-    src, dst, frag, ts = hops(path)
+    src, dst, h, ts = records(path)
     assert (dst == 1).all() and len(dst) == len(want)
     assert np.array_equal(src, rp.net.LK[want[:, K.G_LINK], K.L_SRC])
-    assert np.array_equal(frag, want[:, K.G_FRAG]) and np.array_equal(ts, (want[:, K.G_ARR] + 500) // 1000)
+    assert np.array_equal(h["frag_idx"], want[:, K.G_FRAG]) and np.array_equal(ts, (want[:, K.G_ARR] + 500) // 1000)
+
+
+def test_each_records_fragment_fields_follow_the_frame_format(trace, tmp_path):
+    """docs/wire-format.md, Fragmentation: fragment i of a message has offset i * (mtu - 48),
+    pay_len min(mtu - 48, msg_len - offset) and seq the message's first + i; a source's
+    messages take blocks of seq that never overlap; and the frames of each message tile it."""
+    path = tmp_path / "c.pcap"
+    rp, rows = capture(trace, path)
+    _, _, h, _ = records(path)
+    per = max_payload(int(rp.hw["mtu"]))
+    idx, off = h["frag_idx"].astype(np.int64), h["offset"].astype(np.int64)
+    assert np.array_equal(idx, rows[:, K.G_FRAG]) and idx.max() >= 2  # messages of several fragments
+    assert np.array_equal(off, idx * per)
+    assert np.array_equal(h["pay_len"], np.minimum(per, h["msg_len"].astype(np.int64) - off))
+    msg = h["src_node"].astype(np.int64) << 32 | h["msg_id"]
+    first = (h["seq"].astype(np.int64) - idx) & 0xFFFFFFFF
+    keys, at = np.unique(msg, return_index=True)
+    assert len(set(zip(msg.tolist(), first.tolist()))) == len(keys)  # one first seq per message
+    for src in np.unique(h["src_node"]):  # in seq order, each message's block ends before the next begins
+        mine = at[h["src_node"][at] == src]
+        order = np.argsort(first[mine])
+        starts, counts = first[mine][order], h["frag_cnt"][mine][order].astype(np.int64)
+        assert (starts[1:] >= starts[:-1] + counts[:-1]).all()
+    for k, i in zip(keys, at):  # each message's fragments, once each, cover its bytes
+        frags = np.unique(idx[msg == k])
+        assert np.array_equal(frags, np.arange(int(h["frag_cnt"][i])))
+        cover = np.minimum(per, int(h["msg_len"][i]) - frags * per)
+        assert cover.sum() == h["msg_len"][i]
