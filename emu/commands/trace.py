@@ -182,8 +182,9 @@ def _generate(args) -> int:
 
 def _show(args) -> int:
 
-    from ..workload.analysis import fan_out, scheme_options
+    from ..workload.analysis import fan_out
     from ..workload.enums import MsgOp
+    from ..workload.options import scheme_options
     from ..workload.trace import load_trace
 
     from ..shipped import trace_path
