@@ -39,6 +39,8 @@ from pathlib import Path
 
 import numpy as np
 
+from measure import medians
+
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = [ROOT / "traces" / f"{s}_16k.json" for s in ("mars", "ring")]
 LONG = [("mars", 65536), ("ring", 65536)]
@@ -102,8 +104,7 @@ def measured(trace: Path, repeat: int) -> dict:
     for trains in (True, False):
         runs = [replay(trace, trains) for _ in range(repeat)]
         tag = "trains" if trains else "frames"
-        for key in ("command_s", "loop_s", "peak_rss_mib"):
-            row[f"{key}_{tag}"] = statistics.median(r[key] for r in runs)
+        row.update({f"{key}_{tag}": v for key, v in medians(runs, ("command_s", "loop_s", "peak_rss_mib")).items()})
         row["frame_hops"] = runs[0]["frame_hops"]
         row["ttft_s"] = runs[0]["ttft_s"]
         row[f"hops_per_s_{tag}"] = row["frame_hops"] / row[f"loop_s_{tag}"]

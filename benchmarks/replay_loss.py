@@ -15,12 +15,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from measure import medians
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -54,7 +55,7 @@ def main(argv=None) -> int:
     rows = {}
     for engine in ("python", "compiled"):
         runs = [replay(trace, args.loss, engine) for _ in range(args.repeat)]
-        rows[engine] = {k: statistics.median(r[k] for r in runs) for k in ("command_s", "loop_s", "peak_rss_mib")}
+        rows[engine] = medians(runs, ("command_s", "loop_s", "peak_rss_mib"))
         rows[engine]["summary"] = {k: v for k, v in runs[0]["summary"].items() if k not in ("wall_s", "engine")}
     s = rows["compiled"]["summary"]
     same = rows["python"].pop("summary") == rows["compiled"].pop("summary")

@@ -31,6 +31,7 @@ import math
 from dataclasses import dataclass, field
 
 from .errors import ConfigError
+from .workload.options import param_options
 
 SCHEMES = ("mars", "ring", "zigzag", "usp", "ulysses", "pd")
 ALPHAS = (0.5, 2.0)  # tried at MARS's best chunk, beside the default 1
@@ -166,7 +167,7 @@ class Search:
                     if row["error"] is None and not row["incomplete_ops"] and \
                             (best is None or row["ttft_s"] < best["ttft_s"]):
                         best = t
-                    self.log(f"{scheme} {describe(t['options'])}: "
+                    self.log(f"{scheme} {param_options(t['options'])}: "
                              + (f"{row['ttft_s']:.3f} s (bound {t['bound_s']:.3f} s)" if row["error"] is None
                                 else row["error"]))
         out = {"scheme": scheme, "candidates": tried}
@@ -196,21 +197,6 @@ class Search:
         if scheme == "ulysses":
             return [lambda best: [{"chunk": c} for c in chunks]]
         raise ConfigError(f"emu tune: unknown scheme {scheme!r}; expected some of {', '.join(SCHEMES)}")
-
-
-def describe(opts: dict) -> str:
-    parts = [f"chunk {opts.get('chunk', 1024)}"]
-    if opts.get("ring_lookahead"):
-        parts.append("lookahead")
-    if opts.get("ring_forward") == "on-arrival":
-        parts.append("forward on arrival")
-    if "alpha" in opts:
-        parts.append(f"alpha {opts['alpha']:g}")
-    if "ulysses_degree" in opts:
-        parts.append(f"u {opts['ulysses_degree']}")
-    if opts.get("mars_lookahead") is False:
-        parts.append("no lookahead")
-    return ", ".join(parts)
 
 
 def tune(cluster: Cluster, schemes=SCHEMES, *, attribution: bool = True, scheduler: str | None = None,
@@ -292,7 +278,7 @@ def format_table(res: dict) -> str:
         over = r["over_bound"] if abs(r["over_bound"]) >= 5e-5 else 0.0  # on its bound, to rounding
         lines.append(f"{r['scheme']:8s} {b['ttft_s']:8.3f} {r['compute_bound_s']:8.3f} {over:+7.1%} "
                      f"{b['wire_bytes'] / gib:8.2f} {b['peak_node_kv_bytes'] / 2**20:8.1f}  "
-                     f"{describe(b['options'])} (chunk {b['chunk']})")
+                     f"{param_options(b['options'])} (chunk {b['chunk']})")
     bal = min((r["balanced_bound_s"] for r in res["schemes"] if "best" in r), default=None)
     if bal is not None:
         lines.append(f"bound: the scheme's busiest board's compute (TTFT if messages took no time); the cluster's "

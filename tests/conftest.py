@@ -8,7 +8,11 @@ test (bad input refused before any wait, a peer that never answers) is not a thr
 """
 
 import os
+import subprocess
+import sys
+from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 from waits import HANG_S
@@ -27,3 +31,14 @@ def pytest_configure(config):
         "markers",
         "slow(why): takes minutes by nature (why says what), e.g. compiles the engine afresh; "
         "-m 'not slow' leaves it out")
+
+
+@pytest.fixture(scope="session")
+def small_trace(tmp_path_factory) -> Path:
+    """A MARS trace (4K tokens) whose replay takes a few seconds and captures tens of MB: long
+    enough to signal, kill or fill a disk under (test_outputs.py, test_stale_claims.py)."""
+    path = tmp_path_factory.mktemp("trace") / "m4k.json"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    subprocess.run([sys.executable, "-m", "emu", "trace", "mars", "--seq", "4096", "-o", str(path)], env=env,
+                   check=True, capture_output=True)
+    return path

@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import threading
-import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -17,7 +16,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from test_dashboard_common import app, emu, runs  # noqa: F401 - fixtures
+from test_dashboard_common import app, emu, post, runs, whatif_body  # noqa: F401 - fixtures
 from waits import HANG_S, guarded
 
 
@@ -232,39 +231,19 @@ def test_whatif_form_values_are_checked():
         build_args(Path("t.json"), {"rate": ["10Gbps"]})
 
 
-def _post(base, body, host=None):
-    req = urllib.request.Request(base + "/_dash-update-component", data=json.dumps(body).encode(),
-                                 headers={"Content-Type": "application/json", **({"Host": host} if host else {})})
-    try:
-        with urllib.request.urlopen(req, timeout=HANG_S) as r:
-            return r.status, r.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
-
-
-def _whatif_body(rate):
-    states = [{"id": i, "property": "value", "value": v} for i, v in
-              (("wi-trace", "mars.json"), ("wi-topo", "auto"), ("wi-shape", None), ("wi-rate", rate), ("wi-lat", None),
-               ("wi-loss", None), ("wi-fail", None))]
-    return {"output": "wi-msg.children", "outputs": {"id": "wi-msg", "property": "children"},
-            "inputs": [{"id": "wi-run", "property": "n_clicks", "value": 1},
-                       {"id": "wi-cancel", "property": "n_clicks", "value": None}],
-            "changedPropIds": ["wi-run.n_clicks"], "state": states}
-
-
 def test_whatif_non_string_values_are_a_bad_request(app):
     base, st = app
     n = len(st.whatifs.jobs)
-    code, text = _post(base, _whatif_body({"a": 1}))
+    code, text = post(base, whatif_body({"a": 1}))
     assert code == 400, text
-    code, _ = _post(base, _whatif_body(["10Gbps"]))
+    code, _ = post(base, whatif_body(["10Gbps"]))
     assert code == 400 and len(st.whatifs.jobs) == n
 
 
 def test_host_header_must_name_the_bound_address(app):
     base, _ = app
     port = base.rsplit(":", 1)[1]
-    code, text = _post(base, _whatif_body("10Gbps"), host=f"evil.example:{port}")
+    code, text = post(base, whatif_body("10Gbps"), host=f"evil.example:{port}")
     assert code == 403 and "not this dashboard" in text
     req = urllib.request.Request(base + "/", headers={"Host": f"localhost:{port}"})
     with urllib.request.urlopen(req, timeout=HANG_S) as r:

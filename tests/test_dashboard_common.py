@@ -9,6 +9,8 @@ import os
 import subprocess
 import sys
 import threading
+import urllib.error
+import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -90,33 +92,73 @@ def runs(tmp_path_factory):
 
 
 @contextlib.contextmanager
-def serve(results, tmp_path, traces=()):
-    """A dashboard over ``results`` on a free loopback port: (its URL, its state)."""
+def served(tmp_path, **cfg):
+    """A dashboard of its own on a free loopback port, set up by ``cfg`` (dashboard.app.Config's
+    fields; no results unless given): (its URL, the Dash app, its state)."""
     from dashboard.app import Config, create_app, make_server
 
-    dash_app, state = create_app(Config(results=list(results), traces=list(traces),
-                                        whatif_dir=str(tmp_path / "whatif"), cache_dir=str(tmp_path / "cache")))
+    dash_app, state = create_app(Config(**{"results": [], "whatif_dir": str(tmp_path / "whatif"),
+                                           "cache_dir": str(tmp_path / "cache"), **cfg}))
     server = make_server(dash_app, "127.0.0.1", 0)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        yield f"http://127.0.0.1:{server.server_port}", state
+        yield f"http://127.0.0.1:{server.server_port}", dash_app, state
     finally:
         server.shutdown()
         state.close()
 
 
 @contextlib.contextmanager
-def served_page(browser, results, tmp_path):
-    """A browser page on a dashboard of its own over ``results`` (``page.base`` is its URL)."""
-    with serve(results, tmp_path) as (url, _state):
-        ctx = browser.new_context(viewport={"width": 1440, "height": 1000})
+def serve(results, tmp_path, traces=()):
+    """A dashboard over ``results`` on a free loopback port: (its URL, its state)."""
+    with served(tmp_path, results=list(results), traces=list(traces)) as (url, _app, state):
+        yield url, state
+
+
+@contextlib.contextmanager
+def browser_page(browser, prepare=None, **context):
+    """A page of its own browser context (1440x1000, more of new_context's arguments in
+    ``context``), waiting under the hang guard; ``prepare(ctx)`` runs before the page opens."""
+    ctx = browser.new_context(viewport={"width": 1440, "height": 1000}, **context)
+    try:
+        if prepare is not None:
+            prepare(ctx)
         pg = ctx.new_page()
         pg.set_default_timeout(HANG_MS)
+        yield pg
+    finally:
+        ctx.close()
+
+
+@contextlib.contextmanager
+def served_page(browser, results, tmp_path):
+    """A browser page on a dashboard of its own over ``results`` (``page.base`` is its URL)."""
+    with serve(results, tmp_path) as (url, _state), browser_page(browser) as pg:
         pg.base = url
-        try:
-            yield pg
-        finally:
-            ctx.close()
+        yield pg
+
+
+def post(base, body, host=None):
+    """``body`` sent as a browser's callback request (json.dumps: Infinity and 10**400 as a browser
+    could never send them), ``host`` as its Host header: the status and the answer's text."""
+    req = urllib.request.Request(base + "/_dash-update-component", data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json", **({"Host": host} if host else {})})
+    try:
+        with urllib.request.urlopen(req, timeout=HANG_S) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def whatif_body(rate=None, fail=None):
+    """A click on the what-if form's Run with mars.json, ``rate`` and ``fail`` as its fields' values."""
+    states = [{"id": i, "property": "value", "value": v} for i, v in
+              (("wi-trace", "mars.json"), ("wi-topo", "auto"), ("wi-shape", None), ("wi-rate", rate), ("wi-lat", None),
+               ("wi-loss", None), ("wi-fail", fail))]
+    return {"output": "wi-msg.children", "outputs": {"id": "wi-msg", "property": "children"},
+            "inputs": [{"id": "wi-run", "property": "n_clicks", "value": 1},
+                       {"id": "wi-cancel", "property": "n_clicks", "value": None}],
+            "changedPropIds": ["wi-run.n_clicks"], "state": states}
 
 
 @pytest.fixture(scope="session")
@@ -151,24 +193,21 @@ def browser():
 @pytest.fixture
 def page(browser, app, request, tmp_path):
     """A page on the app; a screenshot of it goes under tmp_path when the test fails."""
-    ctx = browser.new_context(viewport={"width": 1440, "height": 1000}, accept_downloads=True)
-    pg = ctx.new_page()
-    pg.set_default_timeout(HANG_MS)
-    errors = []
-    pg.on("pageerror", lambda e: errors.append(str(e)))
-    pg.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    pg.base, pg.app_state = app
-    pg.js_errors = errors
-    failed = request.session.testsfailed
-    yield pg
-    if request.session.testsfailed > failed:
-        shot = tmp_path / f"{request.node.name.replace('/', '_')}.png"
-        try:
-            pg.screenshot(path=str(shot), full_page=True)
-            print(f"screenshot: {shot}")
-        except Exception as exc:  # the page may be gone
-            print(f"no screenshot: {exc}")
-    ctx.close()
+    with browser_page(browser, accept_downloads=True) as pg:
+        errors = []
+        pg.on("pageerror", lambda e: errors.append(str(e)))
+        pg.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        pg.base, pg.app_state = app
+        pg.js_errors = errors
+        failed = request.session.testsfailed
+        yield pg
+        if request.session.testsfailed > failed:
+            shot = tmp_path / f"{request.node.name.replace('/', '_')}.png"
+            try:
+                pg.screenshot(path=str(shot), full_page=True)
+                print(f"screenshot: {shot}")
+            except Exception as exc:  # the page may be gone
+                print(f"no screenshot: {exc}")
 
 
 WAIT_PAGE = """(name) => { const p = document.getElementById('_pages_content'); if (!p) return false;

@@ -12,15 +12,14 @@ import logging
 import shutil
 import subprocess
 import sys
-import threading
-import urllib.error
 import urllib.request
 
 import numpy as np
 import pytest
 
-from test_dashboard_common import WAIT_PAGE, browser, runs, write_sweep  # noqa: F401
-from waits import HANG_MS, HANG_S
+from test_dashboard_common import (WAIT_PAGE, browser, browser_page, post, runs, served, whatif_body,  # noqa: F401
+                                   write_sweep)
+from waits import HANG_S
 
 OUTSIDE = "198.51.100.7"  # TEST-NET-2; the browser's requests to it are aborted, never sent
 NAMES = [f"![pixel](http://{OUTSIDE}/pixel.png)", f"[click me](http://{OUTSIDE}/phish)",
@@ -28,35 +27,17 @@ NAMES = [f"![pixel](http://{OUTSIDE}/pixel.png)", f"[click me](http://{OUTSIDE}/
 
 
 @contextlib.contextmanager
-def served(tmp_path, **cfg):
-    """A dashboard of its own on a free loopback port: (URL, app, state)."""
-    from dashboard.app import Config, create_app, make_server
-
-    app, st = create_app(Config(**{"results": [], "whatif_dir": str(tmp_path / "whatif"),
-                                   "cache_dir": str(tmp_path / "cache"), **cfg}))
-    server = make_server(app, "127.0.0.1", 0)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}", app, st
-    finally:
-        server.shutdown()
-        st.close()
-
-
-@contextlib.contextmanager
 def watched_page(browser, base):  # noqa: F811
     """A page whose every request is recorded; any for another host than ``base`` is aborted."""
-    ctx = browser.new_context(viewport={"width": 1440, "height": 1000}, accept_downloads=True)
     seen: list[str] = []
-    ctx.on("request", lambda r: seen.append(r.url))
-    ctx.route("**/*", lambda route: route.continue_() if route.request.url.startswith(base + "/") else route.abort())
-    pg = ctx.new_page()
-    pg.set_default_timeout(HANG_MS)
-    pg.seen = seen
-    try:
+
+    def watch(ctx):
+        ctx.on("request", lambda r: seen.append(r.url))
+        ctx.route("**/*", lambda route: route.continue_() if route.request.url.startswith(base + "/") else route.abort())
+
+    with browser_page(browser, watch, accept_downloads=True) as pg:
+        pg.seen = seen
         yield pg
-    finally:
-        ctx.close()
 
 
 # ------------------------------------------------------------------ a capture's text is data
@@ -171,16 +152,6 @@ def _body(key, cb, name, value):
             "state": [_dep(d, v) for d, v in zip(deps[n_in:], vals[n_in:])], "changedPropIds": [changed]}
 
 
-def _post(base, body):
-    data = json.dumps(body).encode()  # Infinity and 10**400 as a browser could never send them
-    req = urllib.request.Request(base + "/_dash-update-component", data=data, headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=HANG_S) as r:
-            return r.status, r.read().decode()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read().decode()
-
-
 @pytest.fixture(scope="module")
 def fuzz_app(runs, tmp_path_factory):  # noqa: F811
     """The mars and ring runs (a capture indexed) and the sweeps; no traces, so no what-if can start."""
@@ -201,7 +172,7 @@ def test_every_callback_answers_crafted_state_without_a_server_error(fuzz_app, c
             for d in cb["inputs"] + cb["state"]:
                 name = f"{d['id']}.{d['property']}"
                 for v in HOSTILE:
-                    code, text = _post(base, _body(key, cb, name, v))
+                    code, text = post(base, _body(key, cb, name, v))
                     if code not in (200, 204, 400) or code == 400 and "\n" in text.strip():
                         failed.append((key, name, repr(v)[:60], code, text[:200]))
     assert not failed, failed[:10]
@@ -214,7 +185,7 @@ def test_every_callback_answers_crafted_state_without_a_server_error(fuzz_app, c
                                    "changedPropIds": "fr-loc.hash"}])
 def test_a_malformed_callback_request_is_a_bad_request(fuzz_app, body, caplog):
     with caplog.at_level(logging.ERROR):
-        code, text = _post(fuzz_app[0], body)
+        code, text = post(fuzz_app[0], body)
     assert code == 400 and text.count("\n") == 1, (code, text[:300])
     assert not caplog.records, caplog.text[:2000]
 
@@ -224,7 +195,7 @@ def test_perfetto_download_refuses_a_malformed_window(fuzz_app, rng, caplog):
     base, app, _ = fuzz_app
     key = "..tl-dl.data...tl-dl-msg.children.."
     with caplog.at_level(logging.ERROR):
-        code, text = _post(base, _body(key, app.callback_map[key], "tl-range.data", rng))
+        code, text = post(base, _body(key, app.callback_map[key], "tl-range.data", rng))
     assert code == 400 and text.startswith("tl-range.data: a time window") and text.count("\n") == 1, (code, text)
     assert not caplog.records, caplog.text
 
@@ -232,7 +203,7 @@ def test_perfetto_download_refuses_a_malformed_window(fuzz_app, rng, caplog):
 def test_perfetto_download_of_a_window(fuzz_app):
     base, app, _ = fuzz_app
     key = "..tl-dl.data...tl-dl-msg.children.."
-    code, text = _post(base, _body(key, app.callback_map[key], "tl-range.data", [0.0, 1e-4]))
+    code, text = post(base, _body(key, app.callback_map[key], "tl-range.data", [0.0, 1e-4]))
     assert code == 200 and "traceEvents" in text
 
 
@@ -250,20 +221,10 @@ def _replay_says(trace, clause) -> str:
     return line.removeprefix("emu replay: error: ")
 
 
-def _whatif_body(fail):
-    states = [{"id": i, "property": "value", "value": v} for i, v in
-              (("wi-trace", "mars.json"), ("wi-topo", "auto"), ("wi-shape", None), ("wi-rate", None), ("wi-lat", None),
-               ("wi-loss", None), ("wi-fail", fail))]
-    return {"output": "wi-msg.children", "outputs": {"id": "wi-msg", "property": "children"},
-            "inputs": [{"id": "wi-run", "property": "n_clicks", "value": 1},
-                       {"id": "wi-cancel", "property": "n_clicks", "value": None}],
-            "changedPropIds": ["wi-run.n_clicks"], "state": states}
-
-
 def test_whatif_form_refuses_what_the_replay_refuses_and_leaves_nothing(runs, tmp_path):  # noqa: F811
     with served(tmp_path, traces=[runs["trace"]]) as (base, _, st):
         for clause in REFUSED[:2]:
-            code, text = _post(base, _whatif_body(clause))
+            code, text = post(base, whatif_body(fail=clause))
             assert code == 200 and "started" not in text
             assert _replay_says(runs["trace"], clause) in json.loads(text)["response"]["wi-msg"]["children"]["props"][
                 "children"][1]

@@ -46,15 +46,6 @@ def _tree(path: Path) -> list[str]:
     return sorted(str(p.relative_to(path)) for p in path.rglob("*"))
 
 
-@pytest.fixture(scope="module")
-def small_trace(tmp_path_factory) -> Path:
-    """A MARS trace whose replay takes a few seconds and captures tens of MB."""
-    path = tmp_path_factory.mktemp("trace") / "m4k.json"
-    subprocess.run([sys.executable, "-m", "emu", "trace", "mars", "--seq", "4096", "-o", str(path)], env=ENV,
-                   check=True, capture_output=True)
-    return path
-
-
 # ---------------------------------------------------------------- the module itself
 def test_second_claim_of_an_explicit_folder_fails_and_leaves_the_first(tmp_path):
     a = OutputFolder(tmp_path / "r")

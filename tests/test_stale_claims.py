@@ -57,15 +57,6 @@ def _killed_while_capturing(args, cwd) -> int:
     return proc.pid
 
 
-@pytest.fixture(scope="module")
-def trace(tmp_path_factory) -> Path:
-    """A MARS trace whose replay takes a few seconds."""
-    path = tmp_path_factory.mktemp("trace") / "m4k.json"
-    subprocess.run([sys.executable, "-m", "emu", "trace", "mars", "--seq", "4096", "-o", str(path)], env=ENV,
-                   check=True, capture_output=True)
-    return path
-
-
 BOOT = "/proc/sys/kernel/random/boot_id"
 
 
@@ -160,8 +151,8 @@ def test_a_live_claim_and_foreign_files_are_left_alone(tmp_path, capsys):
 
 
 # ---------------------------------------------------------------- through the CLI, killed by SIGKILL
-def test_a_replay_killed_while_capturing_does_not_block_the_retry(tmp_path, trace):
-    args = ("replay", trace, "--out", "res", "--capture", "cap.pcap")
+def test_a_replay_killed_while_capturing_does_not_block_the_retry(tmp_path, small_trace):
+    args = ("replay", small_trace, "--out", "res", "--capture", "cap.pcap")
     pid = _killed_while_capturing(args, tmp_path)
     left = sorted(os.listdir(tmp_path))
     assert len(left) == 2 and left[1] == "res" and os.listdir(tmp_path / "res") == []
@@ -173,10 +164,10 @@ def test_a_replay_killed_while_capturing_does_not_block_the_retry(tmp_path, trac
     assert os.listdir(tmp_path) == ["res"] and (tmp_path / "res" / "summary.json").is_file()
 
 
-def test_a_replay_killed_while_capturing_to_an_absolute_path_leaves_nothing_for_long(tmp_path, trace):
+def test_a_replay_killed_while_capturing_to_an_absolute_path_leaves_nothing_for_long(tmp_path, small_trace):
     caps = tmp_path / "caps"
     caps.mkdir()
-    args = ("replay", trace, "--no-results", "--capture", caps / "cap.pcapng")
+    args = ("replay", small_trace, "--no-results", "--capture", caps / "cap.pcapng")
     pid = _killed_while_capturing(args, tmp_path)
     left = os.listdir(caps)
     assert len(left) == 1 and left[0].startswith(f"..cap.pcapng.{pid}.part.o{pid}-"), left

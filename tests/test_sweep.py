@@ -13,42 +13,10 @@ import pytest
 from emu.cli import main
 from emu.sweep import dataset, runner, spec
 from emu.sweep.worker import run_point
+from tiny_sweep import GRID, TINY, write
 from waits import HANG_S
 
 ROOT = Path(__file__).resolve().parents[1]
-
-# Tiny points (2 boards, 256-512 tokens): well under a second each. Two points fail on
-# purpose: a KV budget below the owner share, and a topology with 9 boards for 2 nodes.
-TINY = """
-[sweep]
-name = "tiny"
-description = "test"
-
-[fixed]
-nodes = 2
-chunk = 128
-
-[grid]
-scheme = ["mars", "ring"]
-seq = [256, 512]
-
-[[include]]
-scheme = "mars"
-seq = 256
-kv_budget = "1KiB"
-
-[[include]]
-scheme = "ring"
-seq = 256
-topology = "torus:3x3"
-"""
-
-
-def _write(tmp_path, text, name="s.toml"):
-    p = tmp_path / name
-    p.write_text(text)
-    return p
-
 
 def _frame(out):
     df, meta = dataset.read(out)
@@ -69,7 +37,7 @@ def _threads():
 def local(tmp_path_factory):
     """The tiny sweep on the local process pool (two spawned workers), through the CLI."""
     d = tmp_path_factory.mktemp("local")
-    f = _write(d, TINY)
+    f = write(d, TINY)
     rc = main(["sweep", str(f), "--out", str(d / "out"), "--workers", "2"])
     return f, d / "out", rc
 
@@ -117,7 +85,7 @@ def test_reordered_grid_reuses_every_point(local, tmp_path):
     import shutil
     out2 = tmp_path / "out"
     shutil.copytree(out, out2)
-    g = _write(tmp_path, TINY.replace('scheme = ["mars", "ring"]', 'scheme = ["ring", "mars"]'))
+    g = write(tmp_path, TINY.replace('scheme = ["mars", "ring"]', 'scheme = ["ring", "mars"]'))
     rep = runner.run(spec.load(g), out2, make_executor=_no_executor)
     assert rep.ran == 0 and [r["index"] for r in rep.rows] == list(range(6))
     assert [r["scheme"] for r in rep.rows][:4] == ["ring", "ring", "mars", "mars"]
@@ -158,7 +126,7 @@ def test_dask_cluster_gives_the_same_dataset(local, tmp_path, monkeypatch):
 
 
 def test_interrupted_sweep_keeps_finished_points(tmp_path, monkeypatch):
-    f = _write(tmp_path, TINY)
+    f = write(tmp_path, TINY)
     sweep = spec.load(f)
     out = tmp_path / "out"
     real = dataset.write_part
@@ -191,7 +159,7 @@ class _Dead(cf.Executor):
 
 
 def test_lost_points_are_not_recorded_and_rerun(tmp_path):
-    f = _write(tmp_path, TINY)
+    f = write(tmp_path, TINY)
     sweep = spec.load(f)
     rep = runner.run(sweep, tmp_path / "out", make_executor=lambda: contextlib.nullcontext(_Dead()))
     assert len(rep.lost) == 6 and rep.ran == 0 and not rep.ok and "BrokenProcessPool" in rep.lost[0]
@@ -201,7 +169,7 @@ def test_lost_points_are_not_recorded_and_rerun(tmp_path):
 
 
 def test_keep_runs_writes_each_points_results_folder(tmp_path):
-    f = _write(tmp_path, TINY.replace('seq = [256, 512]', 'seq = [256]').split("[[include]]")[0])
+    f = write(tmp_path, GRID.replace('seq = [256, 512]', 'seq = [256]'))
     out = tmp_path / "out"
     rep = runner.run(spec.load(f), out, keep_runs=True, make_executor=_threads)
     assert rep.ok and len(rep.rows) == 2
@@ -222,7 +190,7 @@ def test_worker_row_is_small_and_matches_columns():
 # ------------------------------------------------------------------------- sweep files
 
 def test_grid_include_exclude_and_duplicates(tmp_path):
-    s = spec.load(_write(tmp_path, """
+    s = spec.load(write(tmp_path, """
 [sweep]
 name = "x"
 [fixed]
@@ -279,7 +247,7 @@ BAD = [
 
 @pytest.mark.parametrize("text,message", BAD, ids=[m.split(":")[0] for _, m in BAD])
 def test_malformed_sweep_file_is_one_line_exit_2_nothing_written(tmp_path, capsys, text, message):
-    f = _write(tmp_path, text)
+    f = write(tmp_path, text)
     out = tmp_path / "out"
     assert main(["sweep", str(f), "--out", str(out)]) == 2
     err = capsys.readouterr().err
@@ -289,7 +257,7 @@ def test_malformed_sweep_file_is_one_line_exit_2_nothing_written(tmp_path, capsy
 
 
 def test_bad_options(tmp_path, capsys, monkeypatch):
-    f = _write(tmp_path, TINY)
+    f = write(tmp_path, TINY)
     assert main(["sweep", str(f), "--workers", "0", "--out", str(tmp_path / "o")]) == 2
     assert main(["sweep", str(f), "--workers", "2", "--scheduler", "tcp://127.0.0.1:1", "--out", str(tmp_path / "o")]) == 2
     monkeypatch.setattr(runner, "CONNECT_TIMEOUT_S", 1)
@@ -307,7 +275,7 @@ def test_bad_options(tmp_path, capsys, monkeypatch):
 
 
 def test_dry_run_lists_points_and_writes_nothing(tmp_path, capsys):
-    f = _write(tmp_path, TINY)
+    f = write(tmp_path, TINY)
     assert main(["sweep", str(f), "--dry-run", "--out", str(tmp_path / "out")]) == 0
     out = capsys.readouterr().out
     assert "sweep tiny: 6 points" in out and "6 to run, 0 done" in out

@@ -23,20 +23,10 @@ import pytest
 from emu.cli import main
 from emu.sweep import dataset, runner, spec
 from emu.sweep.worker import run_point
+from tiny_sweep import GRID, write
 from waits import HANG_S
 
 ROOT = Path(__file__).resolve().parents[1]
-
-TINY = """
-[sweep]
-name = "tiny"
-[fixed]
-nodes = 2
-chunk = 128
-[grid]
-scheme = ["mars", "ring"]
-seq = [256, 512]
-"""
 
 # A point that never ends: imported by the pool's workers (PYTHONPATH), it takes the place of
 # the worker's run_point, reserves its --keep-runs folder and stages a file as a replay does,
@@ -73,12 +63,6 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
-def _write(d: Path, text: str = TINY) -> Path:
-    p = d / "s.toml"
-    p.write_text(text)
-    return p
-
-
 def _gone(pid: int) -> bool:
     """Ended (a zombie left for a parent that does not reap counts as ended)."""
     try:
@@ -111,7 +95,7 @@ def _blocked_sweep(tmp_path: Path, *args: str):
     ready = tmp_path / "ready"
     ready.mkdir()
     env = dict(os.environ, PYTHONPATH=f"{tmp_path}{os.pathsep}{ROOT}", EMU_TEST_READY=str(ready))
-    proc = subprocess.Popen([sys.executable, "-c", SWEEP, "sweep", str(_write(tmp_path)), *args], env=env,
+    proc = subprocess.Popen([sys.executable, "-c", SWEEP, "sweep", str(write(tmp_path, GRID)), *args], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path)
     helpers: list[int] = []
     try:
@@ -181,7 +165,7 @@ UNSHARE = shutil.which("unshare")
 def test_full_disk_with_keep_runs_leaves_nothing_partial(tmp_path, size):
     """A tmpfs too small for the runs (120k: too small for every part as well) in a private
     mount namespace; what the sweep left is copied out before the namespace goes."""
-    f = _write(tmp_path)
+    f = write(tmp_path, GRID)
     mnt, copy = tmp_path / "mnt", tmp_path / "copy"
     mnt.mkdir()
     script = (f"mount -t tmpfs -o size={size} tmpfs {mnt} || exit 99; cd {tmp_path}; "
@@ -228,7 +212,7 @@ def _claim_as(out: Path, pid_: str, proc_pid: int) -> None:
 
 
 def test_a_point_another_live_sweep_runs_is_waited_for_not_run(tmp_path, monkeypatch):
-    sweep = spec.load(_write(tmp_path))
+    sweep = spec.load(write(tmp_path, GRID))
     out, ids = tmp_path / "out", sweep.ids()
     other = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
     try:
@@ -258,7 +242,7 @@ def test_a_point_another_live_sweep_runs_is_waited_for_not_run(tmp_path, monkeyp
 
 
 def test_a_claim_whose_owner_died_is_taken_over(tmp_path):
-    sweep = spec.load(_write(tmp_path))
+    sweep = spec.load(write(tmp_path, GRID))
     out, ids = tmp_path / "out", sweep.ids()
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
@@ -270,7 +254,7 @@ def test_a_claim_whose_owner_died_is_taken_over(tmp_path):
 
 
 def test_two_identical_sweeps_at_once_run_each_point_once(tmp_path):
-    f, out = _write(tmp_path), tmp_path / "out"
+    f, out = write(tmp_path, GRID), tmp_path / "out"
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     cmd = [sys.executable, "-m", "emu", "sweep", str(f), "--out", str(out), "--workers", "1", "--json"]
     procs = [subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
@@ -286,7 +270,7 @@ def test_two_identical_sweeps_at_once_run_each_point_once(tmp_path):
 
 
 def test_dry_run_predicts_the_refusal(tmp_path, capsys):
-    f = _write(tmp_path)
+    f = write(tmp_path, GRID)
     other = tmp_path / "other"
     other.mkdir()
     (other / "sweep.json").write_text('{"name": "long"}')
@@ -311,7 +295,7 @@ class _SchedulerGone(cf.Executor):
 
 
 def test_a_lost_scheduler_is_said_once_with_how_to_resume(tmp_path, monkeypatch, capsys):
-    f, out = _write(tmp_path), tmp_path / "out"
+    f, out = write(tmp_path, GRID), tmp_path / "out"
     monkeypatch.setattr(runner, "executor", lambda scheduler, workers: contextlib.nullcontext(_SchedulerGone()))
     assert main(["sweep", str(f), "--out", str(out), "--scheduler", "tcp://127.0.0.1:8786"]) == 1
     err = capsys.readouterr().err

@@ -98,34 +98,44 @@ def register(subparsers) -> None:
 
 
 # ---- baseline options (docs/workloads.md "Baseline options"): each default is its authors' choice
+# (the schemes that read it, its flag, how argparse takes it); _baseline_params passes the given ones on
+BASELINE_OPTIONS = (
+    (("ring", "zigzag", "pd"), "--ring-forward", dict(
+        choices=("after-compute", "on-arrival"), default="after-compute",
+        help="when a board forwards a received KV set: after its attention on the set before "
+             "(ring-flash-attention's double buffer; default) or as soon as it arrives")),
+    (("ring", "zigzag", "pd"), "--ring-lookahead", dict(
+        action="store_true",
+        help="circulate the existing history from the layer's start, as MARS pushes one layer "
+             "ahead (same bytes); default off, as ring-flash-attention")),
+    (("ulysses", "usp"), "--all-to-all", dict(
+        choices=("concurrent", "pairwise"), default="concurrent",
+        help="every pair posted at once, interleaved by the NICs (DeepSpeed, yunchang; default), "
+             "or the NIC all-to-all engine's pairwise shift schedule")),
+    (("ulysses", "usp"), "--uneven-heads", dict(
+        action="store_true",
+        help="allow a Ulysses degree that does not divide the query heads (uneven split or idle "
+             "boards), which no reference implementation accepts")),
+    (("mars", "full"), "--no-lookahead", dict(
+        dest="mars_lookahead", action="store_false",
+        help="push history after the consumer's QKV of the layer, not one layer ahead "
+             "(what emu tune --attribution measures)")),
+    (("pd",), "--first-token", dict(
+        choices=("prefill", "decode"), default="prefill",
+        help="where the first token's LM head runs: the prefill side (DistServe, Splitwise; "
+             "default: TTFT excludes the KV handoff) or the decode side after the handoff")),
+)
+
+
 def _baseline_options(p, name: str) -> None:
-    if name in ("ring", "zigzag", "pd"):
-        p.add_argument("--ring-forward", choices=("after-compute", "on-arrival"), default="after-compute",
-                       help="when a board forwards a received KV set: after its attention on the set before "
-                            "(ring-flash-attention's double buffer; default) or as soon as it arrives")
-        p.add_argument("--ring-lookahead", action="store_true",
-                       help="circulate the existing history from the layer's start, as MARS pushes one layer "
-                            "ahead (same bytes); default off, as ring-flash-attention")
-    if name in ("ulysses", "usp"):
-        p.add_argument("--all-to-all", choices=("concurrent", "pairwise"), default="concurrent",
-                       help="every pair posted at once, interleaved by the NICs (DeepSpeed, yunchang; default), "
-                            "or the NIC all-to-all engine's pairwise shift schedule")
-        p.add_argument("--uneven-heads", action="store_true",
-                       help="allow a Ulysses degree that does not divide the query heads (uneven split or idle "
-                            "boards), which no reference implementation accepts")
-    if name in ("mars", "full"):
-        p.add_argument("--no-lookahead", dest="mars_lookahead", action="store_false",
-                       help="push history after the consumer's QKV of the layer, not one layer ahead "
-                            "(what emu tune --attribution measures)")
-    if name == "pd":
-        p.add_argument("--first-token", choices=("prefill", "decode"), default="prefill",
-                       help="where the first token's LM head runs: the prefill side (DistServe, Splitwise; "
-                            "default: TTFT excludes the KV handoff) or the decode side after the handoff")
+    for schemes, flag, kw in BASELINE_OPTIONS:
+        if name in schemes:
+            p.add_argument(flag, **kw)
 
 
 def _baseline_params(args) -> dict:
-    return {k: getattr(args, k) for k in ("ring_forward", "ring_lookahead", "all_to_all", "first_token",
-                                          "uneven_heads", "mars_lookahead") if hasattr(args, k)}
+    dests = (kw.get("dest", flag[2:].replace("-", "_")) for _, flag, kw in BASELINE_OPTIONS)
+    return {k: getattr(args, k) for k in dests if hasattr(args, k)}
 
 
 def _generate(args) -> int:
@@ -172,8 +182,9 @@ def _generate(args) -> int:
 
 def _show(args) -> int:
 
-    from ..workload.analysis import fan_out, scheme_options
+    from ..workload.analysis import fan_out
     from ..workload.enums import MsgOp
+    from ..workload.options import scheme_options
     from ..workload.trace import load_trace
 
     from ..shipped import trace_path

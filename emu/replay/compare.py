@@ -34,14 +34,6 @@ PARAMS = ("scheme", "nodes", "seq", "chunk", "model", "hw", "topology", "decode_
 MIB = {"wire_bytes", "kv_bytes", "peak_node_kv_bytes", "peak_node_owner_replica_bytes", "peak_node_transient_bytes"}
 
 
-def load_summary(path: str) -> dict:
-    """The summary object of a results folder (or of its summary.json), checked by the one
-    reader of results folders (emu.replay.reader); EmuError names the file."""
-    from ..reader import ResultsFolder
-
-    return ResultsFolder(path).summary()
-
-
 def table_fields(summary: dict) -> dict:
     """What the table prints of a summary and labels its run by (the rest need not be kept for it)."""
     return {key: summary.get(key) for key in (*PARAMS, *(key for key, _, _ in ROWS))}

@@ -24,9 +24,9 @@ from .. import __version__
 from ..outputs import OutputFolder
 from ..net.kernel import LINKS
 from ..topology import to_json
-from ..workload.analysis import scheme_options
 from ..workload.enums import Kind
 from ..workload.enums import Stage as TStage
+from ..workload.options import scheme_options
 
 SUMMARY_KEYS = ("ttft_s", "prefill_s", "decode_tokens_per_s", "wire_bytes", "kv_bytes", "frames",
                 "dropped_frames", "retransmitted_frames", "final_layout_owner_only", "peak_node_kv_bytes", "wall_s")

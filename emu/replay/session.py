@@ -69,13 +69,6 @@ def _progress(x, what: str) -> str | None:
                       "or False")
 
 
-def _engine(engine, capture, flag: str) -> str:
-    from .run import ENGINES
-
-    V.choice(engine, f"{flag}engine", ENGINES)  # a capture runs on either engine (emu.replay.wire_meta)
-    return engine
-
-
 def resolve_trace(trace, what: str = "trace"):
     """A Trace as it is; a path or a shipped trace's name, loaded and validated."""
     from ..workload.trace import Trace, load_trace
@@ -176,7 +169,7 @@ def _options(*, topology, set, loss, fail, degrade, detect, reliable, seed, capt
     (capture filter, snaplen, absolute capture target, capture name in the folder, folder, Options)."""
     from ..outputs import OutputFolder, file_name
     from .capture import parse_filters
-    from .run import Options
+    from .run import ENGINES, Options
 
     V.choice(flag, "flag", ("", "--"))
     progress = _progress(progress, "progress")  # API only: the CLI passes a mode or None
@@ -194,7 +187,7 @@ def _options(*, topology, set, loss, fail, degrade, detect, reliable, seed, capt
                   loss=V.number(loss, f"{flag}loss", 0, 1, expect=PROBABILITY),
                   seed=V.integer(seed, f"{flag}seed", lo=0), reliable=_reliable(reliable, f"{flag}reliable"),
                   detect_ps=V.time_ps(detect, f"{flag}detect"), progress=progress, functional=functional,
-                  engine=_engine(engine, capture, flag), trains=trains)
+                  engine=V.choice(engine, f"{flag}engine", ENGINES), trains=trains)
     for what, p in (("out", out), ("out_default", out_default)):
         if p is not None:
             V.path(p, f"{flag}{what}")

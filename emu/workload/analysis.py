@@ -81,19 +81,3 @@ def _kv_bytes_per_token_layer(model: dict) -> int:
     from .costs import Model
 
     return Model.from_profile(model).m
-
-
-def scheme_options(scheme: dict) -> str:
-    """The scheme's options from a trace's meta, as one line (trace show, the replay summary)."""
-    parts = [f"chunk {scheme.get('chunk_mode', 'fixed')}"]
-    if "ring_forward" in scheme:
-        parts.append(f"ring forward {scheme['ring_forward']}, lookahead {'on' if scheme['ring_lookahead'] else 'off'}")
-    if "all_to_all" in scheme:
-        parts.append(f"all-to-all {scheme['all_to_all']}" + (", uneven heads" if scheme.get("uneven_heads") else ""))
-    if "first_token" in scheme:
-        parts.append(f"first token on the {scheme['first_token']} side")
-    if "alpha" in scheme:
-        parts.append(f"alpha {scheme['alpha']:g}")
-    if scheme.get("lookahead") is False:
-        parts.append("lookahead off")
-    return "; ".join(parts)
