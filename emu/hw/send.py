@@ -141,8 +141,10 @@ def check_mtu(sock: RawSocket, sv: Survey, where: str) -> None:
 
 
 def send(sock: RawSocket, path, *, rate_bps: int | None = None, original: bool = False, count: int | None = None,
-         frames_in_source: int | None = None, stop=None) -> SendStats:
-    """Send the capture's frames (all, or ``count``, cycling) paced by ``rate_bps`` or the original timing."""
+         frames_in_source: int | None = None, stop=None, sent_ns: np.ndarray | None = None) -> SendStats:
+    """Send the capture's frames (all, or ``count``, cycling) paced by ``rate_bps`` or the original timing.
+    ``sent_ns``: an array of one slot per frame sent, filled with the wall-clock ns (``time.time_ns``,
+    the clock of received frames' kernel timestamps) when the socket took each frame."""
     st = SendStats()
     t0 = time.perf_counter_ns()
     base = 0          # schedule time (ns from t0) of the current pass's first frame
@@ -174,7 +176,7 @@ def send(sock: RawSocket, path, *, rate_bps: int | None = None, original: bool =
                 prev_pass_span = int(ts[-1] - pass_first_ts)
             else:
                 due = None
-            _paced(sock, buf, offsets, due, t0, st, stop)
+            _paced(sock, buf, offsets, due, t0, st, stop, sent_ns)
             sent += n
             if stop is not None and stop():
                 total = sent
@@ -196,10 +198,12 @@ def send(sock: RawSocket, path, *, rate_bps: int | None = None, original: bool =
     return st
 
 
-def _paced(sock: RawSocket, buf, offsets, due, t0: int, st: SendStats, stop) -> None:
+def _paced(sock: RawSocket, buf, offsets, due, t0: int, st: SendStats, stop, sent_ns=None) -> None:
     n = len(offsets) - 1
     if due is None:
         sock.send(buf, offsets, 0, n)
+        if sent_ns is not None:
+            sent_ns[st.frames : st.frames + n] = time.time_ns()
         st.frames += n
         st.bytes += int(offsets[n] - offsets[0])
         return
@@ -209,6 +213,8 @@ def _paced(sock: RawSocket, buf, offsets, due, t0: int, st: SendStats, stop) -> 
         k = int(np.searchsorted(due, now, side="right"))
         if k > i:
             sock.send(buf, offsets, i, k)
+            if sent_ns is not None:
+                sent_ns[st.frames : st.frames + k - i] = time.time_ns()
             st.frames += k - i
             st.bytes += int(offsets[k] - offsets[i])
             st.scheduled_ns = int(due[k - 1])
