@@ -1,0 +1,108 @@
+"""The bring-up kit on veth pairs in namespaces the tests make (needs root): the golden diff of a trace
+against `emu hw serve` (and a serve with one rule broken), calibration of an injected delay, a check
+that stops at the first wrong frame, and `emu hw bringup`'s report."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from emu.codec import capdiff
+from emu.hw.netns import available
+from test_hw_live import Served, lab, run  # noqa: F401 - the namespace fixture
+from waits import HANG_S
+
+why = available()
+pytestmark = pytest.mark.skipif(why is not None, reason=why or "")
+TOPOLOGY = "ring:4"  # board 1 relays between 0 and 2: forwarded copies and acks to compare
+
+
+@pytest.fixture(scope="module")
+def trace(tmp_path_factory):
+    path = tmp_path_factory.mktemp("trace") / "small.json"
+    r = subprocess.run([sys.executable, "-m", "emu", "trace", "mars", "--seq", "512", "--nodes", "4", "--chunk", "256",
+                        "--set", "model.layers=1", "-o", str(path)], capture_output=True, text=True, timeout=HANG_S)
+    assert r.returncode == 0, r.stderr
+    return path
+
+
+def serve(end, *extra):
+    return Served(end.emu("hw", "serve", "--iface", end.iface, "--node", "1", "--topology", TOPOLOGY, *extra),
+                  "ready")
+
+
+def golden(end, trace, out, *extra):
+    return run(end.emu("hw", "send", "--iface", end.iface, str(trace), "--to", "1", "--topology", TOPOLOGY,
+                       "--out", str(out), "--timeout", f"{HANG_S}s", *extra))
+
+
+def test_golden_diff_passes_against_serve_and_names_the_frames_of_a_broken_rule(lab, trace, tmp_path):
+    dev, checker = lab.pair()
+    srv = serve(dev)
+    try:
+        ok = golden(checker, trace, tmp_path / "ok", "--json")
+    finally:
+        srv.stop()
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    out = json.loads(ok.stdout)
+    assert out["ok"] and out["expected"] == out["received"] > 0
+    assert not out["diff"]["missing"] and not out["diff"]["extra"] and not out["diff"]["differing"]
+    for name in ("inbound", "expected", "got", "board"):
+        assert (tmp_path / "ok" / f"{name}.pcap").is_file()
+
+    bad = serve(dev, "--break-rule", "ttl")
+    try:
+        fail = golden(checker, trace, tmp_path / "bad")
+    finally:
+        bad.stop()
+    assert fail.returncode == 1, fail.stdout + fail.stderr
+    # the frames that must differ: every forwarded copy (another board's frame), in Wireshark's numbers
+    exp = capdiff.load(tmp_path / "bad" / "expected.pcap")
+    forwarded = (exp.number[exp.headers["src_node"] != 1]).tolist()
+    assert forwarded
+    named = [int(line.split()[1]) for line in fail.stdout.splitlines() if "ttl expected" in line]
+    assert named and named == forwarded[: len(named)]
+    first = forwarded[0]
+    ttl = int(exp.headers["ttl"][exp.number == first][0])
+    assert f"frame {first} (" in fail.stdout and f"ttl expected {ttl}, got {ttl + 1}" in fail.stdout
+    assert fail.stdout.rstrip().splitlines()[-2].startswith("FAIL:")
+
+
+def test_calibration_recovers_an_injected_delay_within_5_percent(lab, trace, tmp_path):
+    delay_us = 50_000
+    dev, checker = lab.pair()
+    srv = serve(dev, "--delay-us", str(delay_us))
+    try:
+        r = golden(checker, trace, tmp_path / "run", "--rate", "10Mbps")  # paced: the board keeps up
+    finally:
+        srv.stop()
+    assert r.returncode == 0, r.stdout + r.stderr
+    prof = tmp_path / "measured.toml"
+    cal = run([sys.executable, "-m", "emu", "calibrate", str(tmp_path / "run" / "board.pcap"), "-o", str(prof), "--json"])
+    assert cal.returncode == 0, cal.stderr
+    est = json.loads(cal.stdout)
+    lat = est["forwarding_latency"]
+    assert est["node"] == 1 and lat["samples"] > 10
+    assert abs(lat["median"] / 1e6 - delay_us) <= 0.05 * delay_us, lat
+    assert lat["ci95"][0] <= lat["median"] <= lat["ci95"][1]
+    # the profile loads as a shipped one does, with the measured latency
+    from emu.workload.profiles import load
+
+    hw = load("hw", str(prof))
+    assert hw["nic_latency_ps"] == round(lat["median"])
+    assert hw["link_rate"] == load("hw", "kr260")["link_rate"]
+
+
+def test_a_check_stops_at_the_first_frame_that_proves_it_wrong(lab):
+    dev, checker = lab.pair()
+    bad = Served(dev.emu("hw", "serve", "--iface", dev.iface, "--node", "1", "--wrong-reduce-op", "sum"), "FAULT")
+    try:
+        # a timeout past the hang guard: waiting it out would fail the test (run's own limit)
+        fail = run(checker.emu("hw", "check", "--iface", checker.iface, "--scenario", "reduce-merge",
+                               "--timeout", f"{2 * HANG_S}s"))
+    finally:
+        bad.stop()
+    assert fail.returncode == 1, fail.stdout + fail.stderr
+    assert "reduce_op: expected merge (3), got sum (2)" in fail.stdout
