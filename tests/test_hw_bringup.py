@@ -106,3 +106,32 @@ def test_a_check_stops_at_the_first_frame_that_proves_it_wrong(lab):
         bad.stop()
     assert fail.returncode == 1, fail.stdout + fail.stderr
     assert "reduce_op: expected merge (3), got sum (2)" in fail.stdout
+
+
+def test_bringup_writes_one_json_and_one_self_contained_html_report_with_a_verdict_per_step(lab, tmp_path):
+    dev, checker = lab.pair()
+    reports = {}
+    for name, extra in (("good", ()), ("broken", ("--break-rule", "ttl"))):
+        srv = Served(dev.emu("hw", "serve", "--iface", dev.iface, "--node", "1", *extra), "ready")
+        try:
+            r = run(checker.emu("hw", "bringup", checker.iface, "--node", "1", "--report", str(tmp_path / name),
+                                "--listen", "100ms", "--frames", "20", "--timeout", f"{HANG_S}s"))
+        finally:
+            srv.stop()
+        reports[name] = (r, json.loads((tmp_path / f"{name}.json").read_text()),
+                         (tmp_path / f"{name}.html").read_text())
+    r, rep, page = reports["good"]
+    assert r.returncode == 0, r.stdout + r.stderr
+    steps = [s["step"] for s in rep["steps"]]
+    assert steps[0] == "listen" and steps[-1] == "golden" and "loss" in steps
+    assert sum(s.startswith("check ") for s in steps) == 7 and sum(s.startswith("rate ") for s in steps) == 3
+    assert rep["ok"] and {s["result"] for s in rep["steps"]} == {"pass"}
+    assert "PASS" in page and "<script" not in page and "http" not in page and " src=" not in page
+    r, rep, page = reports["broken"]
+    assert r.returncode == 1, r.stdout + r.stderr
+    result = {s["step"]: s["result"] for s in rep["steps"]}
+    # forwarded copies carry the wrong ttl; the reductions and the probe answers are still right
+    assert result["check forward"] == result["check multicast"] == result["golden"] == "fail"
+    assert result["check reduce-merge"] == result["check probe"] == result["listen"] == "pass"
+    assert "FAIL" in page and page.count('class="fail"') == rep["failed"]
+    assert r.stdout.rstrip().splitlines()[-1].startswith("FAIL:")

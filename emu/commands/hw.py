@@ -21,6 +21,7 @@ IFACE_HELP = "network interface (in this network namespace), e.g. enp3s0 or a ve
 
 
 def register(subparsers) -> None:
+    from ..hw.bringup import DEFAULT_RATES
     from ..hw.rehearsal import BROKEN_RULES
 
     p = subparsers.add_parser("hw", epilog="example: emu hw check --iface eth1 --scenario all --node 1", help="send, receive, serve and check MCF frames on a network interface",
@@ -130,6 +131,25 @@ def register(subparsers) -> None:
     s.add_argument("--seed", help="seed of the scenario's data (default: fresh each run)")
     s.add_argument("--json", action="store_true", help="print the results as a JSON list, one object per scenario")
     s.set_defaults(func=run_check)
+
+    s = sub.add_parser("bringup", epilog="example: emu hw bringup eth1 --node 1 --report bringup",
+                       help="the scripted bring-up plan: listen, every check, a rate ramp, a loss check, a golden diff",
+                       description="Run the bring-up plan of docs/hardware.md on each interface (a port of the "
+                                   "board): listen, every check scenario, a rate ramp of relayed frames (send "
+                                   "--rate), a loss check (unpaced), the golden diff of a small trace; one "
+                                   "JSON and one self-contained HTML report, pass/fail per step. Exit 1 if a "
+                                   "step fails.")
+    s.add_argument("ifaces", nargs="+", metavar="IFACE", help=IFACE_HELP)
+    s.add_argument("--node", default="1", help="the board's id K (default 1)")
+    _board_options(s)
+    s.add_argument("--report", default="bringup", metavar="NAME",
+                   help="write NAME.json and NAME.html (default bringup)")
+    s.add_argument("--listen", default="1s", help="how long to listen before sending anything (default 1s)")
+    s.add_argument("--rates", default=",".join(DEFAULT_RATES), help=f"the rate ramp (default {','.join(DEFAULT_RATES)})")
+    s.add_argument("--frames", default="200", help="frames per rate step and in the loss check (default 200)")
+    s.add_argument("--trace", help="trace for the golden diff (default: a small MARS trace for the topology)")
+    s.add_argument("--timeout", default="2s", help="how long to wait for the board's frames per step (default 2s)")
+    s.set_defaults(func=run_bringup)
 
 
 def _board_options(s) -> None:
@@ -432,3 +452,42 @@ def run_check(args) -> int:
     if args.json:
         print(json.dumps(skipped + results, indent=2, default=str))
     return 1 if failed else 0
+
+
+# ---- bringup -----------------------------------------------------------------------------------
+
+
+def run_bringup(args) -> int:
+    from ..hw import bringup as B
+    from ..hw.rawsock import interface_index
+    from ..outputs import check_writable
+    from ..units import parse_rate
+
+    board = _board(args, parse_int(args.node, "--node"))
+    rates = [r.strip() for r in args.rates.split(",") if r.strip()]
+    if not rates:
+        raise ConfigError(f"--rates {args.rates!r}: expected rates, e.g. 10Mbps,100Mbps,1Gbps")
+    for r in rates:
+        if parse_rate(r, "--rates") <= 0:
+            raise ConfigError(f"--rates {r}: must be positive")
+    frames = parse_int(args.frames, "--frames")
+    if frames < 1:
+        raise ConfigError(f"--frames {args.frames}: must be at least 1")
+    listen_s, timeout = seconds(args.listen, "--listen"), seconds(args.timeout, "--timeout")
+    for iface in args.ifaces:
+        interface_index(iface)  # an unknown interface fails before anything runs
+    json_path, html_path = f"{args.report}.json", f"{args.report}.html"
+    for p in (json_path, html_path):
+        check_writable(p, "--report")
+    trace = None
+    if args.trace:
+        from ..api import load_trace
+
+        trace = load_trace(args.trace)
+    steps = B.plan(args.ifaces, board, listen_s=listen_s, rates=rates, frames=frames, timeout=timeout, trace=trace,
+                   say=lambda text: print(text, flush=True))
+    report = B.as_dict(steps, board)
+    B.write(report, json_path, html_path)
+    print(f"{'PASS' if report['ok'] else 'FAIL'}: {report['passed']} passed, {report['failed']} failed, "
+          f"{report['skipped']} skipped; report {json_path} and {html_path}")
+    return 0 if report["ok"] else 1
