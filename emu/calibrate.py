@@ -133,6 +133,10 @@ class Calibration:
 
 
 def calibrate(c: Capture, node: int | None = None) -> Calibration:
+    senders = np.unique(c.eth_src)
+    if len(senders) == 1:
+        raise ConfigError(f"every frame comes from one station ({senders[0]}): calibration needs both sides of "
+                          "the board, the frames sent to it and its answers (the board.pcap of emu hw send --to)")
     K = board_of(c) if node is None else node
     mine = c.eth_src == K
     if not mine.any():

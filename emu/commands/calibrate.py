@@ -48,7 +48,10 @@ def run(args) -> int:
         raise EmuError(f"cannot read {args.capture}: {exc.strerror or exc}") from None
     if not len(cap.h):
         raise ConfigError(f"{args.capture}: no MCF frames")
-    cal = C.calibrate(cap, node)
+    try:
+        cal = C.calibrate(cap, node)
+    except ConfigError as exc:
+        raise ConfigError(f"{args.capture}: {exc}") from None
     if cal.forwarding.median is None and cal.ack.median is None and cal.reduction.median is None:
         raise ConfigError(f"{args.capture}: no frame of board {cal.node} answers a frame sent to it "
                           "(no forwarded copy, ack or reduction result): nothing to calibrate")
