@@ -13,7 +13,7 @@ def register(subparsers) -> None:
         "calibrate", help="estimate a board's NIC latency, rate, ack turnaround and reduction latency from a capture",
         description="From a capture of the frames sent to a board and the frames it sent back on one clock (the "
                     "board.pcap of `emu hw send TRACE --to K --out DIR`), estimate its forwarding latency, "
-                    "datapath rate, ack turnaround and reduction latency (medians, 95 %% bootstrap intervals) and "
+                    "datapath rate, ack turnaround and reduction latency (medians, 95 % bootstrap intervals) and "
                     "write a hardware profile (`emu trace ... --hw FILE`; replay: the --set it prints).",
         epilog="example: emu calibrate golden/board.pcap -o kr260-measured.toml")
     p.add_argument("capture", help="pcap/pcapng with both sides of the board")
