@@ -3,6 +3,7 @@ against `emu hw serve` (and a serve with one rule broken), calibration of an inj
 that stops at the first wrong frame, and `emu hw bringup`'s report."""
 
 import json
+import re
 import subprocess
 import sys
 
@@ -96,16 +97,19 @@ def test_calibration_recovers_an_injected_delay_within_5_percent(lab, trace, tmp
 
 
 def test_a_check_stops_at_the_first_frame_that_proves_it_wrong(lab):
+    """The board acks the wrong message: the expected ack never comes, so only a frame that proves the
+    answer wrong can end the wait before its timeout."""
     dev, checker = lab.pair()
-    bad = Served(dev.emu("hw", "serve", "--iface", dev.iface, "--node", "1", "--wrong-reduce-op", "sum"), "FAULT")
+    bad = Served(dev.emu("hw", "serve", "--iface", dev.iface, "--node", "1", "--break-rule", "ack-msg-id"), "FAULT")
     try:
         # a timeout past the hang guard: waiting it out would fail the test (run's own limit)
-        fail = run(checker.emu("hw", "check", "--iface", checker.iface, "--scenario", "reduce-merge",
+        fail = run(checker.emu("hw", "check", "--iface", checker.iface, "--scenario", "reduce-sum",
                                "--timeout", f"{2 * HANG_S}s"))
     finally:
         bad.stop()
     assert fail.returncode == 1, fail.stdout + fail.stderr
-    assert "reduce_op: expected merge (3), got sum (2)" in fail.stdout
+    m = re.search(r"\(ack of n2#(\d+) to node 2\): msg_id: expected (\d+), got (\d+)", fail.stdout)
+    assert m and int(m[1]) == int(m[2]) and int(m[3]) == int(m[2]) + 1, fail.stdout
 
 
 def test_bringup_writes_one_json_and_one_self_contained_html_report_with_a_verdict_per_step(lab, tmp_path):

@@ -15,13 +15,18 @@ import time
 
 import numpy as np
 
+from ..codec import Flags, Op
 from ..codec.batch import HEADER_DTYPE
 
 _TTL = 14 + HEADER_DTYPE.fields["ttl"][1]
 _SRC = 14 + HEADER_DTYPE.fields["src_node"][1]
+_OP = 14 + HEADER_DTYPE.fields["op"][1]
+_FLAGS = 14 + HEADER_DTYPE.fields["flags"][1]
+_MSG_ID = 14 + HEADER_DTYPE.fields["msg_id"][1]
 
 # name -> what it breaks (serve --break-rule NAME, hidden: for tests)
-BROKEN_RULES = {"ttl": "forwarded copies keep the ttl they came with (the rule: ttl - 1)"}
+BROKEN_RULES = {"ttl": "forwarded copies keep the ttl they came with (the rule: ttl - 1)",
+                "ack-msg-id": "acks name the message after the one acknowledged (the rule: its msg_id)"}
 
 
 def break_rule(rule: str, node: int, buf: np.ndarray, offsets: np.ndarray) -> np.ndarray:
@@ -32,6 +37,12 @@ def break_rule(rule: str, node: int, buf: np.ndarray, offsets: np.ndarray) -> np
         src = out[starts + _SRC].astype(np.int64) << 8 | out[starts + _SRC + 1]
         fwd = starts[src != node]  # another board's frame going out: a forwarded copy
         out[fwd + _TTL] = np.minimum(out[fwd + _TTL].astype(np.int64) + 1, 255).astype(np.uint8)
+    elif rule == "ack-msg-id":
+        src = out[starts + _SRC].astype(np.int64) << 8 | out[starts + _SRC + 1]
+        acks = starts[(src == node) & (out[starts + _OP] == Op.ack) & ((out[starts + _FLAGS] & Flags.ACK_REQ) == 0)]
+        for s in acks.tolist():
+            mid = (int.from_bytes(bytes(out[s + _MSG_ID : s + _MSG_ID + 4]), "big") + 1) & 0xFFFFFFFF
+            out[s + _MSG_ID : s + _MSG_ID + 4] = np.frombuffer(mid.to_bytes(4, "big"), np.uint8)
     return out
 
 
