@@ -32,7 +32,6 @@ took them) and received (kernel timestamps) on one clock, what ``emu calibrate``
 
 from __future__ import annotations
 
-import os
 import tempfile
 import time
 from dataclasses import dataclass
@@ -40,11 +39,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ..codec import FRAME_HEADER_LEN, Flags, Op
+from ..codec import Flags, Op
 from ..codec import capdiff
 from ..codec.batch import HEADER_DTYPE, scan_frames
 from ..codec.layer import MAC_PREFIX
-from ..codec.pcap import CaptureWriter, read_capture
+from ..codec.pcap import CaptureWriter
 from ..errors import ConfigError
 from .rawsock import RawSocket
 
@@ -117,18 +116,11 @@ def _read_whole(path) -> Frames:
 
 def plan(trace, K: int, *, topology: str = "auto", progress: bool = False) -> Plan:
     """Replay ``trace`` and split board K's links into what it receives and what it must answer."""
-    from ..replay.session import replay
+    from .send import replay_capture
 
-    fd, path = tempfile.mkstemp(prefix="mcfemu-golden-", suffix=".pcap")
-    os.close(fd)
-    os.unlink(path)
-    try:
-        res = replay(trace, topology=topology, capture=path, capture_filter=[f"node={K}"], reliable=True,
-                     set=dict(QUIET_TIMERS), snaplen=FRAME_HEADER_LEN, progress=progress)
+    with replay_capture(trace, topology=topology, filters=[f"node={K}"], progress=progress, reliable=True,
+                        set=dict(QUIET_TIMERS)) as (path, res):
         whole = _read_whole(path)
-    finally:
-        if os.path.exists(path):
-            os.unlink(path)
     boards = int(res.summary.get("nodes", 0))
     topo = str(res.summary.get("topology") or topology)
     if not 0 <= K < boards:

@@ -93,15 +93,23 @@ def survey(path) -> Survey:
 @contextmanager
 def trace_capture(trace: str, *, topology: str = "auto", filters=(), progress: bool = False):
     """Replay ``trace`` on the emulator with a headers-only capture; yields the capture's path."""
+    with replay_capture(trace, topology=topology, filters=filters, progress=progress) as (path, _):
+        yield path
+
+
+@contextmanager
+def replay_capture(trace, *, topology: str = "auto", filters=(), progress: bool = False, **options):
+    """Replay ``trace`` with a headers-only capture in a temporary file (``options``: more of
+    ``emu.replay.session.replay``'s); yields (the capture's path, the replay's Result)."""
     from ..replay.session import replay
 
     fd, path = tempfile.mkstemp(prefix="mcfemu-send-", suffix=".pcap")
     os.close(fd)
     os.unlink(path)
     try:
-        replay(trace, topology=topology, capture=path, capture_filter=list(filters), snaplen=FRAME_HEADER_LEN,
-               progress=progress)
-        yield path
+        res = replay(trace, topology=topology, capture=path, capture_filter=list(filters), snaplen=FRAME_HEADER_LEN,
+                     progress=progress, **options)
+        yield path, res
     finally:
         if os.path.exists(path):
             os.unlink(path)
