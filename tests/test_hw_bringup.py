@@ -138,3 +138,17 @@ def test_bringup_writes_one_json_and_one_self_contained_html_report_with_a_verdi
     assert result["check reduce-merge"] == result["check probe"] == result["listen"] == "pass"
     assert "FAIL" in page and page.count('class="fail"') == rep["failed"]
     assert r.stdout.rstrip().splitlines()[-1].startswith("FAIL:")
+
+
+def test_bringup_against_a_silent_port_reports_every_step_failed_and_still_writes_the_report(lab, tmp_path):
+    _, checker = lab.pair()  # nothing serves at the other end: nothing can ever answer, however long we wait
+    r = run(checker.emu("hw", "bringup", checker.iface, "--node", "1", "--report", str(tmp_path / "r"),
+                        "--listen", "10ms", "--frames", "4", "--rates", "10Mbps", "--timeout", "100ms"))
+    assert r.returncode == 1, r.stdout + r.stderr
+    rep = json.loads((tmp_path / "r.json").read_text())
+    result = {s["step"]: s for s in rep["steps"]}
+    assert result["listen"]["result"] == "pass"  # a silent board says nothing wrong
+    assert result["check forward"]["result"] == "fail" and "sent nothing back" in result["check forward"]["summary"]
+    assert result["rate 10Mbps"]["result"] == result["loss"]["result"] == result["golden"]["result"] == "fail"
+    assert "0 of 4 forwarded back, 4 lost" in result["loss"]["summary"]
+    assert (tmp_path / "r.html").is_file()
