@@ -453,6 +453,29 @@ def cases() -> list[Case]:
     add("hw-listen-timeout-exp", ["hw", "listen", "--iface", "lo", "--timeout", "1e999999999s"], ("--timeout",))
     add("hw-send-rate-zero", ["hw", "send", "--iface", "lo", "--pcap", "{material}/ok.pcap", "--rate", "0bps"], ("--rate",))
     add("hw-serve-node-huge", ["hw", "serve", "--iface", "lo", "--node", "1e999999999", "--duration", "1s"], ("--node",))
+    add("hw-send-to-negative", ["hw", "send", "--iface", "lo", "{material}/tiny.json", "--to", "-1"], ("--to",))
+    add("hw-send-to-not-a-number", ["hw", "send", "--iface", "lo", "{material}/tiny.json", "--to", "x"], ("--to",))
+    add("hw-send-to-with-pcap", ["hw", "send", "--iface", "lo", "--pcap", "{material}/ok.pcap", "--to", "1"],
+        ("--to",))
+    add("hw-send-to-with-count", ["hw", "send", "--iface", "lo", "{material}/tiny.json", "--to", "1", "--count",
+                                  "5"], ("--count",))
+    add("hw-send-to-out-not-empty", ["hw", "send", "--iface", "lo", "{material}/tiny.json", "--to", "1", "--out",
+                                     "{in}/d"], ("--out",), _write("d/x", "x"))
+    add("hw-send-to-unknown-iface", ["hw", "send", "--iface", "nosuch0", "{material}/tiny.json", "--to", "1"],
+        ("nosuch0",))
+    add("hw-serve-delay-negative", ["hw", "serve", "--iface", "lo", "--node", "1", "--delay-us", "-5",
+                                    "--duration", "1s"], ("--delay-us",))
+    add("hw-bringup-unknown-iface", ["hw", "bringup", "nosuch0", "--report", "{in}/r"], ("nosuch0",))
+    add("hw-bringup-rates-zero", ["hw", "bringup", "lo", "--rates", "0bps", "--report", "{in}/r"], ("--rates",))
+    add("hw-bringup-report-under-a-file", ["hw", "bringup", "lo", "--report", "{in}/f/r"], ("--report",),
+        _write("f", "x"))
+    add("calibrate-missing-capture", ["calibrate", "{in}/none.pcap", "-o", "{in}/p.toml"], ("none.pcap",))
+    add("calibrate-no-board-frames", ["calibrate", "{material}/ok.pcap", "-o", "{in}/p.toml"], ("ok.pcap",))
+    add("calibrate-garbage-capture", ["calibrate", "{in}/g.pcap", "-o", "{in}/p.toml"], ("g.pcap",),
+        _write("g.pcap", b"\x00" * 100))
+    add("calibrate-output-not-toml", ["calibrate", "{material}/ok.pcap", "-o", "{in}/p.txt"], ("-o",))
+    add("calibrate-node-negative", ["calibrate", "{material}/ok.pcap", "--node", "-2"], ("--node",))
+    add("calibrate-unknown-base", ["calibrate", "{material}/ok.pcap", "--base", "kr26"], ("kr26",))
     add("hw-serve-topology-huge", ["hw", "serve", "--iface", "lo", "--node", "1", "--topology", "full:20000",
                                    "--duration", "1s"], ("topology",))
 

@@ -5,6 +5,7 @@ See docs/hardware.md for bring-up of a KR260 with these commands.
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import signal
@@ -20,6 +21,9 @@ IFACE_HELP = "network interface (in this network namespace), e.g. enp3s0 or a ve
 
 
 def register(subparsers) -> None:
+    from ..hw.bringup import DEFAULT_RATES
+    from ..hw.rehearsal import BROKEN_RULES
+
     p = subparsers.add_parser("hw", epilog="example: emu hw check --iface eth1 --scenario all --node 1", help="send, receive, serve and check MCF frames on a network interface",
                               description="The hardware path: MCF frames on a real interface through a raw "
                                           "layer-2 socket (root or CAP_NET_RAW). See docs/hardware.md.")
@@ -44,6 +48,16 @@ def register(subparsers) -> None:
     s.add_argument("--capture-filter", action="append", default=[], metavar="F",
                    help="with a TRACE: frames to keep, as `emu replay --capture-filter` (into=N: what board N "
                         "receives; link=U-V, link=U>V, node=N, op=NAME, from=T, to=T; repeatable)")
+    s.add_argument("--to", metavar="K",
+                   help="with a TRACE: the golden diff of board K: send exactly the frames K receives in the trace "
+                        "(at the replay's timing unless --rate), collect what the device sends back and diff it "
+                        "against the frames the emulator's NIC sends (exit 1 on any difference)")
+    s.add_argument("--out", metavar="DIR",
+                   help="with --to: keep inbound.pcap, expected.pcap, got.pcap and board.pcap (both directions, "
+                        "for emu calibrate) in DIR")
+    s.add_argument("--timeout", default="2s", help="with --to: how long to wait for the device's frames (default 2s)")
+    s.add_argument("--settle", default="100ms",
+                   help="with --to: how long to keep listening for extra frames (default 100ms)")
     s.add_argument("--json", action="store_true", help="print what was sent as one JSON object")
     s.set_defaults(func=run_send)
 
@@ -86,6 +100,10 @@ def register(subparsers) -> None:
     s.add_argument("--wrong-reduce-op", choices=("max", "sum", "merge"), metavar="OP",
                    help="TEST ONLY: reduce with OP (and stamp it in the result) whatever the frames ask, "
                         "to see `emu hw check` fail")
+    s.add_argument("--delay-us", metavar="US",
+                   help="REHEARSAL: hold every frame the board sends this many microseconds before it leaves "
+                        "(a known latency for `emu calibrate` to find)")
+    s.add_argument("--break-rule", choices=sorted(BROKEN_RULES), help=argparse.SUPPRESS)  # tests: one rule broken
     s.add_argument("--json", action="store_true", help="print the final counters as one JSON object")
     s.set_defaults(func=run_serve)
 
@@ -113,6 +131,25 @@ def register(subparsers) -> None:
     s.add_argument("--seed", help="seed of the scenario's data (default: fresh each run)")
     s.add_argument("--json", action="store_true", help="print the results as a JSON list, one object per scenario")
     s.set_defaults(func=run_check)
+
+    s = sub.add_parser("bringup", epilog="example: emu hw bringup eth1 --node 1 --report bringup",
+                       help="the scripted bring-up plan: listen, every check, a rate ramp, a loss check, a golden diff",
+                       description="Run the bring-up plan of docs/hardware.md on each interface (a port of the "
+                                   "board): listen, every check scenario, a rate ramp of relayed frames (send "
+                                   "--rate), a loss check (unpaced), the golden diff of a small trace; one "
+                                   "JSON and one self-contained HTML report, pass/fail per step. Exit 1 if a "
+                                   "step fails.")
+    s.add_argument("ifaces", nargs="+", metavar="IFACE", help=IFACE_HELP)
+    s.add_argument("--node", default="1", help="the board's id K (default 1)")
+    _board_options(s)
+    s.add_argument("--report", default="bringup", metavar="NAME",
+                   help="write NAME.json and NAME.html (default bringup)")
+    s.add_argument("--listen", default="1s", help="how long to listen before sending anything (default 1s)")
+    s.add_argument("--rates", default=",".join(DEFAULT_RATES), help=f"the rate ramp (default {','.join(DEFAULT_RATES)})")
+    s.add_argument("--frames", default="200", help="frames per rate step and in the loss check (default 200)")
+    s.add_argument("--trace", help="trace for the golden diff (default: a small MARS trace for the topology)")
+    s.add_argument("--timeout", default="2s", help="how long to wait for the board's frames per step (default 2s)")
+    s.set_defaults(func=run_bringup)
 
 
 def _board_options(s) -> None:
@@ -183,6 +220,8 @@ def run_send(args) -> int:
         raise ConfigError(f"--count {args.count}: must be at least 1")
     if args.pcap is None and args.capture_filter and not args.trace:  # pragma: no cover - argparse needs a source
         raise ConfigError("--capture-filter applies to a TRACE")
+    if args.to is not None:
+        return _golden(args, rate)
     sock = RawSocket(args.iface)  # first: a missing interface or permission fails before any work
     stop = _stop_on_sigterm()
     with sock:
@@ -216,6 +255,56 @@ def _send_file(S, sock, path, name, rate, original, count, stop, as_json=False) 
     else:
         print(st.line() + f" on {sock.iface}")
     return 0
+
+
+def _golden(args, rate) -> int:
+    """``emu hw send TRACE --to K``: emu.hw.golden."""
+    import shutil
+    from pathlib import Path
+
+    from ..hw import golden as G
+    from ..hw.rawsock import RawSocket
+
+    if args.pcap or not args.trace:
+        raise ConfigError("--to K takes a TRACE (the frames board K receives in its replay), not --pcap")
+    for flag, given in (("--count", args.count), ("--capture-filter", args.capture_filter),
+                        ("--timing", args.timing)):
+        if given:
+            raise ConfigError(f"--to sends what board K receives in the trace, at the replay's timing; "
+                              f"{flag} does not apply")
+    K = parse_int(args.to, "--to")
+    if K < 0:
+        raise ConfigError(f"--to {args.to}: a board id is 0 or more")
+    timeout, settle = seconds(args.timeout, "--timeout"), seconds(args.settle, "--settle")
+    folder = None
+    if args.out:
+        from ..outputs import check_writable
+
+        folder = Path(args.out)
+        if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+            raise ConfigError(f"--out {args.out}: exists and is not an empty folder")
+        check_writable(folder / "expected.pcap", "--out")
+    sock = RawSocket(args.iface)  # a missing interface or permission fails before the replay
+    with sock:
+        print(f"replaying {args.trace} on the emulator to get board {K}'s frames ...", file=sys.stderr)
+        plan = G.plan(args.trace, K, topology=args.topology, progress=sys.stderr.isatty())
+        work = G.scratch()
+        try:
+            r = G.run(plan, sock, work, rate_bps=rate, timeout=timeout, settle=settle)
+            where = folder if folder is not None else Path()
+            if folder is not None:
+                folder.mkdir(parents=True, exist_ok=True)
+                for f in work.iterdir():
+                    shutil.move(str(f), folder / f.name)
+            r.diff.expected.path, r.diff.got.path = str(where / "expected.pcap"), str(where / "got.pcap")
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+    out = G.as_dict(r)
+    if folder is not None:
+        out["folder"] = str(folder)
+    print(json.dumps(out, indent=2) if args.json else G.render(r, args.iface)
+          + (f"\ncaptures in {folder}/ (frame numbers are Wireshark's in expected.pcap and got.pcap)" if folder else ""))
+    return 0 if G.passed(r.diff) else 1
 
 
 # ---- listen ------------------------------------------------------------------------------------
@@ -266,6 +355,7 @@ def _at_least(value: int, lo: int, what: str) -> int:
 
 def run_serve(args) -> int:
     from ..codec import ReduceOp
+    from ..hw.rehearsal import BROKEN_RULES
     from ..hw.errors import MtuTooSmall
     from ..hw.rawsock import RawSocket
     from ..hw.model import protocol_config
@@ -277,6 +367,13 @@ def run_serve(args) -> int:
                          partial_bytes=_at_least(parse_size(args.max_partial_bytes, "--max-partial-bytes"), 1,
                                                  "--max-partial-bytes"),
                          partial_age_s=seconds(args.partial_timeout, "--partial-timeout"))
+    delay_ns = None
+    if args.delay_us is not None:
+        from ..units import parse_float
+
+        delay_ns = round(parse_float(args.delay_us, "--delay-us") * 1000)
+        if not 0 <= delay_ns <= 10**10:
+            raise ConfigError(f"--delay-us {args.delay_us}: 0..10,000,000 (10 s)")
     sock = RawSocket(args.iface)
     if board.mtu > sock.mtu:
         sock.close()
@@ -289,14 +386,21 @@ def run_serve(args) -> int:
     proto = protocol_config(rto_min_ps=ps(args.rto_min, "--rto-min"), rto_initial_ps=ps(args.rto_initial, "--rto-initial"),
                             max_retries=parse_int(args.max_retries, "--max-retries"),
                             answer_memory=limits.done_messages)
+    wire = sock
+    if delay_ns or args.break_rule:
+        from ..hw.rehearsal import DelayedSocket
+
+        wire = DelayedSocket(sock, delay_ns=delay_ns or 0, rule=args.break_rule, node=board.node)
     warm_up(board, proto)  # the first check's frames are answered at once, not after loading code
-    dev = Device(board, sock, protocol=proto, wrong_reduce_op=wrong, verbose=args.verbose, limits=limits)
+    dev = Device(board, wire, protocol=proto, wrong_reduce_op=wrong, verbose=args.verbose, limits=limits)
     stop = _stop_on_sigterm()
     duration = seconds(args.duration, "--duration") if args.duration else None
     parent = f"parent {board.parent}" if board.parent is not None else "the root"
     print(f"serving node {board.node} of {board.topology} on {args.iface} (mtu {board.mtu}; reduction tree to "
           f"{board.root}: children {board.children() or 'none'}, {parent})"
-          + (f"; FAULT: reducing with {args.wrong_reduce_op}" if wrong is not None else "") + ": ready",
+          + (f"; FAULT: reducing with {args.wrong_reduce_op}" if wrong is not None else "")
+          + (f"; FAULT: {BROKEN_RULES[args.break_rule]}" if args.break_rule else "")
+          + (f"; REHEARSAL: every frame sent {delay_ns / 1000:g} us late" if delay_ns else "") + ": ready",
           file=sys.stderr if args.json else sys.stdout, flush=True)
     with sock:
         try:
@@ -348,3 +452,42 @@ def run_check(args) -> int:
     if args.json:
         print(json.dumps(skipped + results, indent=2, default=str))
     return 1 if failed else 0
+
+
+# ---- bringup -----------------------------------------------------------------------------------
+
+
+def run_bringup(args) -> int:
+    from ..hw import bringup as B
+    from ..hw.rawsock import interface_index
+    from ..outputs import check_writable
+    from ..units import parse_rate
+
+    board = _board(args, parse_int(args.node, "--node"))
+    rates = [r.strip() for r in args.rates.split(",") if r.strip()]
+    if not rates:
+        raise ConfigError(f"--rates {args.rates!r}: expected rates, e.g. 10Mbps,100Mbps,1Gbps")
+    for r in rates:
+        if parse_rate(r, "--rates") <= 0:
+            raise ConfigError(f"--rates {r}: must be positive")
+    frames = parse_int(args.frames, "--frames")
+    if frames < 1:
+        raise ConfigError(f"--frames {args.frames}: must be at least 1")
+    listen_s, timeout = seconds(args.listen, "--listen"), seconds(args.timeout, "--timeout")
+    for iface in args.ifaces:
+        interface_index(iface)  # an unknown interface fails before anything runs
+    json_path, html_path = f"{args.report}.json", f"{args.report}.html"
+    for p in (json_path, html_path):
+        check_writable(p, "--report")
+    trace = None
+    if args.trace:
+        from ..api import load_trace
+
+        trace = load_trace(args.trace)
+    steps = B.plan(args.ifaces, board, listen_s=listen_s, rates=rates, frames=frames, timeout=timeout, trace=trace,
+                   say=lambda text: print(text, flush=True))
+    report = B.as_dict(steps, board)
+    B.write(report, json_path, html_path)
+    print(f"{'PASS' if report['ok'] else 'FAIL'}: {report['passed']} passed, {report['failed']} failed, "
+          f"{report['skipped']} skipped; report {json_path} and {html_path}")
+    return 0 if report["ok"] else 1

@@ -480,7 +480,8 @@ def run(scenario: Scenario, sock: RawSocket, *, timeout: float = 2.0, settle: fl
         nonlocal probes
         while True:
             now = time.monotonic()
-            if now >= until or (stop_when_done and _all_matched(scenario.expected, got, K)):
+            if now >= until or (stop_when_done and (_all_matched(scenario.expected, got, K)
+                                                    or proves_wrong(scenario.expected, got, K, rtol=rtol, atol=atol))):
                 return
             buf, offsets, _ = sock.recv(timeout=min(0.05, until - now))
             if len(offsets) == 1:
@@ -559,6 +560,19 @@ def _all_matched(expected: list[Expect], got: list[Got], K: int) -> bool:
             return False
         keys.remove(k)
     return True
+
+
+def proves_wrong(expected: list[Expect], got: list[Got], K: int, *, rtol: float, atol: float) -> bool:
+    """A received frame already makes the run fail: no expected frame has its key (op, message,
+    fragment), or the one that has differs from it. Waiting longer cannot make it pass."""
+    free = list(range(len(expected)))
+    for g in got:
+        k = _key(g.header, g.payload, K)
+        i = next((i for i in free if _key(expected[i].header, expected[i].payload, K) == k), None)
+        if i is None or "_malformed" in g.header or diff_frame(expected[i], g, K, rtol=rtol, atol=atol):
+            return True
+        free.remove(i)
+    return False
 
 
 def _answer(sock, row, K) -> None:

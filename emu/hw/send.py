@@ -93,15 +93,23 @@ def survey(path) -> Survey:
 @contextmanager
 def trace_capture(trace: str, *, topology: str = "auto", filters=(), progress: bool = False):
     """Replay ``trace`` on the emulator with a headers-only capture; yields the capture's path."""
+    with replay_capture(trace, topology=topology, filters=filters, progress=progress) as (path, _):
+        yield path
+
+
+@contextmanager
+def replay_capture(trace, *, topology: str = "auto", filters=(), progress: bool = False, **options):
+    """Replay ``trace`` with a headers-only capture in a temporary file (``options``: more of
+    ``emu.replay.session.replay``'s); yields (the capture's path, the replay's Result)."""
     from ..replay.session import replay
 
     fd, path = tempfile.mkstemp(prefix="mcfemu-send-", suffix=".pcap")
     os.close(fd)
     os.unlink(path)
     try:
-        replay(trace, topology=topology, capture=path, capture_filter=list(filters), snaplen=FRAME_HEADER_LEN,
-               progress=progress)
-        yield path
+        res = replay(trace, topology=topology, capture=path, capture_filter=list(filters), snaplen=FRAME_HEADER_LEN,
+                     progress=progress, **options)
+        yield path, res
     finally:
         if os.path.exists(path):
             os.unlink(path)
@@ -141,8 +149,10 @@ def check_mtu(sock: RawSocket, sv: Survey, where: str) -> None:
 
 
 def send(sock: RawSocket, path, *, rate_bps: int | None = None, original: bool = False, count: int | None = None,
-         frames_in_source: int | None = None, stop=None) -> SendStats:
-    """Send the capture's frames (all, or ``count``, cycling) paced by ``rate_bps`` or the original timing."""
+         frames_in_source: int | None = None, stop=None, sent_ns: np.ndarray | None = None) -> SendStats:
+    """Send the capture's frames (all, or ``count``, cycling) paced by ``rate_bps`` or the original timing.
+    ``sent_ns``: an array of one slot per frame sent, filled with the wall-clock ns (``time.time_ns``,
+    the clock of received frames' kernel timestamps) when the socket took each frame."""
     st = SendStats()
     t0 = time.perf_counter_ns()
     base = 0          # schedule time (ns from t0) of the current pass's first frame
@@ -174,7 +184,7 @@ def send(sock: RawSocket, path, *, rate_bps: int | None = None, original: bool =
                 prev_pass_span = int(ts[-1] - pass_first_ts)
             else:
                 due = None
-            _paced(sock, buf, offsets, due, t0, st, stop)
+            _paced(sock, buf, offsets, due, t0, st, stop, sent_ns)
             sent += n
             if stop is not None and stop():
                 total = sent
@@ -196,10 +206,12 @@ def send(sock: RawSocket, path, *, rate_bps: int | None = None, original: bool =
     return st
 
 
-def _paced(sock: RawSocket, buf, offsets, due, t0: int, st: SendStats, stop) -> None:
+def _paced(sock: RawSocket, buf, offsets, due, t0: int, st: SendStats, stop, sent_ns=None) -> None:
     n = len(offsets) - 1
     if due is None:
         sock.send(buf, offsets, 0, n)
+        if sent_ns is not None:
+            sent_ns[st.frames : st.frames + n] = time.time_ns()
         st.frames += n
         st.bytes += int(offsets[n] - offsets[0])
         return
@@ -209,6 +221,8 @@ def _paced(sock: RawSocket, buf, offsets, due, t0: int, st: SendStats, stop) -> 
         k = int(np.searchsorted(due, now, side="right"))
         if k > i:
             sock.send(buf, offsets, i, k)
+            if sent_ns is not None:
+                sent_ns[st.frames : st.frames + k - i] = time.time_ns()
             st.frames += k - i
             st.bytes += int(offsets[k] - offsets[i])
             st.scheduled_ns = int(due[k - 1])

@@ -1,0 +1,58 @@
+"""The golden diff's plan (emu.hw.golden.plan): what board K is sent and what it must send back, from the
+emulator's own replay of a trace (no sockets: the live runs are in test_hw_bringup.py)."""
+
+import pytest
+
+from emu.api import trace
+from emu.codec import Flags, Op
+from emu.codec.batch import scan_frames
+from emu.errors import ConfigError
+from emu.hw import golden as G
+
+@pytest.fixture(scope="module")
+def small():
+    return trace("mars", seq=512, nodes=4, chunk=256, set=["model.layers=1"])
+
+def rows(f):
+    h, codes, _, raw = scan_frames(f.buf, f.offsets)
+    assert not codes.any()
+    return h, raw
+
+def test_board_k_is_sent_its_inbound_frames_and_must_return_forwards_and_acks_once_each(small):
+    p = G.plan(small, 1, topology="ring:4")
+    assert p.topology == "ring4" and len(p.inbound) and len(p.expected) and p.skipped_own
+    h, raw = rows(p.inbound)
+    assert (raw[:, 0:6] == G.board_mac(1)).all()           # addressed to board 1 (the hop's receiver)
+    assert not (raw[:, 6:12] == G.board_mac(1)).all(axis=1).any()
+    assert set(h["src_node"].tolist()) - {1}                # other boards' frames, relayed or not
+    e, eraw = rows(p.expected)
+    assert (eraw[:, 6:12] == G.board_mac(1)).all()          # what board 1 transmits
+    mine = e["src_node"] == 1
+    assert mine.any() and (~mine).any()                      # its acks, and copies it forwards
+    assert set(e["op"][mine].tolist()) <= {int(Op.ack), int(Op.nack)}
+    assert not (e["flags"][mine] & Flags.ACK_REQ).any()      # its own probes are not answers
+    names = list(zip(*(e[k].tolist() for k in ("op", "src_node", "msg_id", "frag_idx"))))
+    assert len(names) == len(set(names))                     # once per name: one interface is every port
+    header_only = (e["pay_len"] == 0)
+    assert header_only.any() and not (e["flags"][header_only] & Flags.SYNTH).any()
+    # a forwarded copy left with one hop less than it came in
+    inn = {n: int(t) for n, t in zip(zip(*(h[k].tolist() for k in ("op", "src_node", "msg_id", "frag_idx"))),
+                                       h["ttl"].tolist())}
+    for n, ttl, own in zip(names, e["ttl"].tolist(), mine.tolist()):
+        if not own:
+            assert ttl == inn[n] - 1
+
+def test_a_board_outside_the_trace_is_refused(small):
+    with pytest.raises(ConfigError, match="--to 7: the trace has boards 0..3"):
+        G.plan(small, 7, topology="ring:4")
+
+def test_the_verdict_judges_missing_extra_and_differing_frames_not_order():
+    from emu.codec import capdiff
+
+    d = capdiff.Diff(None, None)
+    d.reordered = [3]
+    assert G.passed(d) and not d.ok
+    for what in ("missing", "extra", "differing"):
+        d = capdiff.Diff(None, None)
+        getattr(d, what).append((0, 0, "ttl", 1, 2) if what == "differing" else 0)
+        assert not G.passed(d)
