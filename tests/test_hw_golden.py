@@ -56,3 +56,18 @@ def test_the_verdict_judges_missing_extra_and_differing_frames_not_order():
         d = capdiff.Diff(None, None)
         getattr(d, what).append((0, 0, "ttl", 1, 2) if what == "differing" else 0)
         assert not G.passed(d)
+
+def test_a_failed_run_says_what_its_numbers_most_often_mean():
+    from types import SimpleNamespace as NS
+
+    from emu.codec import capdiff
+
+    def run(expected, got, missing):
+        d = capdiff.Diff(None, None)
+        d.missing = list(range(missing))
+        return NS(plan=NS(expected=[0] * expected), got=[0] * got, diff=d)
+
+    assert "reset it (restart serve)" in G.hint(run(840, 0, 840))         # a board that remembers the trace
+    assert "--rate" in G.hint(run(11_774, 6_474, 5_563))                   # a board behind the replay's pace
+    assert G.hint(run(840, 839, 1)) == ""                                  # one frame: the diff says enough
+    assert G.hint(run(840, 840, 0)) == ""                                  # a pass needs no hint

@@ -239,7 +239,22 @@ def render(r: Run, iface: str) -> str:
     moved = f" ({len(r.diff.reordered):,} in another order: reported, not judged)" if r.diff.reordered else ""
     verdict = ("PASS: every expected frame came back, field for field" + moved if passed(r.diff) else
                "FAIL: the board's frames differ from the emulator's NIC (frames above)")
-    return head + "\n" + capdiff.render(r.diff) + "\n" + verdict
+    return head + "\n" + capdiff.render(r.diff) + "\n" + verdict + hint(r)
+
+
+def hint(r: Run) -> str:
+    """What a failed run most often means, when its numbers say so: a board that answered
+    nothing still remembers the trace's messages from an earlier run (a NIC drops a repeat of
+    a message it delivered), and one that answered part fell behind the replay's pace."""
+    if passed(r.diff) or not r.plan.expected:
+        return ""
+    if not r.got:
+        return ("\nhint: the board sent nothing back; a board that already received this trace drops its "
+                "messages as repeats: reset it (restart serve) before each golden run")
+    if len(r.diff.missing) > len(r.plan.expected) // 10:
+        return (f"\nhint: {len(r.diff.missing):,} of {len(r.plan.expected):,} expected frames missing: if the board "
+                "cannot keep the replay's pace, pace the run with --rate (e.g. --rate 100Mbps)")
+    return ""
 
 
 def scratch() -> Path:
