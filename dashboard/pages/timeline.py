@@ -55,7 +55,7 @@ def _num(v):
 
 
 def detail(run, op: int):
-    d = D.op_details(run.ops(), op)
+    d = D.op_details(run.table("ops.parquet"), op)  # the whole table: the op's dependencies too
     if d is None:
         return html.Div(f"op {op} is not in {run.key}", className="muted")
 
