@@ -297,7 +297,7 @@ def topology_figure(topo: dict | None, totals, selected: int | None = None, titl
                           yaxis=dict(visible=False, scaleanchor="x", scaleratio=1),
                           margin=dict(l=10, r=10, t=48 if title else 10, b=10), clickmode="event",
                           hovermode="closest", plot_bgcolor="#fbfbfd")
-    return _plain(traces, layout)
+    return plain_figure(traces, layout)
 
 
 def link_heatmap(m: D.LinkMatrix, title: str | None = None, max_rows: int = 256, zmax: float | None = None,
@@ -320,7 +320,7 @@ def link_heatmap(m: D.LinkMatrix, title: str | None = None, max_rows: int = 256,
                           max(360, min(900, 14 * len(rows) + 120)), xaxis=_time_axis(x_range),
                           yaxis=dict(title=dict(text="link direction"), autorange="reversed", type="category",
                                      tickfont=dict(size=9)))
-    return _plain([trace], layout)
+    return plain_figure([trace], layout)
 
 
 SUBPLOT_TITLES = ("utilization", "largest queue backlog a frame found", "frames lost on the wire")
@@ -388,7 +388,7 @@ def memory_heatmap(x, z, title: str | None = None, zmax: float | None = None, x_
     layout = _base_layout(title or "KV memory per node (click a row to show that node above)",
                           max(260, min(640, 22 * z.shape[0] + 110)),
                           yaxis=dict(autorange="reversed", type="category"), xaxis=_time_axis(x_range))
-    return _plain([trace], layout)
+    return plain_figure([trace], layout)
 
 
 def _time_axis(x_range=None) -> dict:
@@ -463,7 +463,7 @@ def replica_figure(mid, mean, mx, spans, ttft: float | None, schedule: dict | No
                            **right))
     if isinstance(r, list) and len(r) <= 24:
         layout["xaxis2"]["dtick"] = 1
-    return _plain(traces, layout)
+    return plain_figure(traces, layout)
 
 
 # ------------------------------------------------------------------------------ timeline
@@ -540,7 +540,7 @@ def timeline_figure(segs, ttft=None, title: str | None = None, names=None) -> go
     t0, t1 = min(sg.t0 for sg in segs), max(sg.t1 for sg in segs)
     fig.update_xaxes(range=[t0, t1])
     fig.update_xaxes(title="simulated time (s)", row=k, col=1)
-    fig = _plain(traces, fig.layout.to_plotly_json())
+    fig = plain_figure(traces, fig.layout.to_plotly_json())
     h = max(360, min(1800, sum(16 * n + 40 for n in lanes_n) + 120))
     exact = all(sg.exact for sg in segs)
     how = ("every op as it ran" if exact else
@@ -628,7 +628,7 @@ def _detail_layout(title: str) -> go.Figure:
 def _detail_figure(traces: list[dict], title: str, notes=()) -> go.Figure:
     layout = _layout_of("link detail", _detail_layout, title)
     layout["annotations"] += list(notes)
-    return _plain(traces, layout)
+    return plain_figure(traces, layout)
 
 
 _LAYOUTS: dict = {}
@@ -637,7 +637,7 @@ _LAYOUTS: dict = {}
 def _layout_of(name: str, make, title: str | None) -> dict:
     """A copy of the layout ``make(title)`` lays out (subplots, axes, legend), made by plotly once
     per process, titled ``title``: make_subplots and its updates took most of a figure's time.
-    Without its template: ``_plain`` sets that."""
+    Without its template: ``plain_figure`` sets that."""
     key = (name, bool(title))
     if key not in _LAYOUTS:
         layout = make("-" if title else None).layout.to_plotly_json()
@@ -649,7 +649,7 @@ def _layout_of(name: str, make, title: str | None) -> dict:
     return layout
 
 
-def _plain(traces: list[dict], layout: dict) -> go.Figure:
+def plain_figure(traces: list[dict], layout: dict) -> go.Figure:
     """A figure of traces and a layout made of plain values here (lists, arrays, numbers, escaped
     text; each trace naming its axes), unvalidated: plotly's checks of every value took a third
     to a half of a page's time."""
@@ -674,7 +674,7 @@ def memory_node_compare(items, node: int, title: str | None = None) -> go.Figure
     layout = _base_layout(title or f"KV memory of node {node} in each run (dashed: its owner-only share at the end)", 420,
                           yaxis=dict(title=dict(text="KV memory (MiB)"), rangemode="tozero"), xaxis=_time_axis(),
                           margin=dict(t=80), legend=dict(y=1.03))
-    return _plain(traces, layout)
+    return plain_figure(traces, layout)
 
 
 def memory_per_node_figure(items, title: str | None = None) -> go.Figure:
@@ -697,7 +697,7 @@ def memory_per_node_figure(items, title: str | None = None) -> go.Figure:
     layout = _base_layout(title or "Peak KV memory per node in each run against the owner-only layout", 400,
                           barmode="group", bargap=0.25, xaxis=dict(title=dict(text="node"), dtick=1),
                           yaxis=dict(title=dict(text="KV memory (MiB)"), rangemode="tozero"))
-    return _plain(traces, layout)
+    return plain_figure(traces, layout)
 
 
 def replica_compare(items, title: str | None = None) -> go.Figure:
@@ -711,4 +711,4 @@ def replica_compare(items, title: str | None = None) -> go.Figure:
                            hovertemplate="t %{x:.4f} s<br>%{y:.2f} copies per block<extra>" + name + "</extra>"))
     layout = _base_layout(title or "Average copies per block over time in each run (prefill)", 380,
                           yaxis=dict(title=dict(text="copies per block"), rangemode="tozero"), xaxis=_time_axis())
-    return _plain(traces, layout)
+    return plain_figure(traces, layout)

@@ -21,7 +21,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import pyarrow.parquet as pq
 
-from .figures import FONT, scheme_color
+from .figures import FONT, plain_figure, scheme_color
 
 NEEDED = ("scheme", "ttft_s", "wire_bytes")
 AXES = (("nodes", "nodes"), ("seq", "prompt length (tokens)"), ("chunk", "chunk size (tokens)"))
@@ -222,20 +222,6 @@ def sweep_axes(df: pd.DataFrame, axes: list[str] | None = None, params: list[str
     return [(x, t) for x, t in AXES if lines.get(x, {}).get("ttft_s")]
 
 
-def _template() -> dict:
-    """plotly_white as the figure's own layout.template, made once: naming it per figure had
-    plotly copy and validate the whole template each time (half the Sweep page's time)."""
-    global _TEMPLATE
-    if _TEMPLATE is None:
-        import plotly.io as pio
-
-        _TEMPLATE = pio.templates["plotly_white"].to_plotly_json()
-    return _TEMPLATE
-
-
-_TEMPLATE = None
-
-
 def sweep_figure(df: pd.DataFrame, metric: str, x: str, axes: list[str] | None = None, title: str | None = None,
                  params: list[str] | None = None, lines: list | None = None) -> go.Figure:
     """``metric`` against ``x``: one line per scheme and setting of the other parameters
@@ -261,14 +247,14 @@ def sweep_figure(df: pd.DataFrame, metric: str, x: str, axes: list[str] | None =
         xaxis["type"] = "log"
     if 0 < len(vals) <= 12:
         xaxis["tickvals"] = [v.item() if hasattr(v, "item") else v for v in vals]
-    layout = dict(template=_template(), font=FONT, height=430, title=dict(text=title, x=0.01, font=dict(size=15)),
+    layout = dict(font=FONT, height=430, title=dict(text=title, x=0.01, font=dict(size=15)),
                   margin=dict(l=60, r=20, t=50, b=40), hoverlabel=dict(namelength=-1),
                   legend=dict(orientation="h", yanchor="top", y=-0.2, x=0, font=dict(size=11)), xaxis=xaxis,
                   yaxis=dict(title=dict(text="TTFT (s)" if metric == "ttft_s" else "GiB"), rangemode="tozero"))
     if not lines:
         layout["annotations"] = [dict(text=f"no slice of this dataset varies {x} alone", x=0.5, y=0.5, xref="paper",
                                       yref="paper", showarrow=False)]
-    return go.Figure(data=data, layout=layout, _validate=False)
+    return plain_figure(data, layout)
 
 
 def apply_filters(df: pd.DataFrame, values: dict) -> pd.DataFrame:
