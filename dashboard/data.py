@@ -39,11 +39,20 @@ class LRU:
         self._lock = threading.Lock()
 
     def get(self, key, make):
+        value = self.find(key)
+        if value is None:
+            value = self.put(key, make())  # made outside the lock: two threads may both make it, alike
+        return value
+
+    def find(self, key):
+        """The value kept for ``key``, or None."""
         with self._lock:
             if key in self._d:
                 self._d.move_to_end(key)
                 return self._d[key]
-        value = make()  # outside the lock: two threads may both build; the result is the same
+        return None
+
+    def put(self, key, value):
         with self._lock:
             self._d[key] = value
             self._d.move_to_end(key)
@@ -52,9 +61,12 @@ class LRU:
         return value
 
 
-_FILES = LRU(24)  # loaded tables, keyed by (folder, file name, columns or None: all)
+_FILES = LRU(24)  # whole tables and JSON files, keyed by (folder, file name)
+_COLUMNS = LRU(24 * 12)  # table columns, keyed by (folder, file name, column)
 OPS_COLUMNS = tuple(_reader.TABLES["ops.parquet"])
 SPAN_COLUMNS = ("kind", "stage", "node", "chunk", "start_s", "end_s")  # what chunk_spans reads
+# what the timeline reads (an op's id is its row: emu.reader checks op is 0, 1, 2, ...)
+TIMELINE_COLUMNS = ("kind", "node", "src", "start_s", "end_s", "chunk", "layer", "bytes")
 
 
 @dataclass
@@ -81,15 +93,19 @@ class Run:
         return self.path / name
 
     def table(self, name: str, columns: tuple | None = None) -> pd.DataFrame:
-        """A parquet file of the folder (or only ``columns`` of it), validated against its
-        columns; cached."""
+        """A parquet file of the folder, validated against its columns; cached. With
+        ``columns``, only those the file has, each read (and checked) once whichever view
+        asks: a view reads what it draws, and the next finds what the last one read."""
         if self.error:
             raise ResultsError(self.error)
-
-        def load():
-            return _reader.ResultsFolder(self.path, self.key).table(name, columns)
-
-        return _FILES.get((str(self.path), name, columns), load)
+        if columns is None:
+            return _FILES.get((str(self.path), name), lambda: _reader.ResultsFolder(self.path, self.key).table(name))
+        got = {c: _COLUMNS.find((str(self.path), name, c)) for c in columns}
+        missing = [c for c, v in got.items() if v is None]
+        if missing:
+            df = _reader.ResultsFolder(self.path, self.key).table(name, missing)
+            got.update({c: _COLUMNS.put((str(self.path), name, c), df[c]) for c in df.columns})
+        return pd.DataFrame({c: v for c, v in got.items() if v is not None}, copy=False)
 
     def ops(self, columns: tuple | None = None) -> pd.DataFrame:
         """ops.parquet's documented columns (or ``columns``): every view but an op's details
@@ -451,7 +467,9 @@ def timeline_segments(ops: pd.DataFrame, n_nodes: int, lo: float | None = None, 
     if len(s) <= exact_below:
         names, index = kind_names(ops)
         kinds = names[index[keep]]
-        chunk, layer, opid, nbytes = (ops[c].to_numpy()[keep] for c in ("chunk", "layer", "op", "bytes"))
+        chunk, layer, nbytes = (ops[c].to_numpy()[keep] for c in ("chunk", "layer", "bytes"))
+        # an op's id: its row, which emu.reader checks the op column says (0, 1, 2, ...)
+        opid = ops["op"].to_numpy()[keep] if "op" in ops.columns else keep
         t_true0, t_true1 = t_s[keep], t_e[keep]
         bars = []
         for c in cats:
