@@ -7,8 +7,8 @@ first, so this is the check that the suite holds on a loaded machine (CI's 2 cor
 Which module: the one with the largest total in a whole run's durations (``MEASURED``, from
 ``pytest --durations=0`` over the suite; README, Tests), test_install.py. It installs the
 package into a fresh venv and replays a shipped trace there, which compiles the engine cold:
-the suite's longest single wait, a subprocess that must not be cut short. Throttled it takes
-several minutes (its CPU time at half a core) and runs a second time in a whole run; it is
+the suite's longest single wait, a subprocess that must not be cut short. Throttled it took
+818 s here (load 5-8; 477 s unthrottled at load 5) and runs a second time in a whole run; it is
 still worth it, being the only test of the suite's own robustness, and the slowest module is
 where a wait sized to the machine fails first. test_bad_input.py is the slowest module run
 alone (it pays the replay warm-up that a whole run shares); EMU_THROTTLED_MODULE runs it or
