@@ -1,7 +1,11 @@
 """Server time of each dashboard page: the layout callback Dash runs when a page is opened
 (and the Sweep page's filter callbacks), first call (tables read from disk) and the median of
 ``--repeats`` more, over two results folders and a sweep of 16 points (MARS and Ring x 4 node
-counts x 2 prompts). Goal (issue 28): every page under 0.5 s (the Sweep page took 3.24 s).
+counts x 2 prompts). Goal (issue 28): every page under 0.5 s, its first call too (the Sweep
+page took 3.24 s; the first Memory page 2.5 s). The app is made as ``emu dashboard`` makes it
+(``create_app``, which pays a process's one-time costs before the server answers), so a first
+call is what the first user to open that page waits. Wall time is what a user sees; the CPU
+time of the call and the load average say how much of it other jobs on the machine took.
 
     emu replay mars_16k --out /tmp/res/mars_16k; emu replay ring_16k --out /tmp/res/ring_16k   # once
     python benchmarks/dashboard_pages.py /tmp/res/mars_16k /tmp/res/ring_16k [--repeats 5] [--json]
@@ -11,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -70,24 +75,27 @@ def main() -> int:
         try:
             with app.server.test_request_context():
                 for name, call in calls.items():
-                    t0 = time.perf_counter()
+                    t0, c0 = time.perf_counter(), time.process_time()
                     call()
-                    first = time.perf_counter() - t0
+                    first, first_cpu = time.perf_counter() - t0, time.process_time() - c0
                     again = []
                     for _ in range(a.repeats):
                         t0 = time.perf_counter()
                         call()
                         again.append(time.perf_counter() - t0)
-                    fig[name] = {"first_s": round(first, 3), "median_s": round(statistics.median(again), 3)}
+                    fig[name] = {"first_s": round(first, 3), "first_cpu_s": round(first_cpu, 3),
+                                 "median_s": round(statistics.median(again), 3)}
         finally:
             st.close()
-    worst = max(max(v.values()) for v in fig.values())
+    worst = max(max(v["first_s"], v["median_s"]) for v in fig.values())
+    load = round(os.getloadavg()[0], 1)
     if a.json:
-        print(json.dumps({"pages": fig, "worst_s": worst, "goal_s": 0.5}, indent=2))
+        print(json.dumps({"pages": fig, "worst_s": worst, "goal_s": 0.5, "load_average": load, "cores": os.cpu_count()},
+                         indent=2))
     else:
         for name, v in fig.items():
-            print(f"{name:12s} first {v['first_s']:.3f} s  median {v['median_s']:.3f} s")
-        print(f"worst {worst:.3f} s (goal 0.5 s)")
+            print(f"{name:12s} first {v['first_s']:.3f} s (cpu {v['first_cpu_s']:.3f} s)  median {v['median_s']:.3f} s")
+        print(f"worst {worst:.3f} s (goal 0.5 s); load average {load} on {os.cpu_count()} cores")
     return 0
 
 

@@ -16,6 +16,7 @@ import dash
 from dash import ALL, Dash, Input, Output, State, dcc, html, no_update
 from werkzeug.exceptions import BadRequest
 
+from . import warm
 from .pages import PAGES
 from .state import AppState, Config, current
 from .ui import ANY, CLICKS, KEYS, PATHNAME, SEARCH, checked
@@ -33,6 +34,7 @@ NAV_HREFS = """function(sel, paths) { const q = (sel && sel.length) ? '?runs=' +
 
 def create_app(cfg: Config) -> tuple[Dash, AppState]:
     st = AppState(cfg)
+    warm.warm()  # a process's one-time costs, here rather than on the first page a user opens
     app = Dash(__name__, title="mcf-emu dashboard", suppress_callback_exceptions=True, update_title=None,
                use_pages=True, pages_folder="", assets_folder=str(ASSETS), serve_locally=True,
                routing_callback_inputs={"sel": State("sel", "data")})

@@ -39,11 +39,20 @@ class LRU:
         self._lock = threading.Lock()
 
     def get(self, key, make):
+        value = self.find(key)
+        if value is None:
+            value = self.put(key, make())  # made outside the lock: two threads may both make it, alike
+        return value
+
+    def find(self, key):
+        """The value kept for ``key``, or None."""
         with self._lock:
             if key in self._d:
                 self._d.move_to_end(key)
                 return self._d[key]
-        value = make()  # outside the lock: two threads may both build; the result is the same
+        return None
+
+    def put(self, key, value):
         with self._lock:
             self._d[key] = value
             self._d.move_to_end(key)
@@ -52,7 +61,12 @@ class LRU:
         return value
 
 
-_FILES = LRU(24)  # loaded tables, keyed by (folder, file name)
+_FILES = LRU(24)  # whole tables and JSON files, keyed by (folder, file name)
+_COLUMNS = LRU(24 * 12)  # table columns, keyed by (folder, file name, column)
+OPS_COLUMNS = tuple(_reader.TABLES["ops.parquet"])
+SPAN_COLUMNS = ("kind", "stage", "node", "chunk", "start_s", "end_s")  # what chunk_spans reads
+# what the timeline reads (an op's id is its row: emu.reader checks op is 0, 1, 2, ...)
+TIMELINE_COLUMNS = ("kind", "node", "src", "start_s", "end_s", "chunk", "layer", "bytes")
 
 
 @dataclass
@@ -78,18 +92,25 @@ class Run:
     def _file(self, name: str) -> Path:
         return self.path / name
 
-    def table(self, name: str) -> pd.DataFrame:
-        """A parquet file of the folder, validated against its columns; cached."""
+    def table(self, name: str, columns: tuple | None = None) -> pd.DataFrame:
+        """A parquet file of the folder, validated against its columns; cached. With
+        ``columns``, only those the file has, each read (and checked) once whichever view
+        asks: a view reads what it draws, and the next finds what the last one read."""
         if self.error:
             raise ResultsError(self.error)
+        if columns is None:
+            return _FILES.get((str(self.path), name), lambda: _reader.ResultsFolder(self.path, self.key).table(name))
+        got = {c: _COLUMNS.find((str(self.path), name, c)) for c in columns}
+        missing = [c for c, v in got.items() if v is None]
+        if missing:
+            df = _reader.ResultsFolder(self.path, self.key).table(name, missing)
+            got.update({c: _COLUMNS.put((str(self.path), name, c), df[c]) for c in df.columns})
+        return pd.DataFrame({c: v for c, v in got.items() if v is not None}, copy=False)
 
-        def load():
-            return _reader.ResultsFolder(self.path, self.key).table(name)
-
-        return _FILES.get((str(self.path), name), load)
-
-    def ops(self) -> pd.DataFrame:
-        return self.table("ops.parquet")
+    def ops(self, columns: tuple | None = None) -> pd.DataFrame:
+        """ops.parquet's documented columns (or ``columns``): every view but an op's details
+        (``op_details``) needs no per-op dependency lists, which take most of the time to read."""
+        return self.table("ops.parquet", columns or OPS_COLUMNS)
 
     def links(self) -> pd.DataFrame:
         return self.table("links.parquet")
@@ -358,16 +379,36 @@ CATEGORY_ORDER = ["qkv", "attn", "mlp", "lm head", "decode", "send", "reduce", "
 COMM_CATS = ["send", "reduce", "all-to-all", "drain / invalidate"]
 
 
+def _category(kind: str) -> str:
+    return COMPUTE_KINDS.get(kind) or COMM_KINDS.get(kind) or ("decode" if kind.startswith("decode_") else kind)
+
+
+def kind_names(ops: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """(names, index): each op's kind is ``names[index]``. From the categories of a categorical
+    column (emu replay writes one), else the distinct texts: a name per kind, not per op."""
+    kind = ops["kind"]
+    if isinstance(kind.dtype, pd.CategoricalDtype):
+        names = [str(c) for c in kind.cat.categories] + ["nan"]  # code -1 (a missing kind) picks "nan"
+        return np.array(names, dtype=object), kind.cat.codes.to_numpy()
+    names, index = np.unique(kind.astype(str).to_numpy(dtype=object), return_inverse=True)
+    return names.astype(object), index
+
+
+def _lanes(ops: pd.DataFrame):
+    """(category of each distinct kind, each op's index into those, lane node, lane kind 0
+    compute / 1 NIC): per kind, not per op, what categorize gives."""
+    names, index = kind_names(ops)
+    cats = np.array([_category(k) for k in names], dtype=object)
+    comm = np.isin(cats, COMM_CATS)[index]
+    node = ops["node"].to_numpy()
+    lane_node = np.where(comm & (node < 0), ops["src"].to_numpy(), node)
+    return cats, index, lane_node, comm.astype(np.int64)
+
+
 def categorize(ops: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(category, lane node, lane kind 0 compute / 1 NIC) for each op."""
-    kind = ops["kind"].astype(str).to_numpy()
-    cat = np.array([COMPUTE_KINDS.get(k) or COMM_KINDS.get(k) or ("decode" if k.startswith("decode_") else k)
-                    for k in kind], dtype=object)
-    comm = np.isin(cat, COMM_CATS)
-    node = ops["node"].to_numpy()
-    src = ops["src"].to_numpy()
-    lane_node = np.where(comm & (node < 0), src, node)
-    return cat, lane_node, comm.astype(np.int64)
+    cats, index, lane_node, comm = _lanes(ops)
+    return cats[index], lane_node, comm
 
 
 def lane_names(n_nodes: int) -> list[str]:
@@ -411,22 +452,25 @@ def timeline_segments(ops: pd.DataFrame, n_nodes: int, lo: float | None = None, 
     hi = t_all1 if hi is None else min(float(hi), t_all1)
     if not hi > lo:
         hi = lo + 1e-9
-    vis = ran & (t_e >= lo) & (t_s <= hi)
-    sub = ops[vis]
-    s, e = np.maximum(t_s[vis], lo), np.minimum(t_e[vis], hi)
-    cat, lane_node, comm = categorize(sub)
+    kind_cat, kind, lane_node, comm = _lanes(ops)
     lane = np.where(lane_node >= 0, lane_node * 2 + comm, -1)
-    ok = (lane >= 0) & (lane < 2 * n_nodes)
-    cat, lane, s, e, sub = cat[ok], lane[ok], s[ok], e[ok], sub[ok]
-    present = set(cat.tolist())
+    # the ops in view, by row number (a DataFrame cut per window copied every column)
+    keep = np.flatnonzero(ran & (t_e >= lo) & (t_s <= hi) & (lane >= 0) & (lane < 2 * n_nodes))
+    kind, lane = kind[keep], lane[keep]
+    cat = kind_cat[kind]
+    s, e = np.maximum(t_s[keep], lo), np.minimum(t_e[keep], hi)
+    present = set(kind_cat[np.unique(kind)].tolist())
     cats = [c for c in CATEGORY_ORDER if c in present] + sorted(present - set(CATEGORY_ORDER))
     n_lanes = 2 * n_nodes
     lanes = lane_names(n_nodes)
     min_w = (hi - lo) / 1500  # make instant ops at least about a pixel wide
     if len(s) <= exact_below:
-        kinds = sub["kind"].astype(str).to_numpy()
-        chunk, layer, opid, nbytes = (sub[c].to_numpy() for c in ("chunk", "layer", "op", "bytes"))
-        t_true0, t_true1 = sub["start_s"].to_numpy(float), sub["end_s"].to_numpy(float)
+        names, index = kind_names(ops)
+        kinds = names[index[keep]]
+        chunk, layer, nbytes = (ops[c].to_numpy()[keep] for c in ("chunk", "layer", "bytes"))
+        # an op's id: its row, which emu.reader checks the op column says (0, 1, 2, ...)
+        opid = ops["op"].to_numpy()[keep] if "op" in ops.columns else keep
+        t_true0, t_true1 = t_s[keep], t_e[keep]
         bars = []
         for c in cats:
             m = np.flatnonzero(cat == c)
@@ -438,7 +482,7 @@ def timeline_segments(ops: pd.DataFrame, n_nodes: int, lo: float | None = None, 
                              "op": opid[m].astype(int).tolist()}))
         return Segments(bars, [], lanes, int(len(s)), int(len(s)), lo, hi, exact=True)
     ci = {c: i for i, c in enumerate(cats)}
-    cat_i = np.array([ci[c] for c in cat.tolist()], np.int64)
+    cat_i = np.array([ci.get(c, -1) for c in kind_cat.tolist()], np.int64)[kind]  # per kind, then per op
     nc = len(cats)
     while True:
         w = (hi - lo) / px
@@ -536,18 +580,22 @@ def memory_matrix(nodes: pd.DataFrame, n_nodes: int, lo: float, hi: float, n: in
     """Per node and time bin: the largest total KV held in the bin (state carried across empty bins)."""
     edges = time_bins(lo, hi, n)
     z = np.full((n_nodes, n), np.nan)
-    for node, d in nodes.groupby("node", sort=True):
-        if not 0 <= node < n_nodes:
+    who = nodes["node"].to_numpy()
+    t_all = nodes["t_s"].to_numpy(float)
+    tot_all = (nodes["owner_bytes"] + nodes["replica_bytes"] + nodes["transient_bytes"]).to_numpy(float)
+    order = np.lexsort((t_all, who))  # by node, then time (stable: rows at one time keep their order)
+    who, t_all, tot_all = who[order], t_all[order], tot_all[order]
+    cut = np.searchsorted(who, np.arange(n_nodes + 1))  # node k's rows: cut[k]:cut[k + 1]
+    for node in range(n_nodes):
+        t, tot = t_all[cut[node]:cut[node + 1]], tot_all[cut[node]:cut[node + 1]]
+        if not len(t):
             continue
-        d = d.sort_values("t_s", kind="stable")
-        t = d["t_s"].to_numpy(float)
-        tot = (d["owner_bytes"] + d["replica_bytes"] + d["transient_bytes"]).to_numpy(float)
         b = np.clip(np.searchsorted(edges, t, side="right") - 1, 0, n - 1)
         mx = np.full(n, -np.inf)
         np.maximum.at(mx, b, tot)
         carry_i = np.searchsorted(t, edges[:-1], side="right") - 1
         carry = np.where(carry_i >= 0, tot[np.maximum(carry_i, 0)], np.nan)
-        z[int(node)] = np.fmax(np.where(np.isfinite(mx), mx, np.nan), carry)
+        z[node] = np.fmax(np.where(np.isfinite(mx), mx, np.nan), carry)
     return (edges[:-1] + edges[1:]) / 2, z
 
 
@@ -577,8 +625,10 @@ def replica_factor_series(nodes: pd.DataFrame, lo: float, hi: float, n: int = SC
 
 def chunk_spans(ops: pd.DataFrame) -> pd.DataFrame:
     """Per prefill chunk: when its compute started and ended."""
-    o = ops[(ops["stage"].astype(str) == "prefill") & (ops["node"] >= 0) & (ops["chunk"] >= 0)]
-    o = o[o["kind"].astype(str).isin(["qkv", "attn", "mlp"])]
+    names, index = kind_names(ops)
+    compute = np.isin(index, np.flatnonzero(np.isin(names, ["qkv", "attn", "mlp"])))
+    o = ops.loc[(ops["stage"].astype(str) == "prefill").to_numpy() & (ops["node"] >= 0).to_numpy()
+                & (ops["chunk"] >= 0).to_numpy() & compute, ["chunk", "start_s", "end_s"]]
     g = o.groupby("chunk").agg(start_s=("start_s", "min"), end_s=("end_s", "max"))
     return g.reset_index()
 

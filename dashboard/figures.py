@@ -7,6 +7,7 @@ server, so what reaches the browser is about what a screen can show.
 
 from __future__ import annotations
 
+import copy
 import html
 import math
 
@@ -40,13 +41,41 @@ def white():
     return _WHITE
 
 
-def _base(fig: go.Figure, title: str | None = None, height: int = 380) -> go.Figure:
+def themed(fig: go.Figure) -> go.Figure:
+    """``fig`` with plotly_white as its template, set unvalidated as plotly sets its default
+    template (validating copies the whole template: 10-20 ms a figure, a fifth of a page)."""
+    lay = fig.layout
+    was, lay._validate = lay._validate, False
+    try:
+        lay.template = white()
+    finally:
+        lay._validate = was
+    return fig
+
+
+def _base_layout(title: str | None = None, height: int = 380, **more) -> dict:
+    """Every figure's layout: its height, font, margins, title and legend, then ``more`` (merged
+    into those: ``margin=dict(t=80)`` keeps the other margins)."""
     # The legend goes under the x axis: with several runs it wraps, and above the plot it would
     # run into the title.
-    fig.update_layout(template=white(), height=height, font=FONT, margin=dict(l=60, r=20, t=48 if title else 16, b=96),
-                      title=dict(text=title, x=0.01, xanchor="left", font=dict(size=15)) if title else None,
-                      legend=dict(orientation="h", yanchor="top", y=-0.2, xanchor="left", x=0.0),
-                      hoverlabel=dict(namelength=-1))
+    layout = dict(height=height, font=FONT, margin=dict(l=60, r=20, t=48 if title else 16, b=96),
+                  legend=dict(orientation="h", yanchor="top", y=-0.2, xanchor="left", x=0.0),
+                  hoverlabel=dict(namelength=-1))
+    if title:
+        layout["title"] = dict(text=title, x=0.01, xanchor="left", font=dict(size=15))
+    return _merged(layout, more)
+
+
+def _merged(a: dict, b: dict) -> dict:
+    """``a`` updated by ``b`` as plotly updates a layout: nested objects key by key."""
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = _merged(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def _base(fig: go.Figure, title: str | None = None, height: int = 380) -> go.Figure:
+    themed(fig).update_layout(**{"title": None, **_base_layout(title, height)})
     return fig
 
 
@@ -234,42 +263,41 @@ def topology_figure(topo: dict | None, totals, selected: int | None = None, titl
                          "<br><i>click for its detail</i>")
         if selected is not None and lid == selected:
             sel_x, sel_y = xs, ys
-    fig = go.Figure()
+    traces = []
     if sel_x:
-        fig.add_trace(go.Scatter(x=sel_x, y=sel_y, mode="lines", line=dict(color="#111", width=11), hoverinfo="skip",
-                                 showlegend=False, name="selected"))
+        traces.append(dict(type="scatter", x=sel_x, y=sel_y, mode="lines", line=dict(color="#111", width=11),
+                           hoverinfo="skip", showlegend=False, name="selected"))
     for bk in sorted(buckets):
         bb = buckets[bk]
-        fig.add_trace(go.Scatter(x=bb["x"], y=bb["y"], customdata=bb["id"], mode="lines",
-                                 line=dict(color=color_of((bk + 0.5) / NB * vmax), width=5), hoverinfo="skip",
-                                 showlegend=False, name=f"util bucket {bk}"))
-    fig.add_trace(go.Scatter(x=mids_x, y=mids_y, mode="markers", customdata=mids_id, hovertext=mids_text,
-                             hoverinfo="text", name="links",
-                             marker=dict(size=11, color=mids_c, colorscale=UTIL_SCALE, cmin=0, cmax=vmax,
-                                         line=dict(color="#333", width=0.6),
-                                         colorbar=dict(title=dict(text="utilization", side="right"), tickformat=".0%",
-                                                       thickness=14, len=0.8)),
-                             showlegend=False))
+        traces.append(dict(type="scatter", x=bb["x"], y=bb["y"], customdata=bb["id"], mode="lines",
+                           line=dict(color=color_of((bk + 0.5) / NB * vmax), width=5), hoverinfo="skip",
+                           showlegend=False, name=f"util bucket {bk}"))
+    traces.append(dict(type="scatter", x=mids_x, y=mids_y, mode="markers", customdata=mids_id, hovertext=mids_text,
+                       hoverinfo="text", name="links",
+                       marker=dict(size=11, color=mids_c, colorscale=_scale(UTIL_SCALE), cmin=0, cmax=vmax,
+                                   line=dict(color="#333", width=0.6),
+                                   colorbar=dict(title=dict(text="utilization", side="right"), tickformat=".0%",
+                                                 thickness=14, len=0.8)),
+                       showlegend=False))
     bx = [pos[n][0] for n in pos if kind.get(n) == "board"]
     by = [pos[n][1] for n in pos if kind.get(n) == "board"]
     bl = [str(n) for n in pos if kind.get(n) == "board"]
-    fig.add_trace(go.Scatter(x=bx, y=by, mode="markers+text", text=bl, textposition="middle center",
-                             marker=dict(size=30, color="#ffffff", line=dict(color="#30638e", width=2.5)),
-                             textfont=dict(size=12, color="#1b2a41"), hovertext=[f"board {n}" for n in bl],
-                             hoverinfo="text", showlegend=False, name="boards"))
+    traces.append(dict(type="scatter", x=bx, y=by, mode="markers+text", text=bl, textposition="middle center",
+                       marker=dict(size=30, color="#ffffff", line=dict(color="#30638e", width=2.5)),
+                       textfont=dict(size=12, color="#1b2a41"), hovertext=[f"board {n}" for n in bl],
+                       hoverinfo="text", showlegend=False, name="boards"))
     sw = [n for n in pos if kind.get(n) != "board"]
     if sw:
-        fig.add_trace(go.Scatter(x=[pos[n][0] for n in sw], y=[pos[n][1] for n in sw], mode="markers+text",
-                                 text=[f"s{n}" for n in sw], textposition="middle center", hoverinfo="text",
-                                 hovertext=[f"switch {n} ({kind[n]})" for n in sw],
-                                 marker=dict(size=30, symbol="square", color="#eef2f7", line=dict(color="#555", width=2)),
-                                 textfont=dict(size=10), showlegend=False, name="switches"))
-    fig.update_xaxes(visible=False)
-    fig.update_yaxes(visible=False, scaleanchor="x", scaleratio=1)
-    _base(fig, title, height)
-    fig.update_layout(margin=dict(l=10, r=10, t=48 if title else 10, b=10), clickmode="event", hovermode="closest",
-                      plot_bgcolor="#fbfbfd")
-    return fig
+        traces.append(dict(type="scatter", x=[pos[n][0] for n in sw], y=[pos[n][1] for n in sw], mode="markers+text",
+                           text=[f"s{n}" for n in sw], textposition="middle center", hoverinfo="text",
+                           hovertext=[f"switch {n} ({kind[n]})" for n in sw],
+                           marker=dict(size=30, symbol="square", color="#eef2f7", line=dict(color="#555", width=2)),
+                           textfont=dict(size=10), showlegend=False, name="switches"))
+    layout = _base_layout(title, height, xaxis=dict(visible=False),
+                          yaxis=dict(visible=False, scaleanchor="x", scaleratio=1),
+                          margin=dict(l=10, r=10, t=48 if title else 10, b=10), clickmode="event",
+                          hovermode="closest", plot_bgcolor="#fbfbfd")
+    return plain_figure(traces, layout)
 
 
 def link_heatmap(m: D.LinkMatrix, title: str | None = None, max_rows: int = 256, zmax: float | None = None,
@@ -281,48 +309,42 @@ def link_heatmap(m: D.LinkMatrix, title: str | None = None, max_rows: int = 256,
         rows = np.sort(busiest)
         note = f" (the {max_rows} busiest of {len(m.links)} link directions)"
     labels = [f"{int(m.src[i])}→{int(m.dst[i])}" for i in rows]
-    x = (m.t0 + m.t1) / 2
     z = m.util[rows]
-    text_lost = m.lost[rows]
-    fig = go.Figure(go.Heatmap(
-        z=z, x=x, y=labels, colorscale=UTIL_SCALE, zmin=0,
-        zmax=max(0.05, zmax if zmax is not None else float(np.nanmax(z)) if z.size else 1),
-        customdata=text_lost,
-        hovertemplate="link %{y}<br>t %{x:.4f} s<br>utilization %{z:.1%}<br>lost frames %{customdata:.0f}<extra></extra>",
-        colorbar=dict(title=dict(text="utilization", side="right"), tickformat=".0%", thickness=14)))
-    fig.update_yaxes(title="link direction", autorange="reversed", type="category", tickfont=dict(size=9))
-    fig.update_xaxes(title="simulated time (s)", range=list(x_range) if x_range else None)
-    _base(fig, (title or "Utilization per link direction over time") + note, max(360, min(900, 14 * len(rows) + 120)))
-    return fig
+    trace = dict(type="heatmap", z=z, x=(m.t0 + m.t1) / 2, y=labels, colorscale=_scale(UTIL_SCALE), zmin=0,
+                 zmax=max(0.05, zmax if zmax is not None else float(np.nanmax(z)) if z.size else 1),
+                 customdata=m.lost[rows],
+                 hovertemplate="link %{y}<br>t %{x:.4f} s<br>utilization %{z:.1%}<br>lost frames %{customdata:.0f}"
+                               "<extra></extra>",
+                 colorbar=dict(title=dict(text="utilization", side="right"), tickformat=".0%", thickness=14))
+    layout = _base_layout((title or "Utilization per link direction over time") + note,
+                          max(360, min(900, 14 * len(rows) + 120)), xaxis=_time_axis(x_range),
+                          yaxis=dict(title=dict(text="link direction"), autorange="reversed", type="category",
+                                     tickfont=dict(size=9)))
+    return plain_figure([trace], layout)
 
 
 SUBPLOT_TITLES = ("utilization", "largest queue backlog a frame found", "frames lost on the wire")
 
 
 def link_detail(series, src: int, dst: int, reverse=None, title: str | None = None) -> go.Figure:
-    fig = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.06, subplot_titles=SUBPLOT_TITLES)
     t = ((series["t_start_s"] + series["t_end_s"]) / 2).to_numpy()
-    fig.add_trace(go.Scatter(x=t, y=series["utilization"], mode="lines", name=f"{src}→{dst}", line=dict(color="#d1495b", width=1.6),
-                             fill="tozeroy", fillcolor="rgba(209,73,91,0.15)",
-                             hovertemplate="t %{x:.4f} s<br>%{y:.1%}<extra>" + f"{src}→{dst}</extra>"), 1, 1)
+    traces = [dict(type="scatter", x=t, y=series["utilization"].to_numpy(), mode="lines", name=f"{src}→{dst}",
+                   line=dict(color="#d1495b", width=1.6), fill="tozeroy", fillcolor="rgba(209,73,91,0.15)",
+                   hovertemplate="t %{x:.4f} s<br>%{y:.1%}<extra>" + f"{src}→{dst}</extra>", **_PANELS[0])]
     if reverse is not None and len(reverse):
         tr = ((reverse["t_start_s"] + reverse["t_end_s"]) / 2).to_numpy()
-        fig.add_trace(go.Scatter(x=tr, y=reverse["utilization"], mode="lines", name=f"{dst}→{src} (reverse)",
-                                 line=dict(color="#00798c", width=1, dash="dot"),
-                                 hovertemplate="t %{x:.4f} s<br>%{y:.1%}<extra>" + f"{dst}→{src}</extra>"), 1, 1)
-    fig.add_trace(go.Scatter(x=t, y=series["queue_bytes_max"] / 1024, mode="lines", name="queue (KiB)", line=dict(color="#30638e", width=1.2),
-                             line_shape="hv", showlegend=False, hovertemplate="t %{x:.4f} s<br>%{y:.1f} KiB<extra>queue</extra>"), 2, 1)
-    fig.add_trace(go.Bar(x=t, y=series["lost_frames"], name="lost frames", marker_color="#6a4c93", showlegend=False,
-                         hovertemplate="t %{x:.4f} s<br>%{y} lost<extra></extra>"), 3, 1)
-    if not float(series["lost_frames"].sum()):
-        fig.add_annotation(text="no frames lost on this link", x=0.5, y=0.5, xref="x3 domain", yref="y3 domain",
-                           showarrow=False, font=dict(color="#888"))
-    fig.update_yaxes(tickformat=".0%", rangemode="tozero", row=1, col=1)
-    fig.update_yaxes(title="KiB", rangemode="tozero", row=2, col=1)
-    fig.update_yaxes(title="frames", rangemode="tozero", row=3, col=1)
-    fig.update_xaxes(title="simulated time (s)", row=3, col=1)
-    _detail_layout(fig, title or f"Link {src}→{dst}")
-    return fig
+        traces.append(dict(type="scatter", x=tr, y=reverse["utilization"].to_numpy(), mode="lines",
+                           name=f"{dst}→{src} (reverse)", line=dict(color="#00798c", width=1, dash="dot"),
+                           hovertemplate="t %{x:.4f} s<br>%{y:.1%}<extra>" + f"{dst}→{src}</extra>", **_PANELS[0]))
+    traces.append(dict(type="scatter", x=t, y=(series["queue_bytes_max"] / 1024).to_numpy(), mode="lines",
+                       name="queue (KiB)", line=dict(color="#30638e", width=1.2), line_shape="hv", showlegend=False,
+                       hovertemplate="t %{x:.4f} s<br>%{y:.1f} KiB<extra>queue</extra>", **_PANELS[1]))
+    traces.append(dict(type="bar", x=t, y=series["lost_frames"].to_numpy(), name="lost frames", marker_color="#6a4c93",
+                       showlegend=False, hovertemplate="t %{x:.4f} s<br>%{y} lost<extra></extra>", **_PANELS[2]))
+    notes = [] if float(series["lost_frames"].sum()) else [
+        dict(text="no frames lost on this link", x=0.5, y=0.5, xref="x3 domain", yref="y3 domain", showarrow=False,
+             font=dict(color="#888"))]
+    return _detail_figure(traces, title or f"Link {src}→{dst}", notes)
 
 
 # ------------------------------------------------------------------------------ memory
@@ -358,77 +380,108 @@ def memory_node_figure(t, cols, node: int, owner_only: float | None, budget: flo
 
 def memory_heatmap(x, z, title: str | None = None, zmax: float | None = None, x_range=None) -> go.Figure:
     mib = 2**20
-    fig = go.Figure(go.Heatmap(z=z / mib, x=x, y=[f"node {i}" for i in range(z.shape[0])], colorscale="Blues",
-                               zmin=0, zmax=None if zmax is None else zmax / mib, colorbar=dict(title=dict(text="MiB", side="right"), thickness=14),
-                               hovertemplate="%{y}<br>t %{x:.4f} s<br>%{z:.2f} MiB (peak in bin)<extra></extra>"))
-    fig.update_yaxes(autorange="reversed", type="category")
-    fig.update_xaxes(title="simulated time (s)", range=list(x_range) if x_range else None)
-    return _base(fig, title or "KV memory per node (click a row to show that node above)",
-                 max(260, min(640, 22 * z.shape[0] + 110)))
+    trace = dict(type="heatmap", z=z / mib, x=x, y=[f"node {i}" for i in range(z.shape[0])], colorscale=_scale("Blues"),
+                 zmin=0, colorbar=dict(title=dict(text="MiB", side="right"), thickness=14),
+                 hovertemplate="%{y}<br>t %{x:.4f} s<br>%{z:.2f} MiB (peak in bin)<extra></extra>")
+    if zmax is not None:
+        trace["zmax"] = zmax / mib
+    layout = _base_layout(title or "KV memory per node (click a row to show that node above)",
+                          max(260, min(640, 22 * z.shape[0] + 110)),
+                          yaxis=dict(autorange="reversed", type="category"), xaxis=_time_axis(x_range))
+    return plain_figure([trace], layout)
+
+
+def _time_axis(x_range=None) -> dict:
+    axis = dict(title=dict(text="simulated time (s)"))
+    if x_range:
+        axis["range"] = list(x_range)
+    return axis
+
+
+def _scale(name: str) -> list:
+    """A named colour scale as the list of stops plotly makes of the name (plotly.js knows other
+    scales by some of the same names)."""
+    return [list(stop) for stop in get_colorscale(name)]
+
+
+REPLICA_TITLES = ("average copies per block over time", "replica factor per prefill chunk")
+
+
+def _replica_layout(title: str | None) -> go.Figure:
+    fig = make_subplots(rows=1, cols=2, column_widths=[0.58, 0.42], horizontal_spacing=0.09,
+                        subplot_titles=REPLICA_TITLES)
+    fig.update_xaxes(title="simulated time (s)  (grey lines: chunk starts)", row=1, col=1)
+    fig.update_yaxes(title="copies per block", rangemode="tozero", row=1, col=1)
+    fig.update_xaxes(title="chunk", row=1, col=2)
+    fig.update_yaxes(title="replicas", rangemode="tozero", row=1, col=2)
+    _base(fig, title, 420)
+    fig.update_layout(legend=dict(y=-0.22, yanchor="top", x=0, xanchor="left"), margin=dict(b=90))
+    for a in fig.layout.annotations:
+        if a.text in REPLICA_TITLES:
+            a.font.size = 12
+    return fig
 
 
 def replica_figure(mid, mean, mx, spans, ttft: float | None, schedule: dict | None, measured_at_chunk=None,
                    title: str | None = None) -> go.Figure:
     """Left: the cluster's replica factor over time; right: per chunk, the scheduled r(c) and the
     measured copies per block when the chunk's compute ended (the paper's Figure 4 view)."""
-    fig = make_subplots(rows=1, cols=2, column_widths=[0.58, 0.42], horizontal_spacing=0.09,
-                        subplot_titles=("average copies per block over time", "replica factor per prefill chunk"))
+    left, right = dict(xaxis="x", yaxis="y"), dict(xaxis="x2", yaxis="y2")
     ok = np.isfinite(mean)
-    fig.add_trace(go.Scatter(x=mid[ok], y=mx[ok], mode="lines", line=dict(width=0), showlegend=False, hoverinfo="skip",
-                             name="max in bin"), 1, 1)
-    fig.add_trace(go.Scatter(x=mid[ok], y=mean[ok], mode="lines", name="average copies per block", fill="tonexty",
-                             fillcolor="rgba(209,73,91,0.15)", line=dict(color="#d1495b", width=1.8),
-                             hovertemplate="t %{x:.4f} s<br>%{y:.2f} copies per block<extra></extra>"), 1, 1)
+    traces = [dict(type="scatter", x=mid[ok], y=mx[ok], mode="lines", line=dict(width=0), showlegend=False,
+                   hoverinfo="skip", name="max in bin", **left),
+              dict(type="scatter", x=mid[ok], y=mean[ok], mode="lines", name="average copies per block", fill="tonexty",
+                   fillcolor="rgba(209,73,91,0.15)", line=dict(color="#d1495b", width=1.8),
+                   hovertemplate="t %{x:.4f} s<br>%{y:.2f} copies per block<extra></extra>", **left)]
     # chunk starts and TTFT as vertical lines on the left panel, set at once (add_vline per
     # line re-laid the figure out each time: 1.1 s of the Memory page for 32 chunks)
     lines = []
     if spans is not None and len(spans):
         lines += [dict(x=s, line=dict(color="#bbb", width=0.7)) for s in spans["start_s"].tolist() if np.isfinite(s)]
-        fig.add_trace(go.Scatter(x=spans["start_s"], y=[None] * len(spans), showlegend=False, hoverinfo="skip"), 1, 1)
+        traces.append(dict(type="scatter", x=spans["start_s"].to_numpy(), y=[None] * len(spans), showlegend=False,
+                           hoverinfo="skip", **left))
     if ttft:
         lines.append(dict(x=ttft, line=dict(color="#555", width=1, dash="dot")))
-    fig.update_layout(shapes=[dict(type="line", x0=v["x"], x1=v["x"], y0=0, y1=1, xref="x", yref="y domain",
-                                   line=v["line"]) for v in lines])
-    fig.update_xaxes(title="simulated time (s)  (grey lines: chunk starts)", row=1, col=1)
-    fig.update_yaxes(title="copies per block", rangemode="tozero", row=1, col=1)
+    layout = _layout_of("replica", _replica_layout, title)
+    layout["shapes"] = [dict(type="line", x0=v["x"], x1=v["x"], y0=0, y1=1, xref="x", yref="y domain", line=v["line"])
+                        for v in lines]
     r = (schedule or {}).get("r")
     if isinstance(r, list) and r:
         chunks = list(range(len(r)))
-        fig.add_trace(go.Bar(x=chunks, y=r, name="r(c) scheduled", marker_color="#edae49",
-                             hovertemplate="chunk %{x}<br>r = %{y}<extra></extra>"), 1, 2)
+        traces.append(dict(type="bar", x=chunks, y=r, name="r(c) scheduled", marker_color="#edae49",
+                           hovertemplate="chunk %{x}<br>r = %{y}<extra></extra>", **right))
         for key, name, dash in (("r_mem", "memory bound r_mem", "dot"), ("r_reuse", "reuse bound r_reuse", "dash")):
             v = (schedule or {}).get(key)
             if isinstance(v, list) and len(v) == len(r):
-                fig.add_trace(go.Scatter(x=chunks, y=v, mode="lines+markers", name=name, line=dict(dash=dash, width=1.2),
-                                         marker=dict(size=4), hovertemplate="chunk %{x}<br>%{y}<extra>" + key + "</extra>"), 1, 2)
+                traces.append(dict(type="scatter", x=chunks, y=v, mode="lines+markers", name=name,
+                                   line=dict(dash=dash, width=1.2), marker=dict(size=4),
+                                   hovertemplate="chunk %{x}<br>%{y}<extra>" + key + "</extra>", **right))
     if measured_at_chunk is not None and len(measured_at_chunk[0]):
-        fig.add_trace(go.Scatter(x=measured_at_chunk[0], y=measured_at_chunk[1], mode="lines+markers",
-                                 name="measured copies per block at chunk end", line=dict(color="#d1495b", width=2),
-                                 marker=dict(size=6), hovertemplate="chunk %{x}<br>%{y:.2f} copies<extra>measured</extra>"), 1, 2)
-    fig.update_xaxes(title="chunk", dtick=1 if isinstance(r, list) and len(r) <= 24 else None, row=1, col=2)
-    fig.update_yaxes(title="replicas", rangemode="tozero", row=1, col=2)
-    _base(fig, title, 420)
-    fig.update_layout(legend=dict(y=-0.22, yanchor="top", x=0, xanchor="left"), margin=dict(b=90))
-    for a in fig.layout.annotations:
-        if a.text in ("average copies per block over time", "replica factor per prefill chunk"):
-            a.font.size = 12
-    return fig
+        traces.append(dict(type="scatter", x=measured_at_chunk[0], y=measured_at_chunk[1], mode="lines+markers",
+                           name="measured copies per block at chunk end", line=dict(color="#d1495b", width=2),
+                           marker=dict(size=6), hovertemplate="chunk %{x}<br>%{y:.2f} copies<extra>measured</extra>",
+                           **right))
+    if isinstance(r, list) and len(r) <= 24:
+        layout["xaxis2"]["dtick"] = 1
+    return plain_figure(traces, layout)
 
 
 # ------------------------------------------------------------------------------ timeline
 
 
-def _timeline_traces(fig, seg: D.Segments, run_i: int, row: int, legend: bool, prefix: str = ""):
-    """Bars of one run's timeline on subplot ``row``: y is the lane index (0 at the top)."""
+def _timeline_traces(seg: D.Segments, run_i: int, axes: dict) -> list[dict]:
+    """Bars of one run's timeline on the subplot of ``axes`` (xaxis, yaxis): y is the lane index
+    (0 at the top). Plain values (lists, numbers, text made here), for an unvalidated figure."""
+    out = []
     for cat, b in seg.bars:
         if not b["base"]:
             continue
-        fig.add_trace(go.Bar(
-            base=b["base"], x=b["length"], y=b["lane"], orientation="h", width=0.54, offset=-0.42, name=cat,
-            legendgroup=cat, showlegend=legend, marker=dict(color=CATEGORY_COLORS.get(cat, "#999"), line=dict(width=0)),
+        out.append(dict(
+            type="bar", base=b["base"], x=b["length"], y=b["lane"], orientation="h", width=0.54, offset=-0.42, name=cat,
+            legendgroup=cat, showlegend=False, marker=dict(color=CATEGORY_COLORS.get(cat, "#999"), line=dict(width=0)),
             hovertext=b["text"], hoverinfo="text",
             # op id (-1: a merged segment), the run, and the bar's own start and end (a click zooms to them)
-            customdata=[[o, run_i, a, a + w] for o, a, w in zip(b["op"], b["base"], b["length"])]), row, 1)
+            customdata=[[o, run_i, a, a + w] for o, a, w in zip(b["op"], b["base"], b["length"])], **axes))
     # strips share the band under the bars: one row per kind that has strips, per lane group
     groups: dict[bool, list] = {}
     for cat, b in seg.strips:
@@ -446,15 +499,17 @@ def _timeline_traces(fig, seg: D.Segments, run_i: int, row: int, legend: bool, p
         base, length, lane = (np.asarray(b[k], float) for k in ("base", "length", "lane"))
         xs[0::3], xs[1::3], xs[2::3] = base, base + length, None
         ys[0::3], ys[1::3], ys[2::3] = lane + y, lane + y, None
-        fig.add_trace(go.Scatter(x=xs.tolist(), y=ys.tolist(), mode="lines", name=cat, legendgroup=cat, showlegend=False,
-                                 line=dict(color=CATEGORY_COLORS.get(cat, "#999"), width=max(1.5, 6 / slots)),
-                                 hoverinfo="skip", connectgaps=False), row, 1)
+        out.append(dict(type="scatter", x=xs.tolist(), y=ys.tolist(), mode="lines", name=cat, legendgroup=cat,
+                        showlegend=False, line=dict(color=CATEGORY_COLORS.get(cat, "#999"), width=max(1.5, 6 / slots)),
+                        hoverinfo="skip", connectgaps=False, **axes))
+    return out
 
 
 def timeline_figure(segs, ttft=None, title: str | None = None, names=None) -> go.Figure:
     """Gantt chart of one or more runs (one subplot each, one shared time axis).
 
-    ``segs``: a Segments or a list of them; ``ttft``: a number or a list; ``names``: the runs."""
+    ``segs``: a Segments or a list of them; ``ttft``: a number or a list; ``names``: the runs.
+    The subplots are laid out by plotly; the bars (thousands of values) join them unvalidated."""
     if isinstance(segs, D.Segments):
         segs, ttft = [segs], [ttft]
     ttft = ttft if isinstance(ttft, list) else [ttft] * len(segs)
@@ -463,25 +518,29 @@ def timeline_figure(segs, ttft=None, title: str | None = None, names=None) -> go
     lanes_n = [len(sg.lanes) for sg in segs]
     fig = make_subplots(rows=k, cols=1, shared_xaxes=True, vertical_spacing=0.06 if k > 1 else 0.02,
                         row_heights=[max(n, 1) for n in lanes_n])
+    traces = []
     seen = set()
     for i, sg in enumerate(segs):
+        axes = dict(xaxis=f"x{i + 1 if i else ''}", yaxis=f"y{i + 1 if i else ''}")  # row i + 1 of one column
         present = {c for c, b in sg.bars if b["base"]} | {c for c, b in sg.strips if b["base"]}
-        _timeline_traces(fig, sg, i, i + 1, legend=False)
+        traces += _timeline_traces(sg, i, axes)
         for c in [c for c in D.CATEGORY_ORDER if c in present - seen] + sorted(present - seen - set(D.CATEGORY_ORDER)):
             # one legend entry per kind over all runs, in lane order
-            fig.add_trace(go.Bar(x=[None], y=[None], orientation="h", name=c, legendgroup=c,
-                                 marker=dict(color=CATEGORY_COLORS.get(c, "#999")), hoverinfo="skip"), i + 1, 1)
+            traces.append(dict(type="bar", x=[None], y=[None], orientation="h", name=c, legendgroup=c,
+                               marker=dict(color=CATEGORY_COLORS.get(c, "#999")), hoverinfo="skip", **axes))
         seen |= present
         n = len(sg.lanes)
         fig.update_yaxes(tickmode="array", tickvals=list(range(n)), ticktext=sg.lanes, tickfont=dict(size=9),
                          fixedrange=True, range=[n - 0.5, -0.5], row=i + 1, col=1,
                          title=dict(text=f"<b>{html.escape(str(names[i]))}</b>", font=dict(size=13)) if k > 1 else None)
         t = ttft[i]
-        if t and sg.t0 <= t <= sg.t1:
-            fig.add_vline(x=t, line=dict(color="#555", width=1, dash="dot"), row=i + 1, col=1)
+        if t and present and sg.t0 <= t <= sg.t1:  # (a subplot without bars has no line, as plotly leaves it)
+            fig.add_vline(x=t, line=dict(color="#555", width=1, dash="dot"), row=i + 1, col=1,
+                          exclude_empty_subplots=False)
     t0, t1 = min(sg.t0 for sg in segs), max(sg.t1 for sg in segs)
     fig.update_xaxes(range=[t0, t1])
     fig.update_xaxes(title="simulated time (s)", row=k, col=1)
+    fig = plain_figure(traces, fig.layout.to_plotly_json())
     h = max(360, min(1800, sum(16 * n + 40 for n in lanes_n) + 120))
     exact = all(sg.exact for sg in segs)
     how = ("every op as it ran" if exact else
@@ -522,94 +581,134 @@ def frames_histogram(hist, title: str | None = None) -> go.Figure:
 def link_detail_compare(items, label: str, title: str | None = None) -> go.Figure:
     """One link direction ``label`` (``u→v``) in several runs, overlaid on shared axes.
     ``items``: (run key, colour, series or None)."""
-    fig = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.06, subplot_titles=SUBPLOT_TITLES)
+    traces = []
     for key, color, ser in items:
         name = html.escape(str(key))
         if ser is None or not len(ser):
-            fig.add_trace(go.Scatter(x=[None], y=[None], name=f"{name}: no such link", mode="lines",
-                                     line=dict(color=color)), 1, 1)
+            traces.append(dict(type="scatter", x=[None], y=[None], name=f"{name}: no such link", mode="lines",
+                               line=dict(color=color), **_PANELS[0]))
             continue
         t = ((ser["t_start_s"] + ser["t_end_s"]) / 2).to_numpy()
-        fig.add_trace(go.Scatter(x=t, y=ser["utilization"], mode="lines", name=name, legendgroup=name,
-                                 line=dict(color=color, width=1.5),
-                                 hovertemplate="t %{x:.4f} s<br>%{y:.1%}<extra>" + name + "</extra>"), 1, 1)
-        fig.add_trace(go.Scatter(x=t, y=ser["queue_bytes_max"] / 1024, mode="lines", name=name, legendgroup=name,
-                                 showlegend=False, line=dict(color=color, width=1.2), line_shape="hv",
-                                 hovertemplate="t %{x:.4f} s<br>%{y:.1f} KiB<extra>" + name + "</extra>"), 2, 1)
-        fig.add_trace(go.Bar(x=t, y=ser["lost_frames"], name=name, legendgroup=name, showlegend=False,
-                             marker_color=color, hovertemplate="t %{x:.4f} s<br>%{y} lost<extra>" + name + "</extra>"), 3, 1)
-    fig.update_yaxes(tickformat=".0%", rangemode="tozero", row=1, col=1)
-    fig.update_yaxes(title="KiB", rangemode="tozero", row=2, col=1)
-    fig.update_yaxes(title="frames", rangemode="tozero", row=3, col=1)
-    fig.update_xaxes(title="simulated time (s)", row=3, col=1)
-    _detail_layout(fig, title or f"Link {label} in each run")
+        traces += [
+            dict(type="scatter", x=t, y=ser["utilization"].to_numpy(), mode="lines", name=name, legendgroup=name,
+                 line=dict(color=color, width=1.5), hovertemplate="t %{x:.4f} s<br>%{y:.1%}<extra>" + name + "</extra>",
+                 **_PANELS[0]),
+            dict(type="scatter", x=t, y=(ser["queue_bytes_max"] / 1024).to_numpy(), mode="lines", name=name,
+                 legendgroup=name, showlegend=False, line=dict(color=color, width=1.2), line_shape="hv",
+                 hovertemplate="t %{x:.4f} s<br>%{y:.1f} KiB<extra>" + name + "</extra>", **_PANELS[1]),
+            dict(type="bar", x=t, y=ser["lost_frames"].to_numpy(), name=name, legendgroup=name, showlegend=False,
+                 marker_color=color, hovertemplate="t %{x:.4f} s<br>%{y} lost<extra>" + name + "</extra>", **_PANELS[2])]
+    fig = _detail_figure(traces, title or f"Link {label} in each run")
     fig.update_layout(barmode="group")
     return fig
 
 
-def _detail_layout(fig: go.Figure, title: str) -> None:
-    """The link detail's title, subplot titles and legend, none drawn over another: the subplot
-    titles sit left-aligned over their panels and the legend under the time axis (_base), where
-    it may wrap over as many rows as there are runs. At the top it ran into "utilization"."""
+# the link detail's panels, top to bottom: the axes of each
+_PANELS = [dict(xaxis="x", yaxis="y"), dict(xaxis="x2", yaxis="y2"), dict(xaxis="x3", yaxis="y3")]
+
+
+def _detail_layout(title: str) -> go.Figure:
+    """The link detail: utilization, largest queue backlog and frames lost over one time axis.
+    Title, subplot titles and legend never overprint: the subplot titles sit left-aligned over
+    their panels and the legend under the time axis (_base), where it may wrap over as many
+    rows as there are runs. At the top it ran into "utilization"."""
+    fig = make_subplots(rows=3, cols=1, shared_xaxes=True, vertical_spacing=0.06, subplot_titles=SUBPLOT_TITLES)
+    fig.update_yaxes(tickformat=".0%", rangemode="tozero", row=1, col=1)
+    fig.update_yaxes(title="KiB", rangemode="tozero", row=2, col=1)
+    fig.update_yaxes(title="frames", rangemode="tozero", row=3, col=1)
+    fig.update_xaxes(title="simulated time (s)", row=3, col=1)
     _base(fig, title, 560)
     fig.update_layout(margin=dict(t=84, b=110))
     for a in fig.layout.annotations:
         if a.xref == "paper" and a.text in SUBPLOT_TITLES:
             a.update(x=0.0, xanchor="left", font=dict(size=12))
+    return fig
+
+
+def _detail_figure(traces: list[dict], title: str, notes=()) -> go.Figure:
+    layout = _layout_of("link detail", _detail_layout, title)
+    layout["annotations"] += list(notes)
+    return plain_figure(traces, layout)
+
+
+_LAYOUTS: dict = {}
+
+
+def _layout_of(name: str, make, title: str | None) -> dict:
+    """A copy of the layout ``make(title)`` lays out (subplots, axes, legend), made by plotly once
+    per process, titled ``title``: make_subplots and its updates took most of a figure's time.
+    Without its template: ``plain_figure`` sets that."""
+    key = (name, bool(title))
+    if key not in _LAYOUTS:
+        layout = make("-" if title else None).layout.to_plotly_json()
+        layout.pop("template", None)
+        _LAYOUTS[key] = layout
+    layout = copy.deepcopy(_LAYOUTS[key])
+    if title:
+        layout["title"]["text"] = title
+    return layout
+
+
+def plain_figure(traces: list[dict], layout: dict) -> go.Figure:
+    """A figure of traces and a layout made of plain values here (lists, arrays, numbers, escaped
+    text; each trace naming its axes), unvalidated: plotly's checks of every value took a third
+    to a half of a page's time."""
+    return themed(go.Figure(data=traces, layout=layout, _validate=False))
 
 
 def memory_node_compare(items, node: int, title: str | None = None) -> go.Figure:
     """One node's KV memory in several runs on one axis: total held (solid) and the run's
     owner-only share at the end (dashed). ``items``: (run key, colour, t, total, owner_only)."""
     mib = 2**20
-    fig = go.Figure()
+    traces = []
     for key, color, t, total, oo in items:
         name = html.escape(str(key))
-        fig.add_trace(go.Scatter(x=t, y=np.asarray(total) / mib, mode="lines", line_shape="hv", name=f"{name}: held",
-                                 legendgroup=name, line=dict(color=color, width=1.6),
-                                 hovertemplate="t %{x:.4f} s<br>%{y:.2f} MiB<extra>" + name + "</extra>"))
+        traces.append(dict(type="scatter", x=t, y=np.asarray(total) / mib, mode="lines", line_shape="hv",
+                           name=f"{name}: held", legendgroup=name, line=dict(color=color, width=1.6),
+                           hovertemplate="t %{x:.4f} s<br>%{y:.2f} MiB<extra>" + name + "</extra>"))
         if oo is not None and len(t):
-            fig.add_trace(go.Scatter(x=[float(t[0]), float(t[-1])], y=[oo / mib] * 2, mode="lines",
-                                     name=f"{name}: owner-only", legendgroup=name, line=dict(color=color, dash="dash", width=1.2),
-                                     hovertemplate="owner-only %{y:.2f} MiB<extra>" + name + "</extra>"))
-    fig.update_yaxes(title="KV memory (MiB)", rangemode="tozero")
-    fig.update_xaxes(title="simulated time (s)")
-    _base(fig, title or f"KV memory of node {node} in each run (dashed: its owner-only share at the end)", 420)
-    fig.update_layout(margin=dict(t=80), legend=dict(y=1.03))
-    return fig
+            traces.append(dict(type="scatter", x=[float(t[0]), float(t[-1])], y=[oo / mib] * 2, mode="lines",
+                               name=f"{name}: owner-only", legendgroup=name,
+                               line=dict(color=color, dash="dash", width=1.2),
+                               hovertemplate="owner-only %{y:.2f} MiB<extra>" + name + "</extra>"))
+    layout = _base_layout(title or f"KV memory of node {node} in each run (dashed: its owner-only share at the end)", 420,
+                          yaxis=dict(title=dict(text="KV memory (MiB)"), rangemode="tozero"), xaxis=_time_axis(),
+                          margin=dict(t=80), legend=dict(y=1.03))
+    return plain_figure(traces, layout)
 
 
 def memory_per_node_figure(items, title: str | None = None) -> go.Figure:
     """Per node, the peak KV each run held against the owner-only layout (the paper's Figure 4
     view with its baselines). ``items``: (run key, colour, peak per node, owner-only per node)."""
     mib = 2**20
-    fig = go.Figure()
+    traces = []
     owner_drawn = False
     for key, color, peak, oo in items:
         name = html.escape(str(key))
         nodes = list(range(len(peak)))
-        fig.add_trace(go.Bar(x=nodes, y=np.asarray(peak, float) / mib, name=f"{name}: peak", marker_color=color,
-                             hovertemplate="node %{x}<br>peak %{y:.2f} MiB<extra>" + name + "</extra>"))
+        traces.append(dict(type="bar", x=nodes, y=np.asarray(peak, float) / mib, name=f"{name}: peak", marker_color=color,
+                           hovertemplate="node %{x}<br>peak %{y:.2f} MiB<extra>" + name + "</extra>"))
         if oo is not None and not owner_drawn:
-            fig.add_trace(go.Scatter(x=list(range(len(oo))), y=np.asarray(oo, float) / mib, mode="markers",
-                                     name="owner-only (decode-ready layout)", legendrank=1,
-                                     marker=dict(symbol="line-ew-open", size=28, color="#111", line=dict(width=2.5)),
-                                     hovertemplate="node %{x}<br>owner-only %{y:.2f} MiB<extra></extra>"))
+            traces.append(dict(type="scatter", x=list(range(len(oo))), y=np.asarray(oo, float) / mib, mode="markers",
+                               name="owner-only (decode-ready layout)", legendrank=1,
+                               marker=dict(symbol="line-ew-open", size=28, color="#111", line=dict(width=2.5)),
+                               hovertemplate="node %{x}<br>owner-only %{y:.2f} MiB<extra></extra>"))
             owner_drawn = True
-    fig.update_layout(barmode="group", bargap=0.25)
-    fig.update_xaxes(title="node", dtick=1)
-    fig.update_yaxes(title="KV memory (MiB)", rangemode="tozero")
-    return _base(fig, title or "Peak KV memory per node in each run against the owner-only layout", 400)
+    layout = _base_layout(title or "Peak KV memory per node in each run against the owner-only layout", 400,
+                          barmode="group", bargap=0.25, xaxis=dict(title=dict(text="node"), dtick=1),
+                          yaxis=dict(title=dict(text="KV memory (MiB)"), rangemode="tozero"))
+    return plain_figure(traces, layout)
 
 
 def replica_compare(items, title: str | None = None) -> go.Figure:
     """Average copies per block over time, one line per run. ``items``: (run key, colour, mid, mean)."""
-    fig = go.Figure()
+    traces = []
     for key, color, mid, mean in items:
         name = html.escape(str(key))
         ok = np.isfinite(mean)
-        fig.add_trace(go.Scatter(x=mid[ok], y=mean[ok], mode="lines", name=name, line=dict(color=color, width=1.6),
-                                 hovertemplate="t %{x:.4f} s<br>%{y:.2f} copies per block<extra>" + name + "</extra>"))
-    fig.update_yaxes(title="copies per block", rangemode="tozero")
-    fig.update_xaxes(title="simulated time (s)")
-    return _base(fig, title or "Average copies per block over time in each run (prefill)", 380)
+        traces.append(dict(type="scatter", x=mid[ok], y=mean[ok], mode="lines", name=name,
+                           line=dict(color=color, width=1.6),
+                           hovertemplate="t %{x:.4f} s<br>%{y:.2f} copies per block<extra>" + name + "</extra>"))
+    layout = _base_layout(title or "Average copies per block over time in each run (prefill)", 380,
+                          yaxis=dict(title=dict(text="copies per block"), rangemode="tozero"), xaxis=_time_axis())
+    return plain_figure(traces, layout)

@@ -21,7 +21,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import pyarrow.parquet as pq
 
-from .figures import FONT, scheme_color
+from .figures import FONT, plain_figure, scheme_color
 
 NEEDED = ("scheme", "ttft_s", "wire_bytes")
 AXES = (("nodes", "nodes"), ("seq", "prompt length (tokens)"), ("chunk", "chunk size (tokens)"))
@@ -184,54 +184,50 @@ def _key_label(cols, key) -> str:
     return ", ".join(f"{o} {k}" for o, k in zip(cols, key) if k != NOT_APPLICABLE)
 
 
-def _slices(df: pd.DataFrame, x: str, metric: str, params: list[str] | None = None):
-    """(scheme, name, frame) per line along ``x``: the points of one sweep and scheme equal in
-    every other parameter that varies (``params_of``). Several rows at one x are the same
-    point repeated (equal in every parameter): their median is drawn. One groupby for all
-    lines: a groupby per line cost the Sweep page most of its 3 s. ``params``: params_of(df)
-    when the caller has it."""
+def _slices(df: pd.DataFrame, x: str, metrics: list[str], params: list[str] | None = None) -> dict[str, list]:
+    """Per metric, (scheme, name, frame) per line along ``x``: the points of one sweep and
+    scheme equal in every other parameter that varies (``params_of``). Several rows at one x are
+    the same point repeated (equal in every parameter): their median is drawn. One groupby for
+    all lines and metrics: a groupby per line cost the Sweep page most of its 3 s. ``params``:
+    params_of(df) when the caller has it."""
     others = [c for c in (params_of(df) if params is None else params) if c not in (x, "scheme")]
     keys = ["__scheme", *(f"__{c}" for c in others)]
-    keyed = df[[x, metric]].assign(__scheme=df["scheme"].astype(str), **{f"__{c}": df[c].map(_label) for c in others})
-    med = keyed.groupby([*keys, x], sort=True)[metric].median().reset_index()
-    out = []
+    keyed = df[[x, *metrics]].assign(__scheme=df["scheme"].astype(str), **{f"__{c}": df[c].map(_label) for c in others})
+    med = keyed.groupby([*keys, x], sort=True)[list(metrics)].median().reset_index()
+    out: dict[str, list] = {m: [] for m in metrics}
     for key, g in med.groupby(keys, sort=True):
         if g[x].nunique() < 2:
             continue  # not a slice along this axis
         key = key if isinstance(key, tuple) else (key,)
         held = _key_label(others, key[1:])
-        out.append((key[0], key[0] + (" · " + held if held else ""), g[[x, metric]].reset_index(drop=True)))
+        for m in metrics:
+            out[m].append((key[0], key[0] + (" · " + held if held else ""), g[[x, m]].reset_index(drop=True)))
     return out
+
+
+def sweep_lines(df: pd.DataFrame, metrics: list[str], params: list[str] | None = None) -> dict[str, dict[str, list]]:
+    """The lines of every figure of a page: per axis column of ``df`` (nodes, prompt, chunk), per
+    metric (``_slices``), one grouping per axis."""
+    return {x: _slices(df, x, metrics, params) for x, _ in AXES if x in df.columns}
 
 
 SYMBOLS = ["circle", "square", "diamond", "triangle-up", "x", "star"]
 
 
-def sweep_axes(df: pd.DataFrame, axes: list[str] | None = None, params: list[str] | None = None) -> list[tuple[str, str]]:
+def sweep_axes(df: pd.DataFrame, axes: list[str] | None = None, params: list[str] | None = None,
+               lines: dict | None = None) -> list[tuple[str, str]]:
     """The panels worth drawing: (column, title) of nodes, prompt length and chunk size where at
-    least one slice varies that parameter alone."""
-    return [(x, t) for x, t in AXES if x in df.columns and _slices(df, x, "ttft_s", params)]
-
-
-def _template() -> dict:
-    """plotly_white as the figure's own layout.template, made once: naming it per figure had
-    plotly copy and validate the whole template each time (half the Sweep page's time)."""
-    global _TEMPLATE
-    if _TEMPLATE is None:
-        import plotly.io as pio
-
-        _TEMPLATE = pio.templates["plotly_white"].to_plotly_json()
-    return _TEMPLATE
-
-
-_TEMPLATE = None
+    least one slice varies that parameter alone. ``lines``: sweep_lines(df, [..., "ttft_s"])."""
+    lines = sweep_lines(df, ["ttft_s"], params) if lines is None else lines
+    return [(x, t) for x, t in AXES if lines.get(x, {}).get("ttft_s")]
 
 
 def sweep_figure(df: pd.DataFrame, metric: str, x: str, axes: list[str] | None = None, title: str | None = None,
-                 params: list[str] | None = None) -> go.Figure:
-    """``metric`` against ``x``: one line per scheme and setting of the other parameters. Built
-    from plain values, unvalidated (every value here is a number or text made above)."""
-    lines = _slices(df, x, metric, params)
+                 params: list[str] | None = None, lines: list | None = None) -> go.Figure:
+    """``metric`` against ``x``: one line per scheme and setting of the other parameters
+    (``lines``: sweep_lines(...)[x][metric] when the caller has them). Built from plain values,
+    unvalidated (every value here is a number or text made above)."""
+    lines = _slices(df, x, [metric], params)[metric] if lines is None else lines
     scale, unit = (1.0, "s") if metric == "ttft_s" else (2**30, "GiB")
     schemes = sorted(df["scheme"].astype(str).unique())
     data = []
@@ -251,14 +247,14 @@ def sweep_figure(df: pd.DataFrame, metric: str, x: str, axes: list[str] | None =
         xaxis["type"] = "log"
     if 0 < len(vals) <= 12:
         xaxis["tickvals"] = [v.item() if hasattr(v, "item") else v for v in vals]
-    layout = dict(template=_template(), font=FONT, height=430, title=dict(text=title, x=0.01, font=dict(size=15)),
+    layout = dict(font=FONT, height=430, title=dict(text=title, x=0.01, font=dict(size=15)),
                   margin=dict(l=60, r=20, t=50, b=40), hoverlabel=dict(namelength=-1),
                   legend=dict(orientation="h", yanchor="top", y=-0.2, x=0, font=dict(size=11)), xaxis=xaxis,
                   yaxis=dict(title=dict(text="TTFT (s)" if metric == "ttft_s" else "GiB"), rangemode="tozero"))
     if not lines:
         layout["annotations"] = [dict(text=f"no slice of this dataset varies {x} alone", x=0.5, y=0.5, xref="paper",
                                       yref="paper", showarrow=False)]
-    return go.Figure(data=data, layout=layout, _validate=False)
+    return plain_figure(data, layout)
 
 
 def apply_filters(df: pd.DataFrame, values: dict) -> pd.DataFrame:

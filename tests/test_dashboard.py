@@ -365,6 +365,29 @@ def test_stopped_index_build_leaves_nothing(runs, tmp_path):
     assert list(cache.iterdir()) == []
 
 
+def test_pages_read_ops_without_the_dependency_lists_and_the_detail_pane_still_shows_them(runs, monkeypatch):
+    """The views read ops.parquet's documented columns only (the per-op deps lists took most of
+    the time of a first Timeline or Memory page); the op's detail pane reads them."""
+    from dashboard import data as D
+    from dashboard.pages import timeline
+
+    from emu import reader
+
+    run = D.Registry().add(runs["mars"])
+    monkeypatch.setattr(D, "_COLUMNS", D.LRU(64))  # nothing read yet by an earlier test
+    read = []
+    table = reader.ResultsFolder.table
+    monkeypatch.setattr(reader.ResultsFolder, "table", lambda self, name, columns=None: read.append(columns) or
+                        table(self, name, columns))
+    assert list(run.ops(D.SPAN_COLUMNS).columns) == list(D.SPAN_COLUMNS)
+    assert list(run.ops().columns) == list(D.OPS_COLUMNS) and "deps" not in run.ops().columns
+    assert read == [list(D.SPAN_COLUMNS), [c for c in D.OPS_COLUMNS if c not in D.SPAN_COLUMNS]]  # each column once
+    whole = pd.read_parquet(runs["mars"] / "ops.parquet")
+    op = int(np.flatnonzero(whole["deps"].map(len) > 1)[0])  # an op with two dependencies or more
+    rows = {r.children[0].children: r.children[1].children for r in timeline.detail(run, op).children[1].children[0].children}
+    assert rows["deps"] == ", ".join(str(d) for d in whole["deps"][op])
+
+
 def test_op_details_show_dependencies_when_recorded(runs):
     """ops.parquet records each op's dependencies (a deps list per op); the timeline's detail
     pane shows them, and says so when an older folder has none."""

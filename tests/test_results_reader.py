@@ -110,3 +110,19 @@ def test_a_time_past_what_the_engine_counts_is_refused(run, tmp_path):
     links.to_parquet(r / "links.parquet", index=False)
     with pytest.raises(EmuError, match=r"links.parquet: column t_end_s holds 1e\+300 in row 3"):
         perfetto_trace(r)
+
+
+def test_a_column_subset_is_checked_as_the_whole_table(run, tmp_path):
+    """A reader of some columns (the dashboard's views read ops.parquet without its deps lists)
+    gets each of them checked as in the whole table; columns the file lacks are left out."""
+    import pandas as pd
+
+    from emu.reader import ResultsFolder
+
+    r = _copy(run, tmp_path)
+    ops = pd.read_parquet(r / "ops.parquet")
+    ops.loc[3, "end_s"] = -1.0
+    ops.to_parquet(r / "ops.parquet", index=False)
+    with pytest.raises(EmuError, match=r"ops.parquet: column end_s holds -1.0 in row 3"):
+        ResultsFolder(r).table("ops.parquet", ["op", "end_s"])
+    assert list(ResultsFolder(r).table("ops.parquet", ["op", "kind", "deps", "no_such"]).columns) == ["op", "kind", "deps"]

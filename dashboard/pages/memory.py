@@ -85,12 +85,19 @@ def heat_data(st, run):
     return st.figs.get((run.key, "memheat-data"), make)
 
 
+def replica_series(st, run):
+    """The run's replica factor over time: (bin middles, time-weighted mean, max per bin)."""
+    def make():
+        lo, hi = span(run)
+        return D.replica_factor_series(run.nodes(), lo, run.summary.get("ttft_s") or hi)
+    return st.figs.get((run.key, "replica-series"), make)
+
+
 def replica_fig(st, run):
     def make():
         nodes = run.nodes()
-        lo, hi = span(run)
-        mid, mean, mx = D.replica_factor_series(nodes, lo, run.summary.get("ttft_s") or hi)
-        spans = D.chunk_spans(run.ops())
+        mid, mean, mx = replica_series(st, run)
+        spans = D.chunk_spans(run.ops(D.SPAN_COLUMNS))
         d = nodes.sort_values("t_s", kind="stable")
         meas = None
         if len(spans) and len(d):
@@ -105,8 +112,7 @@ def replica_compare_fig(st, runs):
     colors = C.run_colors(runs)
     items = []
     for r in runs:
-        lo, hi = span(r)
-        mid, mean, _ = D.replica_factor_series(r.nodes(), lo, r.summary.get("ttft_s") or hi)
+        mid, mean, _ = replica_series(st, r)
         items.append((r.key, colors[r.key], mid, mean))
     return F.replica_compare(items)
 

@@ -10,7 +10,7 @@ from emu.csvtext import to_csv
 
 from ..state import current
 from ..sweep import (NOT_APPLICABLE, TABLE_METRICS, apply_filters, filter_label, filter_values, params_of, summary_line,
-                     sweep_axes, sweep_figure, sweep_table)
+                     sweep_axes, sweep_figure, sweep_lines, sweep_table)
 from ..ui import CLICKS, IDS, SCALARS, TEXT, TEXTS, checked, error_box, graph, guarded, note_box
 
 PATH = "/sweep"
@@ -21,14 +21,16 @@ def panels(df):
     if not len(df):
         return [note_box("no points pass these filters")]
     params = params_of(df)  # once for the page's nine figures
-    xs = sweep_axes(df, params=params)
+    metrics = [("ttft_s", "TTFT"), ("wire_bytes", "Bytes on the wire")] + \
+        ([("kv_bytes", "KV payload bytes")] if "kv_bytes" in df.columns else [])
+    lines = sweep_lines(df, [m for m, _ in metrics], params)  # and their lines, per axis
+    xs = sweep_axes(df, params=params, lines=lines)
     if not xs:
         return [note_box("No slice of this dataset varies nodes, prompt length or chunk size alone, so there is "
                          "nothing to draw against them; the table below lists every point.")]
-    metrics = [("ttft_s", "TTFT"), ("wire_bytes", "Bytes on the wire")] + \
-        ([("kv_bytes", "KV payload bytes")] if "kv_bytes" in df.columns else [])
-    return [html.Div([html.Div(graph(f"sw-{m.replace('_', '-')}-{x}", sweep_figure(df, m, x, None, f"{title} against {t}", params)),
-                               className="panel") for x, t in xs], className="row") for m, title in metrics]
+    return [html.Div([html.Div(graph(f"sw-{m.replace('_', '-')}-{x}", sweep_figure(
+        df, m, x, None, f"{title} against {t}", params, lines[x][m])), className="panel") for x, t in xs],
+        className="row") for m, title in metrics]
 
 
 def table_view(tab):

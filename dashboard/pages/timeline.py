@@ -34,7 +34,7 @@ def perfetto_available() -> bool:
 
 def segments(st, run, lo=None, hi=None):
     def make():
-        ops = run.ops()
+        ops = run.ops(D.TIMELINE_COLUMNS)
         n = int(run.summary.get("nodes") or (max(int(ops["node"].max()), int(ops["src"].max())) + 1))
         return D.timeline_segments(ops, n, lo, hi)
     key = (run.key, "timeline", None if lo is None else round(float(lo), 9), None if hi is None else round(float(hi), 9))
@@ -55,7 +55,7 @@ def _num(v):
 
 
 def detail(run, op: int):
-    d = D.op_details(run.ops(), op)
+    d = D.op_details(run.table("ops.parquet"), op)  # the whole table: the op's dependencies too
     if d is None:
         return html.Div(f"op {op} is not in {run.key}", className="muted")
 
