@@ -38,3 +38,11 @@ def test_an_empty_buffer_takes_any_one_send():
     however small, waits until it has left."""
     accepted, left = accepted_times([1_000_000, 10], fifo_entries=256, fifo_bytes=250_000)
     assert accepted == [0, left[0]] and left[0] > 0
+
+
+def test_the_nic_default_fifo_is_the_kr260_profiles_comm_buffer():
+    # docs/nic.md: fifo_bytes defaults to the hardware profile's comm_buffer (16 MiB on the KR260)
+    from emu.nic.cluster import NicConfig
+    from emu.workload.profiles import load
+
+    assert NicConfig().fifo_bytes == int(load("hw", "kr260")["comm_buffer"]) == 16 << 20

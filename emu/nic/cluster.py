@@ -56,7 +56,7 @@ CONTROL_OPS = ("ack", "nack", "probe", "drain", "invalidate")  # what control_fr
 @dataclass(frozen=True)
 class NicConfig:
     mtu: int = 1500
-    fifo_bytes: int = 4 << 20      # payload FIFO of the packetization buffer
+    fifo_bytes: int = 16 << 20     # payload FIFO of the packetization buffer: the KR260 profile's comm_buffer
     fifo_entries: int = 256        # metadata FIFO
     reliable: bool = True
     # Retransmission timeout (emu.nic.rto; the kr260 values and why: docs/nic.md), the
