@@ -355,3 +355,18 @@ def test_a_message_outside_its_route_is_refused_before_the_kernel_sees_it():
             net.resend(m, dst, frags)
     net.run()
     assert net.received(m, 1) == net.received(m, 2) == 3 and net.duplicates == 0
+
+
+@pytest.mark.parametrize("trains", [True, False])
+def test_a_train_cut_by_a_link_failure_leaves_no_event_behind(trains):
+    # 1000 frames handed over at t=0; the link fails at 1 us, the re-route after 100 us finds no
+    # other way: the run ends at the last real event (the detection at 101 us), not at the
+    # cut train's old end (~11.9 ms).
+    link = LinkDefaults(rate_bps=GBPS, latency_ps=1 * US, mtu=1500)
+    G = ring(2, bidirectional=True, link=link)
+    sim = Simulator()
+    routes = Routes(G)
+    net = Network(sim, G, routes.next_hop, trains=trains)
+    Timeline(parse("link 0-1 down at 1us"), detect_ps=100 * US).install(net, routes)
+    net.send(0, [1], 1000, 1462)
+    assert net.run() == 101 * US == sim.now

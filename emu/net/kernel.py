@@ -394,6 +394,24 @@ def _heap_pop(HP, SC):
 
 
 @_inline
+def _stale(LK, t, key):
+    """A heap entry left behind: a port's look superseded by an earlier one (a cut train's old
+    end), or an arrival on a link that was flushed."""
+    if key >= _KIND_SHIFT:
+        return LK[key - _KIND_SHIFT, L_TX_PEND] != t
+    return LK[key, L_ARR_PEND] != t or LK[key, L_WHEAD] == -1
+
+
+@_entry
+def drop_stale(SC, LK, HP):
+    """Pop the entries left behind at the heap's top, so that the time the caller wakes up
+    for is a real event's (a train cut by a failure leaves its old end there)."""
+    while SC[SC_HEAP] > 0 and _stale(LK, HP[0, 0], HP[0, 1]):
+        _heap_pop(HP, SC)
+        SC[SC_STALE] += 1
+
+
+@_inline
 def schedule_arrival(LK, HP, SC, link, time):
     if LK[link, L_ARR_PEND] == time:
         return
@@ -1504,22 +1522,18 @@ def advance_binned(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, LG, FW, MS, MD,
         if need != 0:
             _reached(SC, t, key)
             return need, t
+        if _stale(LK, t, key):
+            _heap_pop(HP, SC)
+            SC[SC_STALE] += 1
+            continue
         SC[SC_NOW] = t
         if key >= _KIND_SHIFT:
             link = key - _KIND_SHIFT
-            if LK[link, L_TX_PEND] != t:
-                _heap_pop(HP, SC)
-                SC[SC_STALE] += 1
-                continue  # superseded by an earlier look
             SC[SC_EVENTS] += 1
             SC[SC_HOLE] = 1  # popped when it is done, unless a push takes its place first
             _transmitter(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, MS, SP, SL, SFREE, UP, link, t)
         else:
             link = key
-            if LK[link, L_ARR_PEND] != t or LK[link, L_WHEAD] == -1:
-                _heap_pop(HP, SC)
-                SC[SC_STALE] += 1
-                continue  # stale: the link was flushed
             SC[SC_EVENTS] += 1
             LK[link, L_ARR_PEND] = -1
             SC[SC_HOLE] = 1

@@ -715,6 +715,7 @@ class Network:
     # pending hand-over of upcalls; neither is ever forgotten while it is scheduled.
 
     def _rearm(self) -> None:
+        K.drop_stale(self.SC, self.LK, self.HP)  # never wake for a cut train's old end
         if not self.SC[K.SC_HEAP]:
             return
         nxt = max(int(self.HP[0, 0]), self.sim.now)
