@@ -168,12 +168,13 @@ def test_option_values_are_checked():
 
 # ---------------------------------------------------------------- --functional checks the layout
 
-def test_functional_takes_the_layout_the_replay_produced():
+@pytest.mark.parametrize("engine", ["compiled", "python"])
+def test_functional_takes_the_layout_the_replay_produced(engine):
     t = generate(Params(scheme="mars", seq=1024, nodes=4, chunk=256, decode_tokens=2, overrides=["model.layers=2"]))
-    good = Replay(t, Options(functional=True, engine="python")).run().functional.summary()
+    good = Replay(t, Options(functional=True, engine=engine)).run().functional.summary()
     assert good["layout_mismatches"] == 0 and good["payload_mismatches"] == 0 and good["max_rel_error"] < 1e-3
     t.schedule["decode"]["start_shards"] = [1024, 0, 0, 0]  # what the replay did not produce
-    bad = Replay(t, Options(functional=True, engine="python")).run().functional.summary()
+    bad = Replay(t, Options(functional=True, engine=engine)).run().functional.summary()
     assert bad["layout_mismatches"] == 4
     assert any("schedule.decode.start_shards says 1024" in m for m in bad["mismatches"])
     # the reductions still use where the KV really is, so the numbers stay right

@@ -95,9 +95,7 @@ def test_auto_picks_compiled_for_every_timing_run(traces):
     assert Replay(t, Options(loss=0.01)).engine == "compiled"
     assert Replay(t, Options(reliable=True)).engine == "compiled"
     assert Replay(t, Options(scenario=("link 0-1 down at 1ms",))).engine == "compiled"
-    assert Replay(t, Options(functional=True)).engine == "python"
-    with pytest.raises(ConfigError, match="functional mode"):
-        Replay(t, Options(engine="compiled", functional=True))
+    assert Replay(t, Options(functional=True)).engine == "compiled"  # emu.replay.functional_feed
     with pytest.raises(ConfigError, match="engine 'fast'"):
         Replay(t, Options(engine="fast"))
 
@@ -115,8 +113,8 @@ def test_cli_engine_option_and_summary_field(tmp_path, capsys):
         assert out[engine].pop("engine") == engine
         out[engine].pop("wall_s")
     assert out["python"] == out["compiled"]
-    assert main(["replay", str(path), "--no-results", "--engine", "compiled", "--functional"]) == 2
-    assert "functional mode" in capsys.readouterr().err
+    assert main(["replay", str(path), "--no-results", "--json", "--engine", "compiled", "--functional"]) == 0
+    assert json.loads(capsys.readouterr().out)["functional"]["payload_mismatches"] == 0
     cap = tmp_path / "x.pcap"  # a capture runs on the compiled loop (emu.replay.wire_meta)
     assert main(["replay", str(path), "--no-results", "--engine", "compiled", "--capture", str(cap)]) == 0
     assert cap.stat().st_size > 24

@@ -1,5 +1,7 @@
 """`emu replay --functional`: real bytes through the NICs and real attention states through
-the in-network merges, checked against an independent numpy attention; timing unchanged."""
+the in-network merges, checked against an independent numpy attention; timing unchanged.
+It runs on the compiled loop (emu.replay.functional_feed); the Python path is the reference
+it must equal, merge for merge."""
 
 import json
 import zlib
@@ -56,6 +58,7 @@ def reference_attention(q, K, V):
 
 
 def run(trace, **kw):
+    """The replay run, and the merged result of each reduction as the leader got it."""
     rp = Replay(trace, Options(**kw))
     merged = []
     if rp.functional:
@@ -73,6 +76,7 @@ def test_merged_attention_matches_numpy_over_the_whole_kv(traces, name, states, 
         trace = fp16_states(trace)
     rp, merged = run(trace, functional=True)
     fn, ops = rp.functional, trace.ops
+    assert rp.engine == "compiled"
     reduces = np.flatnonzero(ops["kind"] == Kind.reduce)
     assert rp.incomplete() == [] and len(merged) == reduces.size == fn.reductions > 0
     worst = 0.0
@@ -91,7 +95,7 @@ def test_merged_attention_matches_numpy_over_the_whole_kv(traces, name, states, 
     # Every delivery of every op was checked: one per (source, destination) of each send,
     # and the partial states between boards of each reduction tree.
     sends = ops["kind"] != Kind.reduce
-    comm = rp.wiring.is_comm & sends & ~np.isin(ops["kind"], [Kind.drain, Kind.invalidate])
+    comm = rp.is_comm & sends & ~np.isin(ops["kind"], [Kind.drain, Kind.invalidate])
     per_op = np.diff(trace.src_ptr) * np.diff(trace.dst_ptr)
     a2a = ops["kind"] == Kind.all_to_all
     per_op[a2a] = np.diff(trace.src_ptr)[a2a] * (np.diff(trace.src_ptr)[a2a] - 1)
@@ -156,3 +160,44 @@ def test_functional_mode_refuses_what_it_cannot_model_in_one_line(traces, tmp_pa
     assert main(["replay", str(traces["mars"]), "--functional", "--out", str(out)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "functional-mode limit" in err and not out.exists()
+
+
+@pytest.mark.parametrize("scheme,nodes,loss", [("mars", 4, 0.0), ("mars", 4, 0.02), ("ring", 4, 0.0),
+                                               ("zigzag", 4, 0.0), ("pd", 8, 0.0), ("full", 4, 0.02)])
+def test_compiled_functional_equals_the_python_path_merge_for_merge(scheme, nodes, loss):
+    """The compiled loop's functional replay gives the Python path's summary and every
+    reduction's merged bytes: the same payloads delivered, the same layout at decode's start,
+    and the boards' merges in the same order (a merge in another order gives other bytes)."""
+    import emu
+
+    trace = emu.trace(scheme, seq=1024, nodes=nodes, chunk=256, decode_tokens=2)
+    got = {}
+    for engine in ("python", "compiled"):
+        rp, merged = run(trace, functional=True, engine=engine, loss=loss, seed=3)
+        assert rp.engine == engine and rp.incomplete() == []
+        got[engine] = (rp.functional.summary(), dict(merged))
+    (s_py, m_py), (s_c, m_c) = got["python"], got["compiled"]
+    assert s_c == s_py and s_py["reductions"] == len(m_py) > 0 and s_py["deliveries_checked"] > 0
+    assert m_c == m_py
+
+
+def test_compiled_functional_merges_in_the_boards_fold_order(monkeypatch):
+    """Each board folds contributions in the order they reached it; merging the root's in
+    another order changes the bytes (fp32 arithmetic is not associative), so the order the
+    loop records is the one that decides the result."""
+    import emu
+    from emu.replay import functional_feed as FF
+
+    trace = emu.trace("mars", seq=1024, nodes=4, chunk=256, decode_tokens=2)
+    _, right = run(trace, functional=True)
+    real = FF._merge
+
+    def own_last(fn, op, group, ops):
+        g = group.copy()
+        g[g[:, FF.L.G_PARENT] < 0, FF.L.G_FOLD_OWN] += 10**9  # the root's own state after its children's
+        real(fn, op, g, ops)
+
+    monkeypatch.setattr(FF, "_merge", own_last)
+    _, wrong = run(trace, functional=True)
+    right, wrong = dict(right), dict(wrong)
+    assert right.keys() == wrong.keys() and all(right[op] != wrong[op] for op in right)

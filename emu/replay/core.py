@@ -29,7 +29,8 @@ from .core_compute import ready_push, slot_of, try_compute
 from .core_dir import add_owner, add_transient, free_transient, owner_bytes
 from .core_events import at, cancelled, peek, pop, push, rearm
 from .core_layout import (CB_CTRL, CB_SEND, D_CHANGE, D_DONE, D_PROGRESS, DF_READS, E_CHANGE, E_FINISH, E_LOCAL,
-                          E_PARTLEFT, E_TIMER, E_UPCALLS, E_WAKE, G_WAIT, R_CHG_KEY, R_CHG_T, R_IN_CHG,
+                          E_PARTLEFT, E_TIMER, E_UPCALLS, E_WAKE, G_WAIT, K_BYTES, K_NCOLS, K_OWNER,
+                          K_SNAP_BYTES, K_SNAP_OWNER, R_CHG_KEY, R_CHG_T, R_IN_CHG, R_SNAPPED,
                           N_BUSY, N_STALL, O_BLK, O_BLKEND, OW_BYTES, O_CHUNK, O_COMM, O_DEP, O_DEPEND, OW_DMASK,
                           O_DONE, O_DONEEND, O_DST, O_DSTEND, OW_END, O_GRP, O_KIND, OW_KV, O_LAYER, O_MSGOP,
                           O_NDLV, O_NODE, O_PART, O_PEND, O_RES, O_SRC, O_SRCEND, OW_START, P_NEED, P_NODE,
@@ -72,8 +73,10 @@ def start_comm(s, op, p):
     if kind == REDUCE:
         if s.GP[OP[op, O_GRP], G_WAIT] < 0:
             raise ValueError("compiled replay: a reduction tree the re-route could not build")
+        if RS[R_SNAPPED] == 0 and s.KB.shape[1] > K_NCOLS:
+            snapshot_owners(s)  # functional mode: the layout its first contribution finds
         push(s, W_CONSUMED, op, src, 0)  # after the contribution and what it completes
-        fold(s, op, src)
+        fold(s, op, src, src)
         return
     if kind == DRAIN or kind == INVALIDATE:
         send(s, src, OW[op, OW_DMASK], 0, OP[op, O_MSGOP], OW[op, OW_KV], CB_CTRL, op, src, 0, PT[p, P_ROUTE])
@@ -89,6 +92,16 @@ def start_comm(s, op, p):
     send(s, src, OW[op, OW_DMASK], OW[op, OW_BYTES], OP[op, O_MSGOP], max(OW[op, OW_KV], 0), CB_SEND, op, src,
          0, PT[p, P_ROUTE])
     consumed(s, op, src)
+
+
+@compiled
+def snapshot_owners(s):
+    """Each block's owner and bytes now, into KB's K_SNAP_* columns (once)."""
+    KB = s.KB
+    for b in range(KB.shape[0]):
+        KB[b, K_SNAP_OWNER] = KB[b, K_OWNER]
+        KB[b, K_SNAP_BYTES] = KB[b, K_BYTES]
+    s.RS[R_SNAPPED] = 1
 
 
 @compiled

@@ -65,7 +65,9 @@ DF_REPLICA = 2    # the dependency is a KV replica multicast (attention reads a 
 G_MEMBER = 0
 G_PARENT = 1      # reductions: the member it reports to (-1: the root)
 G_WAIT = 2        # reductions: contributions still to come (its own + its children's)
-G_NCOLS = 3
+G_FOLD_OWN = 3    # reductions: when its own contribution folded at it, in R_NFOLD's count (-1: not yet)
+G_FOLD_UP = 4     # reductions: when its result folded at its parent, in R_NFOLD's count (-1: not yet)
+G_NCOLS = 5
 
 # ---- nodes (NT) --------------------------------------------------------------------
 N_BUSY = 0        # compute engine running an op
@@ -127,6 +129,11 @@ CTRL_NACK = 3
 K_OWNER = 0       # owning node (-1: none)
 K_BYTES = 1
 K_NCOLS = 2
+# functional mode only (emu.replay.functional_feed): KB has these two more columns, the
+# owner and bytes of each block when the first reduction contribution started
+K_SNAP_OWNER = 2
+K_SNAP_BYTES = 3
+K_FN_NCOLS = 4
 RP_STATE = 0       # INVALID 0, VALID 1, DRAINING 2 (emu.nic.directory.State)
 RP_BYTES = 1
 RP_NCOLS = 2
@@ -180,7 +187,9 @@ R_CHG_T = 44      # a timeline's first pending change: time (INF: none) ...
 R_CHG_KEY = 45    # ... and its point of that instant (emu.net.network.Network.schedule_change)
 R_IN_CHG = 46     # 1: applying the changes due now (Network._changes_due)
 R_STARTED = 47    # 1: drive() has started the replay
-R_NCOLS = 48
+R_NFOLD = 48      # reduction contributions folded so far (orders the GP G_FOLD_* columns)
+R_SNAPPED = 49    # 1: the directory's owners are in KB's K_SNAP_* columns (functional mode)
+R_NCOLS = 50
 
 # ---- events (kinds in GT_SIM) ----------------------------------------------------------
 E_FINISH = 0      # a compute op ends (a = op, b = node)

@@ -35,9 +35,10 @@ from .core_dir import add_replica, drain, invalidate
 from .core_events import at, push, rearm
 from .core_reliable import (complete, control_done, first_hop_streams, first_hops, frame_sizes, message_room, resent,
                             sent, source_drop, track)
-from .core_layout import (CB_A2A, CB_CTRL, CB_RED, CB_SEND, E_LOCAL, G_MEMBER, G_PARENT, G_WAIT, N_FIFO_B,
+from .core_layout import (CB_A2A, CB_CTRL, CB_RED, CB_SEND, E_LOCAL, G_FOLD_OWN, G_FOLD_UP, G_MEMBER, G_PARENT,
+                          G_WAIT, N_FIFO_B,
                           N_FIFO_E, N_QHEAD, N_QTAIL, N_STALL, OW_BYTES, O_GRP, O_GRPEND, O_MSGOP, R_CHUNK,
-                          R_CTRL_DRAIN, R_CTRL_INV, R_FIFO_B, R_FIFO_E, R_HDR, R_NBITS, R_NMD, R_NMSG, R_NODES, R_NOW,
+                          R_CTRL_DRAIN, R_CTRL_INV, R_FIFO_B, R_FIFO_E, R_HDR, R_NBITS, R_NFOLD, R_NMD, R_NMSG, R_NODES, R_NOW,
                           R_NTR, R_PER, R_V, T_ACCEPTED, T_ARG, T_ARG2, T_CB, T_DLV, T_DMASK, T_KV, T_M0, T_M1,
                           T_MSGOP, T_NBYTES, T_NEXT, T_OP, T_ROUTE, T_SENT, T_SRC, W_A2A_STEP, W_OP_DLV,
                           W_PART_DLV, X_SENT, X_TR, CTRL_DATA, E_PARTLEFT, R_RELIABLE, T_FAIL, T_FAIL_RETRIES,
@@ -275,20 +276,30 @@ def delivered(s, tr, node):
     elif cb == CB_CTRL:
         push(s, W_OP_DLV, op, node, 0)
     elif cb == CB_RED:
-        fold(s, op, node)
+        fold(s, op, node, TR[tr, T_SRC])
     else:
         push(s, W_A2A_STEP, op, TR[tr, T_ARG], TR[tr, T_ARG2] + 1)  # one step in flight per member
         push(s, W_PART_DLV, op, node, 0)
 
 
 @compiled
-def fold(s, op, node):
-    """A contribution to reduction ``op`` is in at member ``node`` (its own or a child's)."""
-    OP, GP = s.OP, s.GP
+def fold(s, op, node, src):
+    """``src``'s contribution to reduction ``op`` is in at member ``node`` (its own, src ==
+    node, or a child's result). Each fold is numbered in the contributor's row (G_FOLD_*): the
+    order the board folds them in, which functional mode's merges follow."""
+    RS, OP, GP = s.RS, s.OP, s.GP
     g0 = OP[op, O_GRP]
     g = g0
     while GP[g, G_MEMBER] != node:
         g += 1
+    if src == node:
+        GP[g, G_FOLD_OWN] = RS[R_NFOLD]
+    else:
+        c = g0
+        while GP[c, G_MEMBER] != src:
+            c += 1
+        GP[c, G_FOLD_UP] = RS[R_NFOLD]
+    RS[R_NFOLD] += 1
     GP[g, G_WAIT] -= 1
     expected = 1  # its own and each child's in the reduction tree
     for c in range(g0, OP[op, O_GRPEND]):

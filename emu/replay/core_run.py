@@ -29,6 +29,7 @@ from .core import drive, schedule, set_kernel
 from .core_state import KERNEL
 from .capture import Capture
 from .core_tables import Tables
+from .functional_feed import feed
 from .wire_meta import WireMessages
 from . import engine_cache
 from ..progress import REPLAY_STEP_OPS
@@ -234,7 +235,7 @@ def _reroute(rp, tables: Tables):
                     tables.unroutable.append(e)
                     continue
                 for j, m in enumerate(group):
-                    GP[g + j] = (m, parent.get(m, -1), 1 + sum(1 for c in group if parent.get(c) == m))
+                    GP[g + j, : L.G_FOLD_OWN] = (m, parent.get(m, -1), 1 + sum(1 for c in group if parent.get(c) == m))
 
     return reroute
 
@@ -309,4 +310,6 @@ def _run(rp) -> None:
     got = np.flatnonzero(SLOT[:, L.S_TIME] >= 0)
     slot_op = np.repeat(np.arange(rp.trace.n_ops), OP[:, L.O_DSTEND] - OP[:, L.O_DST])
     rp._deliveries = np.stack([slot_op[got], SLOT[got, L.S_NODE], SLOT[got, L.S_TIME]], axis=1)
+    if rp.functional is not None:  # the payloads and merges, after the timing they do not change
+        feed(rp.functional, tables, rp.trace)
     rp._progress(end=True)

@@ -31,9 +31,6 @@ MAX_KV_RANGE = 1 << 24
 
 def unsupported(rp) -> str | None:
     """Why the compiled loop cannot run this replay (None: it can)."""
-    o = rp.opt
-    if o.functional:
-        return "functional mode"
     if rp.cluster.config.probe_answer_gap_ps:
         return "a probe answer gap"
     if rp.nodes > MAX_NODES:
@@ -207,12 +204,12 @@ class Tables:
                 key = (root, group)
                 if key not in trees:
                     parent = rp.cluster.board_tree(root, group)
-                    trees[key] = tuple((m, parent.get(m, -1), 1 + sum(1 for c in group if parent.get(c) == m))
+                    trees[key] = tuple((m, parent.get(m, -1), 1 + sum(1 for c in group if parent.get(c) == m), -1, -1)
                                        for m in group)
                 rows = trees[key]
                 self.reductions.append((op, root, group, g))
             else:
-                rows = tuple((m, -1, 0) for m in sorted(set(srcs) | set(dsts)))
+                rows = tuple((m, -1, 0, -1, -1) for m in sorted(set(srcs) | set(dsts)))
             gp_rows.extend(rows)
             grp[op] = (g, g + len(rows))
             g += len(rows)
@@ -296,7 +293,7 @@ class Tables:
         MX = np.zeros((n_msg, L.X_NCOLS), np.int64)
         lo, hi = _kv_range(rp)
         nkv = hi - lo + 1
-        KB = np.zeros((nkv, L.K_NCOLS), np.int64)
+        KB = np.zeros((nkv, L.K_FN_NCOLS if rp.opt.functional else L.K_NCOLS), np.int64)
         KB[:, L.K_OWNER] = -1
         KR = np.zeros((N * nkv, L.RP_NCOLS), np.int64)
 

@@ -1,0 +1,116 @@
+"""Functional mode on the compiled loop: the payloads and the decode merges follow its tables.
+
+Timing does not depend on payload values, so the compiled loop runs the timing replay
+alone and ``feed`` then gives ``emu.replay.functional.Functional`` what the Python path
+gives it while it runs (Replay._start_comm, _part_delivered, _reduced), from what the loop
+left in its tables:
+
+- every send handed to a NIC is a transfer row (TR): its payload is made at the hand-over
+  (``Functional.payload``) and each board in its delivered set checks it
+  (``Functional.delivered``); the loop carries lengths, not bytes, so what arrives is the
+  handed-over copy, as the Python path's frames carry the send's one copy;
+- a reduction folds at each board in the order the board's protocol took the contributions
+  (``BoardProtocol.contribute``: arrival order), which the loop numbers in each member's
+  group row (G_FOLD_OWN: its own contribution; G_FOLD_UP: its result at its parent); the
+  merges run in that order (floating-point results depend on it), each member's own state
+  made when it contributed (``Functional.contribution``), and the root's result is checked
+  when the root completed (``Functional.reduced``);
+- the KV layout a decode starts from is the directory's owners when the first contribution
+  started, which the loop copied then (KB's K_SNAP_* columns).
+
+A reduction's own states need the query its holder received, so each reduction's query
+op is fed first; the rest follows the transfers' order.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..codec import Dtype, ReduceOp
+from ..nic import reduce as R
+from ..workload.enums import Kind
+from . import core_layout as L
+
+
+class _Owners:
+    """The directory as Functional reads it: kv_id -> (owner, bytes)."""
+
+    def __init__(self, owners: dict):
+        self.owners = owners
+
+
+def _snapshot(tables) -> _Owners:
+    KB, lo = tables.KB, int(tables.RS[L.R_KVMIN])
+    if not tables.RS[L.R_SNAPPED]:
+        return _Owners({})
+    owned = np.flatnonzero(KB[:, L.K_SNAP_OWNER] >= 0)
+    return _Owners({int(b) + lo: (int(KB[b, L.K_SNAP_OWNER]), int(KB[b, L.K_SNAP_BYTES])) for b in owned.tolist()})
+
+
+def _boards(mask: int) -> list[int]:
+    mask &= 2**64 - 1
+    return [d for d in range(64) if (mask >> d) & 1]
+
+
+def feed(fn, tables, trace) -> None:
+    """Run ``fn`` (a Functional) over the compiled replay ``tables`` have just finished."""
+    fn.directory = _snapshot(tables)
+    TR = tables.TR[: tables.RS[L.R_NTR]]
+    carried = np.isin(TR[:, L.T_CB], (L.CB_SEND, L.CB_A2A)) & (TR[:, L.T_DLV] != 0)
+    rows = np.flatnonzero(carried)
+    by_op: dict[int, list[int]] = {}
+    for i in rows.tolist():
+        by_op.setdefault(int(TR[i, L.T_OP]), []).append(i)
+    done: set[int] = set()
+
+    def deliver(op: int) -> None:
+        if op in done:
+            return
+        done.add(op)
+        for i in by_op.get(op, ()):
+            src, cb = int(TR[i, L.T_SRC]), int(TR[i, L.T_CB])
+            dsts = _boards(int(TR[i, L.T_DLV]))
+            block = _boards(int(TR[i, L.T_DMASK]))[0] if cb == L.CB_A2A else -1
+            data = fn.payload(op, src, block)
+            for node in dsts:
+                fn.delivered(op, src, block, node, data)
+
+    ops = trace.ops
+    GP = tables.state.table("GP")
+    OP = tables.OP
+    for op in _reductions_in_fold_order(ops, OP, GP):
+        q = fn.query_of.get((int(ops["chunk"][op]), int(ops["layer"][op])))
+        if q is not None:
+            deliver(q)
+        _merge(fn, op, GP[OP[op, L.O_GRP]: OP[op, L.O_GRPEND]], ops)
+    for op in by_op:
+        deliver(op)
+
+
+def _reductions_in_fold_order(ops, OP, GP) -> list[int]:
+    """The reductions that started, by their first fold."""
+    first = []
+    for op in np.flatnonzero(ops["kind"] == Kind.reduce).tolist():
+        seqs = GP[OP[op, L.O_GRP]: OP[op, L.O_GRPEND], L.G_FOLD_OWN]
+        if (seqs >= 0).any():
+            first.append((int(seqs[seqs >= 0].min()), op))
+    return [op for _, op in sorted(first)]
+
+
+def _merge(fn, op: int, group: np.ndarray, ops) -> None:
+    """Reduction ``op``'s folds at each member in the loop's order; the root's result to ``fn``."""
+    dtype, rop = Dtype(int(ops["dtype"][op])), ReduceOp(int(ops["reduce_op"][op]))
+    folds = []  # (number, board, contributor)
+    for m, parent, _wait, own, up in group[:, : L.G_NCOLS].tolist():
+        if own >= 0:
+            folds.append((own, m, m))
+        if up >= 0:
+            folds.append((up, parent, m))
+    acc: dict[int, bytes] = {}
+    for _n, node, src in sorted(folds):
+        data = fn.contribution(op, node) if src == node else acc[src]
+        acc[node] = data if node not in acc else R.combine(rop, acc[node], data, dtype=dtype, heads=fn.H,
+                                                           head_dim=fn.d)
+    root = [i for i, p in enumerate(group[:, L.G_PARENT].tolist()) if p < 0][0]
+    if group[root, L.G_WAIT] == 0:  # every contribution is in at the root
+        fn.reduced(op, acc[int(group[root, L.G_MEMBER])])
