@@ -201,3 +201,16 @@ def test_compiled_functional_merges_in_the_boards_fold_order(monkeypatch):
     _, wrong = run(trace, functional=True)
     right, wrong = dict(right), dict(wrong)
     assert right.keys() == wrong.keys() and all(right[op] != wrong[op] for op in right)
+
+
+@pytest.mark.parametrize("scheme,extra", [("usp", []), ("ulysses", ["--uneven-heads"])])
+def test_a_head_sharded_decode_is_refused_in_one_line_before_the_replay(tmp_path, capsys, scheme, extra):
+    path = tmp_path / f"{scheme}.json"
+    assert main(["trace", scheme, "--seq", "2048", "--nodes", "16", "--decode-tokens", "2", *extra, "-o", str(path)]) == 0
+    capsys.readouterr()
+    out = tmp_path / "run"
+    assert main(["replay", str(path), "--functional", "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"emu replay: error: --functional: {scheme}'s decode layout is head-sharded; functional mode "
+                   "checks sequence-sharded decode (mars, ring, zigzag, pd, full)"]
+    assert not out.exists()

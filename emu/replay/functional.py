@@ -82,7 +82,15 @@ class Functional:
         dec = trace.schedule.get("decode") if isinstance(trace.schedule, dict) else None
         if not dec or not {"kv_nodes", "start_shards", "new_token_nodes", "leader"} <= set(dec):
             raise ConfigError("--functional: the trace's schedule has no decode layout (schedule.decode)")
+        if dec.get("layout") == "head-sharded":
+            # Each holder's heads and where the decode tokens' K/V go are not in the schedule.
+            raise ConfigError(f"--functional: {trace.meta.get('scheme', {}).get('name', 'this scheme')}'s decode "
+                              "layout is head-sharded; functional mode checks sequence-sharded decode "
+                              "(mars, ring, zigzag, pd, full)")
         holders, starts = [int(h) for h in dec["kv_nodes"]], [int(n) for n in dec["start_shards"]]
+        if len(holders) != len(starts):
+            raise ConfigError(f"--functional: schedule.decode.start_shards has {len(starts)} shards for "
+                              f"{len(holders)} kv_nodes")
         self.holders, self.starts = holders, starts
         self.seq_sharded = dec.get("layout") != "head-sharded"
         self.leader, self.placed = int(dec["leader"]), [int(x) for x in dec["new_token_nodes"]]
