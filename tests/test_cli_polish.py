@@ -21,10 +21,11 @@ def help_text(capsys, *argv) -> str:
 
 def test_replay_help_says_which_runs_take_the_compiled_loop(capsys):
     text = help_text(capsys, "replay")
-    assert "lossless" not in text and "--loss, --fail and --degrade too" in text
-    # and so they do: loss and a failure timeline run compiled under --engine auto
+    assert "lossless" not in text and "--loss, --fail, --degrade and --functional too" in text
+    # and so they do: loss and a failure timeline run compiled under --engine auto, and so does functional mode
     run = emu.replay(emu.trace("ring", **SMALL), loss=0.001, fail="link 0-1 down at 1ms up at 2ms")
     assert run.summary["engine"] == "compiled"
+    assert emu.replay(emu.trace("mars", **SMALL), functional=True).summary["engine"] == "compiled"
 
 
 def test_quickstart_states_the_readmes_replay_time():
