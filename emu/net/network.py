@@ -720,7 +720,9 @@ class Network:
             return
         nxt = max(int(self.HP[0, 0]), self.sim.now)
         if self._wake_ev is not None:
-            if self._wake_at <= nxt:
+            # A wake-up armed for an entry that has since gone stale is moved too: waking
+            # before the first real event does nothing but move the clock.
+            if self._wake_at == nxt:
                 return
             self._wake_ev.cancel()
         self._wake_at = nxt
