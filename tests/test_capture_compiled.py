@@ -5,6 +5,7 @@ Python path keeps the Meta the Cluster built. Every scheme's sends (parts, drain
 invalidates, reductions' partial results, all-to-all pairs), reliable delivery's acks,
 probes, nacks and resends, and a re-route after a link failure, on both engines."""
 
+import numpy as np
 import pytest
 
 import emu
@@ -35,3 +36,24 @@ def test_the_compiled_loops_capture_is_the_python_paths(case, tmp_path):
         captures[engine] = path.read_bytes()
     assert len(captures["compiled"]) > 1000
     assert captures["compiled"] == captures["python"]
+
+
+def test_a_capture_of_more_than_64_boards_names_every_destination(tmp_path):
+    """Boards 0-63 are in dst_set; a frame to a board beyond them carries its route as route_id
+    (docs/wire-format.md, Addressing), so every frame decodes with a destination."""
+    from emu.codec import check_headers, decode_frames, read_capture
+
+    tr = emu.trace("mars", nodes=72, seq=512, chunk=128, decode_tokens=1)
+    path = tmp_path / "wide.pcapng"
+    r = emu.replay(tr, capture=str(path), topology="torus:9x8", loss=0.01, seed=1)
+    assert r.engine.engine == "compiled"
+    heads = [decode_frames(b.buf, b.offsets, wirelen=b.wirelen).headers for b in read_capture(path)]
+    h = np.concatenate(heads)
+    check_headers(h)  # raises on a frame with no destination
+    wide = h["route_id"] != 0
+    assert wide.any() and (~wide).any()
+    # a unicast beyond board 63 (acks, nacks and probes too) names the board's own route
+    one = wide & (h["dst_set"] == 0) & (h["collective"] == 0)
+    assert one.any() and (h["route_id"][one] >= 65).all() and (h["route_id"][one] <= 72).all()
+    # a frame whose destinations are all below 64 keeps route_id 0
+    assert (h["dst_set"][~wide] != 0).all()

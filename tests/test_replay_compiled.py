@@ -446,3 +446,50 @@ def test_a_replay_far_longer_than_its_estimate_keeps_a_bounded_bins_table():
     assert slow.linkstats.bin_ps > fast.linkstats.bin_ps
     assert _bins_per_link(slow) <= MAX_BINS
     assert slow.net.LB.shape[0] <= 2 * MAX_BINS * len(slow.net.links)
+
+
+@pytest.mark.parametrize("scheme,nodes,topology,kw", [
+    # board sets of two words (emu.replay.core_boards): one not full, one exactly full
+    ("mars", 72, "auto", {}),
+    ("full", 128, "torus:16x8", {}),
+    # loss with reliable delivery: acks, probes and nacks to boards beyond 63
+    ("mars", 72, "auto", {"loss": 0.002, "seed": 3}),
+    # a board beyond 63 goes down: sends to it have no route meanwhile
+    ("pd", 80, "auto", {"scenario": ("node 70 down at 1ms up at 2ms",), "loss": 0.001}),
+])
+def test_more_than_64_boards_replay_identically_on_the_compiled_loop(scheme, nodes, topology, kw):
+    trace = emu.trace(scheme, seq=256, nodes=nodes, chunk=256, decode_tokens=1, model="qwen2.5-0.5b")
+    assert Replay(trace, Options(topology=topology, **kw)).engine == "compiled"  # auto picks it
+    assert_same(run(trace, "python", topology=topology, **kw), run(trace, "compiled", topology=topology, **kw))
+
+
+def _spread_blocks(trace, factor=131071):
+    """The same trace with its KV block ids spread over ~2^28 (each id x >= 0 becomes x * factor + 5)."""
+    from dataclasses import replace
+
+    ops = dict(trace.ops)
+    kv = ops["kv_id"].astype(np.int64)
+    ops["kv_id"] = np.where(kv >= 0, kv * factor + 5, kv).astype(trace.ops["kv_id"].dtype)
+    blk = trace.blk_idx.astype(np.int64) * factor + 5
+    return replace(trace, ops=ops, blk_idx=blk.astype(trace.blk_idx.dtype))
+
+
+@pytest.mark.parametrize("scheme", ["mars", "pd"])
+def test_kv_block_ids_spread_wide_replay_on_the_compiled_loop_as_dense_ones(traces, scheme, tmp_path):
+    """The directory's tables are dense in the blocks, not in their ids (core_tables.block_ids):
+    ids spread over 2^28 give the Python path's results, the same times as the trace with
+    dense ids, and the frames carry the trace's own ids."""
+    dense = traces[scheme]
+    spread = _spread_blocks(dense)
+    assert int(spread.ops["kv_id"].max()) > 1 << 27
+    b = run(spread, "compiled")
+    assert b.engine == "compiled"
+    assert_same(run(spread, "python"), b)
+    np.testing.assert_array_equal(b.end, run(dense, "compiled").end)
+    ids = set(b.cluster.directory.owners)
+    assert ids and ids <= set(spread.ops["kv_id"].tolist()) | set(spread.blk_idx.tolist())
+    # the frames' kv_id is the trace's id, as the Python path's capture has it
+    caps = {e: tmp_path / f"{e}.pcapng" for e in ("python", "compiled")}
+    for e, path in caps.items():
+        emu.replay(spread, capture=str(path), engine=e, loss=0.01, seed=1)
+    assert caps["compiled"].read_bytes() == caps["python"].read_bytes()

@@ -41,9 +41,8 @@ def register(sub) -> None:
                         "uninterrupted frames on a link as one event, docs/engine.md)")
     p.add_argument("--engine", choices=("auto", "compiled", "python"), default="auto",
                    help="the replay loop: compiled (one numba loop for DAG, NICs and links, with --loss, "
-                        "--fail, --degrade and --functional too), python (the reference path), or auto (default): "
-                        "compiled unless more than 64 boards (those run on the Python path); results "
-                        "are identical")
+                        "--fail, --degrade and --functional too, any number of boards), python (the reference path), "
+                        "or auto (default): compiled; results are identical")
     p.add_argument("--capture", metavar="FILE",
                    help="write the frames to a pcap/pcapng capture: an absolute path is written there, a plain "
                         "NAME.pcap or NAME.pcapng goes into the results folder")

@@ -66,14 +66,10 @@ class NicConfig:
     rto_initial_ps: int = P.ProtocolConfig.rto_initial_ps
     rto_max_ps: int = P.ProtocolConfig.rto_max_ps
     max_retries: int = P.ProtocolConfig.max_retries
-    # A probe about one message is answered at most once per this gap (emu.nic.protocol);
-    # 0: every probe is answered (honest senders only; docs/nic.md says why 0 here).
-    probe_answer_gap_ps: int = 0
 
     def protocol(self) -> P.ProtocolConfig:
         return P.ProtocolConfig(rto_min_ps=self.rto_min_ps, rto_initial_ps=self.rto_initial_ps,
-                                rto_max_ps=self.rto_max_ps, max_retries=self.max_retries,
-                                answer_gap_ps=self.probe_answer_gap_ps)
+                                rto_max_ps=self.rto_max_ps, max_retries=self.max_retries)
 
 
 @dataclass

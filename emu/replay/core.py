@@ -31,7 +31,7 @@ from .core_events import at, cancelled, peek, pop, push, rearm
 from .core_layout import (CB_CTRL, CB_SEND, D_CHANGE, D_DONE, D_PROGRESS, DF_READS, E_CHANGE, E_FINISH, E_LOCAL,
                           E_PARTLEFT, E_TIMER, E_UPCALLS, E_WAKE, G_WAIT, K_BYTES, K_NCOLS, K_OWNER,
                           K_SNAP_BYTES, K_SNAP_OWNER, R_CHG_KEY, R_CHG_T, R_IN_CHG, R_SNAPPED,
-                          N_BUSY, N_STALL, O_BLK, O_BLKEND, OW_BYTES, O_CHUNK, O_COMM, O_DEP, O_DEPEND, OW_DMASK,
+                          N_BUSY, N_STALL, O_BLK, O_BLKEND, OW_BYTES, O_CHUNK, O_COMM, O_DEP, O_DEPEND,
                           O_DONE, O_DONEEND, O_DST, O_DSTEND, OW_END, O_GRP, O_KIND, OW_KV, O_LAYER, O_MSGOP,
                           O_NDLV, O_NODE, O_PART, O_PEND, O_RES, O_SRC, O_SRCEND, OW_START, P_NEED, P_NODE,
                           P_OP, P_ROUTE, R_DONE_OPS, R_IN_RUN, R_KV_BYTES, R_LAYERS, R_MARGIN, R_NODES, R_NOW,
@@ -79,7 +79,7 @@ def start_comm(s, op, p):
         fold(s, op, src, src)
         return
     if kind == DRAIN or kind == INVALIDATE:
-        send(s, src, OW[op, OW_DMASK], 0, OP[op, O_MSGOP], OW[op, OW_KV], CB_CTRL, op, src, 0, PT[p, P_ROUTE])
+        send(s, src, op, -1, 0, OP[op, O_MSGOP], OW[op, OW_KV], CB_CTRL, op, src, 0, PT[p, P_ROUTE])
         return
     if kind == ALL_TO_ALL:
         g = OP[op, O_GRP]
@@ -89,7 +89,7 @@ def start_comm(s, op, p):
         consumed(s, op, src)
         return
     NT[src, N_STALL] += 1  # the compute engine waits until the packetizer takes the payload
-    send(s, src, OW[op, OW_DMASK], OW[op, OW_BYTES], OP[op, O_MSGOP], max(OW[op, OW_KV], 0), CB_SEND, op, src,
+    send(s, src, op, -1, OW[op, OW_BYTES], OP[op, O_MSGOP], max(OW[op, OW_KV], 0), CB_SEND, op, src,
          0, PT[p, P_ROUTE])
     consumed(s, op, src)
 

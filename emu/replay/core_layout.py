@@ -37,8 +37,8 @@ OW_BYTES = 1
 OW_DUR = 2        # compute time (roofline + overhead), 0 for communication
 OW_START = 3
 OW_END = 4
-OW_DMASK = 5      # its destination boards, a bit each
-OW_NCOLS = 6
+OW_DMASK = 5      # its destination boards: a board set of RS[R_MASKW] words (the table's last columns)
+OW_NCOLS = 6      # ... the table has OW_DMASK + W columns
 
 # ---- parts (PT): an op at one place (compute: its node; communication: one source) ----
 P_OP = 0
@@ -88,23 +88,23 @@ N_NCOLS = 13
 # ---- transfers (TR): one send handed to a NIC -----------------------------------------
 T_SRC = 0
 T_NBYTES = 1
-T_DMASK = 2       # destination boards, a bit each (the source too when it is one)
-T_MSGOP = 3
-T_KV = 4
-T_CB = 5          # who hears of its deliveries: CB_* below
-T_OP = 6          # the trace op it serves
-T_ARG = 7         # CB_SEND: its source; CB_A2A: member index
-T_ARG2 = 8        # CB_A2A: step
-T_M0 = 9          # its messages (kernel rows) m0..m1-1
-T_M1 = 10
-T_SENT = 11       # messages fully sent
-T_DLV = 12        # boards delivered at, a bit each
-T_NEXT = 13       # next transfer waiting for the same packetizer
-T_ACCEPTED = 14   # when the packetizer took it (-1: still waiting)
-T_ROUTE = 15      # route of its messages to the boards other than its source
-T_FAIL = 16       # reliable delivery gave up on a message of it: the silent boards, a bit each ...
-T_FAIL_RETRIES = 17  # ... and 1 + the retries it had (0: not failed; -1: no route, T_FAIL its boards)
-T_NCOLS = 18
+T_MSGOP = 2
+T_KV = 3
+T_CB = 4          # who hears of its deliveries: CB_* below
+T_OP = 5          # the trace op it serves
+T_ARG = 6         # CB_SEND: its source; CB_A2A: member index
+T_ARG2 = 7        # CB_A2A: step
+T_M0 = 8          # its messages (kernel rows) m0..m1-1
+T_M1 = 9
+T_SENT = 10       # messages fully sent
+T_NEXT = 11       # next transfer waiting for the same packetizer
+T_ACCEPTED = 12   # when the packetizer took it (-1: still waiting)
+T_ROUTE = 13      # route of its messages to the boards other than its source
+T_FAIL_RETRIES = 14  # 1 + the retries it had when reliable delivery gave up (0: not failed; -1: no route)
+T_DMASK = 15      # board sets (emu.replay.core_boards), RS[R_MASKW] words each, from here: its
+                  # destinations (the source too when it is one), then the boards it was
+                  # delivered at (T_DMASK + W), then the boards it failed at (T_DMASK + 2 W)
+T_NCOLS = 16      # ... the table has T_DMASK + 3 W columns
 
 CB_SEND = 0       # a communication op's part: the op counts its sources' payloads
 CB_CTRL = 1       # a drain or invalidate: delivered to the op at once
@@ -189,7 +189,8 @@ R_IN_CHG = 46     # 1: applying the changes due now (Network._changes_due)
 R_STARTED = 47    # 1: drive() has started the replay
 R_NFOLD = 48      # reduction contributions folded so far (orders the GP G_FOLD_* columns)
 R_SNAPPED = 49    # 1: the directory's owners are in KB's K_SNAP_* columns (functional mode)
-R_NCOLS = 50
+R_MASKW = 50      # words of a board set (emu.replay.core_boards)
+R_NCOLS = 51
 
 # ---- events (kinds in GT_SIM) ----------------------------------------------------------
 E_FINISH = 0      # a compute op ends (a = op, b = node)

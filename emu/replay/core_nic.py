@@ -36,32 +36,35 @@ from .core_events import at, push, rearm
 from .core_reliable import (complete, control_done, first_hop_streams, first_hops, frame_sizes, message_room, resent,
                             sent, source_drop, track)
 from .core_layout import (CB_A2A, CB_CTRL, CB_RED, CB_SEND, E_LOCAL, G_FOLD_OWN, G_FOLD_UP, G_MEMBER, G_PARENT,
-                          G_WAIT, N_FIFO_B,
+                          G_WAIT, N_FIFO_B, OW_DMASK, R_MASKW,
                           N_FIFO_E, N_QHEAD, N_QTAIL, N_STALL, OW_BYTES, O_GRP, O_GRPEND, O_MSGOP, R_CHUNK,
                           R_CTRL_DRAIN, R_CTRL_INV, R_FIFO_B, R_FIFO_E, R_HDR, R_NBITS, R_NFOLD, R_NMD, R_NMSG, R_NODES, R_NOW,
-                          R_NTR, R_PER, R_V, T_ACCEPTED, T_ARG, T_ARG2, T_CB, T_DLV, T_DMASK, T_KV, T_M0, T_M1,
+                          R_NTR, R_PER, R_V, T_ACCEPTED, T_ARG, T_ARG2, T_CB, T_DMASK, T_KV, T_M0, T_M1,
                           T_MSGOP, T_NBYTES, T_NEXT, T_OP, T_ROUTE, T_SENT, T_SRC, W_A2A_STEP, W_OP_DLV,
-                          W_PART_DLV, X_SENT, X_TR, CTRL_DATA, E_PARTLEFT, R_RELIABLE, T_FAIL, T_FAIL_RETRIES,
+                          W_PART_DLV, X_SENT, X_TR, CTRL_DATA, E_PARTLEFT, R_RELIABLE, T_FAIL_RETRIES,
                           X_CTRL, X_TIMER)
+from . import core_boards as boards
 from .core_state import compiled, compiled_inline
 
 COLL_REDUCE = 3  # emu.codec.Collective.reduce: the trace's reductions end at their root
 
 
 @compiled_inline
-def bit(node):
-    return 1 << node
-
-
-@compiled_inline
-def send(s, src, dmask, nbytes, msgop, kv, cb, op, arg, arg2, route):
-    """Cluster.send: hand a payload to ``src``'s NIC; returns the transfer."""
+def send(s, src, dop, dnode, nbytes, msgop, kv, cb, op, arg, arg2, route):
+    """Cluster.send: hand a payload to ``src``'s NIC, for op ``dop``'s destinations (dop >= 0)
+    or board ``dnode``; returns the transfer."""
     RS, NT, TR = s.RS, s.NT, s.TR
     tr = RS[R_NTR]
     RS[R_NTR] = tr + 1
+    w = RS[R_MASKW]
     TR[tr, T_SRC] = src
     TR[tr, T_NBYTES] = nbytes
-    TR[tr, T_DMASK] = dmask
+    if dop >= 0:
+        boards.copy(TR, tr, T_DMASK, s.OW, dop, OW_DMASK, w)
+    else:
+        boards.clear(TR, tr, T_DMASK, w)
+        boards.add(TR, tr, T_DMASK, dnode)
+    boards.clear(TR, tr, T_DMASK + w, w)  # delivered at
     TR[tr, T_MSGOP] = msgop
     TR[tr, T_KV] = kv
     TR[tr, T_CB] = cb
@@ -72,7 +75,6 @@ def send(s, src, dmask, nbytes, msgop, kv, cb, op, arg, arg2, route):
     TR[tr, T_M0] = 0
     TR[tr, T_M1] = 0
     TR[tr, T_SENT] = 0
-    TR[tr, T_DLV] = 0
     TR[tr, T_NEXT] = -1
     TR[tr, T_ACCEPTED] = -1
     tail = NT[src, N_QTAIL]
@@ -113,12 +115,11 @@ def admit(s, node):
 def launch(s, tr):
     RS, NT, TR = s.RS, s.NT, s.TR
     src = TR[tr, T_SRC]
-    if TR[tr, T_DMASK] & bit(src):
+    if boards.has(TR, tr, T_DMASK, src):
         at(s, RS[R_NOW], E_LOCAL, tr, src)
-    remote = TR[tr, T_DMASK] & ~bit(src)
     TR[tr, T_M0] = RS[R_NMSG]
     TR[tr, T_M1] = RS[R_NMSG]
-    if remote == 0:
+    if not boards.beyond(TR, tr, T_DMASK, RS[R_MASKW], src):
         # Nothing for the wire: its room is free at once (Cluster._left; the admit loop goes on).
         NT[src, N_FIFO_E] -= 1
         NT[src, N_FIFO_B] -= TR[tr, T_NBYTES]
@@ -127,13 +128,13 @@ def launch(s, tr):
     chunk = RS[R_CHUNK]
     off = 0
     while off < max(nbytes, 1):
-        send_part(s, tr, min(chunk, nbytes - off), remote)
+        send_part(s, tr, min(chunk, nbytes - off))
         off += chunk
     TR[tr, T_M1] = RS[R_NMSG]
 
 
 @compiled_inline
-def send_part(s, tr, size, remote):
+def send_part(s, tr, size):
     """One message of a transfer: header arithmetic (emu.net.ethernet.frame_sizes), then the wire."""
     RS, TR = s.RS, s.TR
     nfrags, full, last = frame_sizes(s, size)
@@ -145,7 +146,7 @@ def send_part(s, tr, size, remote):
         RS[R_CTRL_DRAIN] += nfrags * streams
     elif TR[tr, T_MSGOP] == OP_INVALIDATE:
         RS[R_CTRL_INV] += nfrags * streams
-    mid = net_send(s, src, remote, nfrags, full, last, route)
+    mid = net_send(s, tr, src, nfrags, full, last, route)
     MX = s.MX  # reliable delivery may have grown it
     MX[mid, X_TR] = tr
     MX[mid, X_SENT] = 0
@@ -157,7 +158,8 @@ def send_part(s, tr, size, remote):
     if streams == 0:
         # No way out (a failure cut the source off): the send fails, its part counts as sent
         # now and leaves the packetizer at an event of its own (Cluster._send_part).
-        TR[tr, T_FAIL] = remote
+        w = RS[R_MASKW]
+        boards.copy_without(TR, tr, T_DMASK + 2 * w, TR, tr, T_DMASK, w, src)
         TR[tr, T_FAIL_RETRIES] = -1
         MX[mid, X_SENT] = 1
         TR[tr, T_SENT] += 1
@@ -165,8 +167,9 @@ def send_part(s, tr, size, remote):
 
 
 @compiled_inline
-def net_send(s, src, remote, nfrags, full, last, route):
-    """Network.send: its kernel rows (tracked with reliable delivery) and a stream per first-hop port."""
+def net_send(s, tr, src, nfrags, full, last, route):
+    """Network.send: transfer ``tr``'s boards other than ``src``, its kernel rows (tracked with
+    reliable delivery) and a stream per first-hop port."""
     RS = s.RS
     if RS[R_RELIABLE]:  # control frames take message rows the tables did not count
         message_room(s, RS[R_NODES], RS[R_NODES] * ((nfrags + 7) // 8))
@@ -175,8 +178,9 @@ def net_send(s, src, remote, nfrags, full, last, route):
     RS[R_NMSG] = mid + 1
     nmd = RS[R_NMD]
     nd = 0
+    TR = s.TR
     for d in range(RS[R_NODES]):  # destinations in ascending order, as Cluster hands them over
-        if (remote >> d) & 1:
+        if d != src and boards.has(TR, tr, T_DMASK, d):
             MD[nmd + nd, K.D_NODE] = d
             nd += 1
     flags = K.MF_TRACK if RS[R_RELIABLE] else 0
@@ -259,9 +263,10 @@ def message_done(s, mid, node):
 def delivered(s, tr, node):
     """Cluster._delivered: the directory follows the Meta of what arrived; the owner hears of it."""
     RS, TR = s.RS, s.TR
-    if TR[tr, T_DLV] & bit(node):
+    dlv = T_DMASK + RS[R_MASKW]
+    if boards.has(TR, tr, dlv, node):
         return
-    TR[tr, T_DLV] |= bit(node)
+    boards.add(TR, tr, dlv, node)
     now = RS[R_NOW]
     mop, kv = TR[tr, T_MSGOP], TR[tr, T_KV]
     if mop == OP_KV_REPLICA:
@@ -312,7 +317,7 @@ def fold(s, op, node, src):
     if where == RED_HERE:
         push(s, W_OP_DLV, op, node, 0)  # the root has the result
     elif where == RED_PARENT:
-        send(s, node, bit(parent), s.OW[op, OW_BYTES], mop, 0, CB_RED, op, 0, 0, parent)
+        send(s, node, -1, parent, s.OW[op, OW_BYTES], mop, 0, CB_RED, op, 0, 0, parent)
     else:
         raise ValueError("compiled replay: a reduction result for the whole group (all_reduce) is not modelled")
 
@@ -332,4 +337,4 @@ def a2a_step(s, op, i, step):
         step += 1
     if step >= n:
         return
-    send(s, a, bit(b), s.OW[op, OW_BYTES], OP[op, O_MSGOP], 0, CB_A2A, op, i, step, b)
+    send(s, a, -1, b, s.OW[op, OW_BYTES], OP[op, O_MSGOP], 0, CB_A2A, op, i, step, b)

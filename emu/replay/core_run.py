@@ -21,6 +21,7 @@ from ..codec import Op
 from ..net import kernel as K
 from ..nic.cluster import CONTROL_OPS
 from ..nic.directory import NodeMemory, State
+from . import core_boards as boards
 from . import core_layout as L
 from ..errors import ConfigError
 from ..net.network import Message
@@ -44,12 +45,14 @@ class DirectoryView:
         self.memory = [NodeMemory(int(o), int(r), int(t)) for o, r, t in
                        NT[:, [L.N_OWNER, L.N_REPLICA, L.N_TRANSIENT]].tolist()]
         self._hist = st.table("HIST")[: RS[L.R_NHIST]].copy()
-        self.errors = [_error_text(*row) for row in st.table("ERR")[: RS[L.R_NERR]].tolist()]
+        err = st.table("ERR")[: RS[L.R_NERR]].copy()
+        err[:, 3] = tables.block_id(err[:, 3])  # t, code, node, kv, state
+        self.errors = [_error_text(*row) for row in err.tolist()]
         self.blocks, self.live_replicas = int(RS[L.R_NOWNERS]), int(RS[L.R_LIVE_REP])
-        KB, lo = tables.KB, int(RS[L.R_KVMIN])
+        KB = tables.KB
         owned = np.flatnonzero(KB[:, L.K_OWNER] >= 0)
         # kv_id -> (node, bytes), in block order
-        self.owners = {int(b) + lo: (int(KB[b, L.K_OWNER]), int(KB[b, L.K_BYTES])) for b in owned}
+        self.owners = {int(tables.kv_ids[b]): (int(KB[b, L.K_OWNER]), int(KB[b, L.K_BYTES])) for b in owned}
 
     def owner_only(self) -> bool:
         return all(m.replica == 0 and m.transient == 0 for m in self.memory)
@@ -80,6 +83,7 @@ class ClusterView:
         self.config, self.routes = nics.config, nics.routes
         self.board_tree = nics.board_tree  # the reduction trees the run used
         self.directory = DirectoryView(tables)
+        self._block_id = tables.block_id
         self.control_frames_by_op = dict.fromkeys(CONTROL_OPS, 0)
         self.control_frames_by_op["drain"] = int(RS[L.R_CTRL_DRAIN])
         self.control_frames_by_op["invalidate"] = int(RS[L.R_CTRL_INV])
@@ -88,18 +92,21 @@ class ClusterView:
         self.control_frames_by_op["probe"] = int(RS[L.R_CTRL_PROBE])
         self.retransmitted_frames = int(RS[L.R_RETX])
         self._tr = TR[: RS[L.R_NTR]]
+        self._w = int(RS[L.R_MASKW])
+
+    def _set(self, i: int, which: int) -> list[int]:
+        """The boards of send ``i``'s set ``which`` (0: destinations, 1: delivered at, 2: failed at)."""
+        w = self._w
+        return boards.members(self._tr[i, L.T_DMASK + which * w: L.T_DMASK + (which + 1) * w])
 
     def _failed(self, i: int) -> str | None:
         """Cluster's Transfer.failed: send ``i`` had no route, or reliable delivery gave up on it."""
         tr = self._tr
         if not tr[i, L.T_FAIL_RETRIES]:
             return None
-        boards = int(tr[i, L.T_FAIL]) & (2**64 - 1)
         if tr[i, L.T_FAIL_RETRIES] < 0:
-            return f"no route from node {int(tr[i, L.T_SRC])} to {[d for d in range(64) if (boards >> d) & 1]}"
-        silent = boards
-        return (f"no acknowledgement from {[d for d in range(64) if (silent >> d) & 1]} after "
-                f"{int(tr[i, L.T_FAIL_RETRIES]) - 1} retries")
+            return f"no route from node {int(tr[i, L.T_SRC])} to {self._set(i, 2)}"
+        return f"no acknowledgement from {self._set(i, 2)} after {int(tr[i, L.T_FAIL_RETRIES]) - 1} retries"
 
     @property
     def control_frames(self) -> int:
@@ -108,12 +115,14 @@ class ClusterView:
     def incomplete(self) -> list[str]:
         tr = self._tr
         out = []
-        for i in np.flatnonzero(tr[:, L.T_DLV] != tr[:, L.T_DMASK]).tolist():
-            want, got = int(tr[i, L.T_DMASK]) & (2**64 - 1), int(tr[i, L.T_DLV]) & (2**64 - 1)
-            missing = [d for d in range(64) if (want >> d) & 1 and not (got >> d) & 1]
+        w = self._w
+        short = (tr[:, L.T_DMASK + w: L.T_DMASK + 2 * w] != tr[:, L.T_DMASK: L.T_DMASK + w]).any(axis=1)
+        for i in np.flatnonzero(short).tolist():
+            got = set(self._set(i, 1))
+            missing = [d for d in self._set(i, 0) if d not in got]
             why = self._failed(i) or ("still waiting for the packetizer" if tr[i, L.T_ACCEPTED] < 0
                                       else "frames lost")
-            out.append(f"send {i} (op {Op(int(tr[i, L.T_MSGOP])).name}, kv {int(tr[i, L.T_KV])}) from node "
+            out.append(f"send {i} (op {Op(int(tr[i, L.T_MSGOP])).name}, kv {int(self._block_id(tr[i, L.T_KV]))}) from node "
                        f"{int(tr[i, L.T_SRC])} never reached {missing}: {why}")
         return out
 
@@ -273,7 +282,7 @@ def _run(rp) -> None:
         rp.timeline.on_reroute[:] = [_reroute(rp, tables)]
     for sink in net.log_sinks:  # a capture names each frame's message by the loop's rows
         if isinstance(sink, Capture):
-            sink.messages = WireMessages(st, rp.trace, bool(RS[L.R_RELIABLE]))
+            sink.messages = WireMessages(st, rp.trace, bool(RS[L.R_RELIABLE]), tables.block_id)
     # The first drive() starts the replay (the parts with no dependencies, the network's
     # first wake-up); a later call, after a change or a log flush, goes on where it stopped.
     tables.unroutable = []  # why a re-route could not build a tree, in the order it failed

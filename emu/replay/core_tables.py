@@ -21,51 +21,30 @@ from ..nic.protocol import D_COLS, O_COLS
 from ..nic.rto import rto_table
 from ..topology import multicast_tree
 from ..workload.enums import COMM_KINDS, CONTROL_KINDS, Kind, MsgOp
+from . import core_boards as boards
 from . import core_layout as L
 from .core_state import KERNEL, State
 
 _KV_MSGS = (int(MsgOp.kv_replica), int(MsgOp.kv_fetch_resp), int(MsgOp.kv_transfer))
-MAX_NODES = 64      # destination sets are 64-bit masks
-MAX_KV_RANGE = 1 << 24
 
 
-def unsupported(rp) -> str | None:
-    """Why the compiled loop cannot run this replay (None: it can)."""
-    if rp.cluster.config.probe_answer_gap_ps:
-        return "a probe answer gap"
-    if rp.nodes > MAX_NODES:
-        return f"more than {MAX_NODES} boards"
-    nh = rp.routes.next_hop[: rp.nodes, : rp.nodes]
-    off = ~np.eye(rp.nodes, dtype=bool)
-    if np.any(nh[off] < 0):
-        return "boards that cannot reach each other"
-    tr = rp.trace
-    rows = np.repeat(np.arange(tr.n_ops), np.diff(tr.dst_ptr))
-    keys = np.sort(rows * rp.nodes + tr.dst_idx)
-    if keys.size and np.any(np.diff(keys) == 0):
-        return "an op listing a destination twice"
-    kv = _kv_range(rp)
-    if kv[1] - kv[0] + 1 > MAX_KV_RANGE:
-        return "KV block ids spread too wide"
-    return None
+def block_ids(rp) -> np.ndarray:
+    """The KV block ids the replay can name, sorted: the trace's (its ops' kv_id, the blocks
+    its handoffs list) and every id from the lowest up to the last head shard's (an
+    all-to-all's block (chunk, node, layer) is numbered in the loop, emu.replay.core).
 
-
-def _kv_range(rp) -> tuple[int, int]:
+    The loop keeps block x as ``lo + position of x`` (lo the first id): x itself for every
+    id up to the first gap, so the head shards' numbering holds, and ids spread wide (a
+    hand-written trace's) still give tables as long as the blocks are many."""
     tr, ops = rp.trace, rp.trace.ops
-    lo = min(0, int(ops["kv_id"].min(initial=0)), int(tr.blk_idx.min(initial=0)))
-    hi = max(0, int(ops["kv_id"].max(initial=0)), int(tr.blk_idx.max(initial=0)))
+    kv = ops["kv_id"].astype(np.int64)
+    lo = min(0, int(kv.min(initial=0)), int(tr.blk_idx.min(initial=0)))
+    top = 0
     a2a = ops["kind"] == Kind.all_to_all
     if a2a.any():  # head shards own block (chunk, node, layer)
         layers = int(rp.model["layers"])
-        hi = max(hi, int(((ops["chunk"][a2a].max() + 1) * rp.nodes) * layers + ops["layer"][a2a].max()))
-    return lo, hi
-
-
-def _popcount(m: np.ndarray) -> np.ndarray:
-    c = np.zeros(m.shape, np.int64)
-    for b in range(MAX_NODES):
-        c += ((m >> np.uint64(b)) & np.uint64(1)).astype(np.int64)
-    return c
+        top = int(((ops["chunk"][a2a].max() + 1) * rp.nodes) * layers + ops["layer"][a2a].max()) + 1
+    return np.unique(np.concatenate([np.arange(lo, max(top, 1), dtype=np.int64), kv, tr.blk_idx.astype(np.int64)]))
 
 
 def _member(keys_sorted: np.ndarray, q: np.ndarray) -> np.ndarray:
@@ -114,7 +93,11 @@ class Tables:
         n, N, V = tr.n_ops, rp.nodes, net.nodes
         kind = ops["kind"].astype(np.int64)
         node = ops["node"].astype(np.int64)
-        kvid = ops["kv_id"].astype(np.int64)
+        # KV block ids as the loop keeps them (block_ids): the trace's own up to its first gap
+        self.kv_ids = block_ids(rp)
+        kv_lo = int(self.kv_ids[0])
+        kvid = kv_lo + np.searchsorted(self.kv_ids, ops["kv_id"].astype(np.int64))
+        blk = kv_lo + np.searchsorted(self.kv_ids, tr.blk_idx.astype(np.int64))
         msgop = ops["msg_op"].astype(np.int64)
         nbytes = ops["bytes"].astype(np.int64)
         is_comm = np.isin(kind, [int(k) for k in COMM_KINDS | CONTROL_KINDS])
@@ -125,8 +108,8 @@ class Tables:
         dorder = np.lexsort((tr.dst_idx, drow))
         dst = tr.dst_idx[dorder].astype(np.int64)
         dkeys = drow * N + dst
-        dmask = np.zeros(n, np.uint64)
-        np.bitwise_or.at(dmask, drow, np.left_shift(np.uint64(1), dst.astype(np.uint64)))
+        W = boards.words(N)
+        dmask = boards.pack(drow, dst, n, W)  # (n, W) words
         nslots = dst.size
 
         # Parts: a compute op at its node, a communication op at each source (trace order).
@@ -174,17 +157,18 @@ class Tables:
         part_route = np.full(nparts, -1, np.int64)
         sends = np.isin(kind[part_op], [int(Kind.send), int(Kind.drain), int(Kind.invalidate)])
         pm = np.flatnonzero(sends)
-        remote = dmask[part_op[pm]] & ~np.left_shift(np.uint64(1), part_node[pm].astype(np.uint64))
-        cnt = _popcount(remote)
-        one = cnt == 1
-        part_route[pm[one]] = np.log2(remote[one].astype(np.float64)).round().astype(np.int64)
+        remote = dmask[part_op[pm]] & ~boards.pack(np.arange(pm.size), part_node[pm], pm.size, W)
+        cnt = boards.count(remote)
+        one = np.flatnonzero(cnt == 1)
+        word = np.argmax(remote[one] != 0, axis=1)
+        part_route[pm[one]] = 64 * word + np.log2(remote[one, word].astype(np.float64)).round().astype(np.int64)
         many = cnt > 1
         if many.any():
-            pairs = np.stack([part_node[pm[many]].astype(np.uint64), remote[many]], axis=1)
+            pairs = np.column_stack([part_node[pm[many]].astype(np.uint64), remote[many]])
             uniq, inv = np.unique(pairs, axis=0, return_inverse=True)
             route_of = np.empty(len(uniq), np.int64)
-            for i, (s, m) in enumerate(uniq.tolist()):
-                members = [d for d in range(N) if (m >> d) & 1]
+            for i, row in enumerate(uniq.tolist()):
+                s, members = row[0], boards.members(row[1:])
                 tree = multicast_tree(rp.G, rp.routes, s, members)
                 route_of[i] = net.add_tree(tree, members)
                 self.trees[(int(s), tuple(members))] = int(route_of[i])
@@ -221,19 +205,19 @@ class Tables:
         b_blk = b_src + tr.src_idx.size
         b_done = b_blk + tr.blk_idx.size
         b_at = b_done + done_idx.size
-        IDX = np.concatenate([dst, x_of_dep, tr.src_idx.astype(np.int64), tr.blk_idx.astype(np.int64),
+        IDX = np.concatenate([dst, x_of_dep, tr.src_idx.astype(np.int64), blk,
                               done_idx, at_idx]).astype(np.int64)
         DF = np.zeros(IDX.size, np.int8)
         DF[b_dep:b_src] = (reads_dep * L.DF_READS
                            | (is_comm[x_of_dep] & (msgop[x_of_dep] == int(MsgOp.kv_replica))) * L.DF_REPLICA)
 
-        OW = np.zeros((n, L.OW_NCOLS), np.int64)
+        OW = np.zeros((n, L.OW_DMASK + W), np.int64)
         OW[:, L.OW_KV] = kvid
         OW[:, L.OW_BYTES] = nbytes
         OW[:, L.OW_DUR] = rp.durations
         OW[:, L.OW_START] = -1
         OW[:, L.OW_END] = -1
-        OW[:, L.OW_DMASK] = dmask.view(np.int64)
+        OW[:, L.OW_DMASK:] = dmask.view(np.int64)
 
         cols = {L.O_KIND: kind, L.O_NODE: node, L.O_MSGOP: msgop, L.O_RES: ops["residency"],
                 L.O_PART: part_ptr[:-1], L.O_PEND: part_ptr[1:],
@@ -273,7 +257,7 @@ class Tables:
         per = max_payload(cfg.mtu)
         chunk = per * MAX_FRAGS
         msgs_of = -(-np.maximum(nbytes, 1) // chunk)
-        nd_of = _popcount(dmask)
+        nd_of = boards.count(dmask)
         send_parts = np.bincount(part_op[sends], minlength=n)
         red = kind == Kind.reduce
         a2a = kind == Kind.all_to_all
@@ -289,10 +273,9 @@ class Tables:
         if cfg.reliable:  # every message is tracked: a bitmap at each destination
             n_bits = int(((send_parts * nd_of + transfers - send_parts) * (frags_of // 8 + msgs_of)).sum()) + 1
 
-        TR = np.zeros((n_tr, L.T_NCOLS), np.int64)
+        TR = np.zeros((n_tr, L.T_DMASK + 3 * W), np.int64)
         MX = np.zeros((n_msg, L.X_NCOLS), np.int64)
-        lo, hi = _kv_range(rp)
-        nkv = hi - lo + 1
+        nkv = len(self.kv_ids)
         KB = np.zeros((nkv, L.K_FN_NCOLS if rp.opt.functional else L.K_NCOLS), np.int64)
         KB[:, L.K_OWNER] = -1
         KR = np.zeros((N * nkv, L.RP_NCOLS), np.int64)
@@ -320,6 +303,7 @@ class Tables:
         RS = np.zeros(L.R_NCOLS, np.int64)
         RS[L.R_WAKE_SEQ] = -1
         RS[L.R_NODES] = N
+        RS[L.R_MASKW] = W
         RS[L.R_V] = V
         RS[L.R_MARGIN] = margin
         RS[L.R_PER] = per
@@ -328,7 +312,7 @@ class Tables:
         RS[L.R_FIFO_B] = cfg.fifo_bytes
         RS[L.R_FIFO_E] = cfg.fifo_entries
         RS[L.R_LAYERS] = int(rp.model["layers"])
-        RS[L.R_KVMIN] = lo
+        RS[L.R_KVMIN] = kv_lo
         RS[L.R_NKV] = nkv
         RS[L.R_RELIABLE] = int(cfg.reliable)
         RS[L.R_MAX_RETRIES] = cfg.max_retries
@@ -364,3 +348,7 @@ class Tables:
         # Python's own references, read back after the run
         self.RS, self.OP, self.OW, self.SLOT, self.NT, self.TR, self.KB = RS, OP, OW, SLOT, NT, TR, KB
         self.start_parts = np.flatnonzero(need == 0).astype(np.int64)
+
+    def block_id(self, kept):
+        """The trace's KV block id of what the loop keeps as ``kept`` (a value or an array)."""
+        return self.kv_ids[np.asarray(kept, np.int64) - self.kv_ids[0]]

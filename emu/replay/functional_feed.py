@@ -29,6 +29,7 @@ import numpy as np
 from ..codec import Dtype, ReduceOp
 from ..nic import reduce as R
 from ..workload.enums import Kind
+from . import core_boards as boards
 from . import core_layout as L
 
 
@@ -40,23 +41,25 @@ class _Owners:
 
 
 def _snapshot(tables) -> _Owners:
-    KB, lo = tables.KB, int(tables.RS[L.R_KVMIN])
+    KB = tables.KB
     if not tables.RS[L.R_SNAPPED]:
         return _Owners({})
     owned = np.flatnonzero(KB[:, L.K_SNAP_OWNER] >= 0)
-    return _Owners({int(b) + lo: (int(KB[b, L.K_SNAP_OWNER]), int(KB[b, L.K_SNAP_BYTES])) for b in owned.tolist()})
-
-
-def _boards(mask: int) -> list[int]:
-    mask &= 2**64 - 1
-    return [d for d in range(64) if (mask >> d) & 1]
+    return _Owners({int(tables.kv_ids[b]): (int(KB[b, L.K_SNAP_OWNER]), int(KB[b, L.K_SNAP_BYTES]))
+                    for b in owned.tolist()})
 
 
 def feed(fn, tables, trace) -> None:
     """Run ``fn`` (a Functional) over the compiled replay ``tables`` have just finished."""
     fn.directory = _snapshot(tables)
     TR = tables.TR[: tables.RS[L.R_NTR]]
-    carried = np.isin(TR[:, L.T_CB], (L.CB_SEND, L.CB_A2A)) & (TR[:, L.T_DLV] != 0)
+    w = int(tables.RS[L.R_MASKW])
+    dlv = L.T_DMASK + w  # the boards each send was delivered at
+
+    def at(i: int, col: int) -> list[int]:
+        return boards.members(TR[i, col: col + w])
+
+    carried = np.isin(TR[:, L.T_CB], (L.CB_SEND, L.CB_A2A)) & (TR[:, dlv: dlv + w] != 0).any(axis=1)
     rows = np.flatnonzero(carried)
     by_op: dict[int, list[int]] = {}
     for i in rows.tolist():
@@ -69,8 +72,8 @@ def feed(fn, tables, trace) -> None:
         done.add(op)
         for i in by_op.get(op, ()):
             src, cb = int(TR[i, L.T_SRC]), int(TR[i, L.T_CB])
-            dsts = _boards(int(TR[i, L.T_DLV]))
-            block = _boards(int(TR[i, L.T_DMASK]))[0] if cb == L.CB_A2A else -1
+            dsts = at(i, dlv)
+            block = at(i, L.T_DMASK)[0] if cb == L.CB_A2A else -1
             data = fn.payload(op, src, block)
             for node in dsts:
                 fn.delivered(op, src, block, node, data)

@@ -114,8 +114,8 @@ def replay(trace, *, topology: str = "auto", set=None, loss=0.0, fail=None, degr
     (the summary reports the error). ``progress``: True or "bar" draws a bar on stderr (ops,
     simulated and wall time, ETA), "json" writes one JSON object per line there (emu.progress).
     ``engine``: "compiled" (the compiled loop, emu.replay.core),
-    "python", or "auto" (compiled whenever it supports the run: at most 64 boards,
-    no probe answer gap; emu.replay.core_tables.unsupported). ``flag``: what error messages put before an option's name
+    "python" (the reference Python path, emu.replay.run), or "auto" (compiled: it runs every
+    replay). ``flag``: what error messages put before an option's name
     (the CLI passes "--", so a message names ``--loss``). Every option is checked, types as
     docs/api.md lists them, before the trace is read: ConfigError in one line."""
     import contextlib

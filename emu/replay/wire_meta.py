@@ -9,7 +9,9 @@ rows by the rules ``emu.nic.cluster.Cluster`` applies when it hands a send to th
   the trace names, its stage (``control`` for drains and invalidates), its collective
   (``reduce`` for partial results, ``all_to_all`` for a pair, the trace's for a part,
   unicast or multicast by destination count for a drain), kv_id, layer, reduce_op and
-  dtype as the Python path passes them, the destination set, and per source board a
+  dtype as the Python path passes them, the destination set (dst_set holds boards 0-63; a
+  message to a board beyond them also names its route, route_id = route + 1, the unicast
+  route to board b being b: docs/wire-format.md), and per source board a
   message id and a sequence number counted in the order the source sent its messages;
 - an ack, probe (an ack with ACK_REQ) or nack carries the id and sequence number of the
   message it is about (``emu.nic.control.control_meta``).
@@ -26,14 +28,15 @@ from ..codec.layer import FRAME_HEADER_LEN
 from ..net import kernel as K
 from ..nic.control import TTL
 from ..workload.enums import Stage as TStage
+from . import core_boards as boards
 from . import core_layout as L
 
 
 class WireMessages:
     """The header rows of the compiled loop's messages (by kernel row), while it runs and after."""
 
-    def __init__(self, st, trace, reliable: bool):
-        self.st, self.reliable = st, reliable
+    def __init__(self, st, trace, reliable: bool, block_id):
+        self.st, self.reliable, self.block_id = st, reliable, block_id  # block_id: Tables.block_id
         ops = trace.ops
         self.ops = {k: np.asarray(ops[k]).astype(np.int64) for k in ("stage", "collective", "reduce_op", "dtype", "layer")}
         self.msg_id = np.zeros(0, np.int64)  # per data message: its source's message counter
@@ -91,22 +94,24 @@ class WireMessages:
         d = ~ctrl  # data messages: their transfer's Meta (Cluster.send and its callers)
         dm = mids[d]
         tr = TR[MX[dm, L.X_TR]]
-        cb, op, dmask = tr[:, L.T_CB], tr[:, L.T_OP], tr[:, L.T_DMASK]
+        cb, op = tr[:, L.T_CB], tr[:, L.T_OP]
+        dsets = tr[:, L.T_DMASK: L.T_DMASK + self.st.table("RS")[L.R_MASKW]]
         o = {k: v[op] for k, v in self.ops.items()}
         is_ctrl, is_red, is_a2a = cb == L.CB_CTRL, cb == L.CB_RED, cb == L.CB_A2A
         stage = np.where(o["stage"] == int(TStage.decode), int(Stage.decode), int(Stage.prefill))
-        single = (dmask & (dmask - 1)) == 0
+        single = boards.count(dsets) == 1
         collective = np.select([is_ctrl, is_red, is_a2a],
                                [np.where(single, int(Collective.unicast), int(Collective.multicast)),
                                 int(Collective.reduce), int(Collective.all_to_all)], o["collective"])
         h["op"][d] = tr[:, L.T_MSGOP]
         h["stage"][d] = np.where(is_ctrl, int(Stage.control), stage)  # Cluster.replica_control
         h["collective"][d] = collective
-        h["kv_id"][d] = tr[:, L.T_KV]
+        h["kv_id"][d] = self.block_id(tr[:, L.T_KV])
         h["layer"][d] = np.maximum(o["layer"], 0)
         h["reduce_op"][d] = np.where(is_red, o["reduce_op"], int(ReduceOp.none))  # Reduction._forward
         h["dtype"][d] = np.where(is_ctrl, int(Dtype.raw), o["dtype"])
-        h["dst_set"][d] = dmask.astype(np.uint64)
+        h["dst_set"][d] = dsets[:, 0].astype(np.uint64)  # boards 0-63; beyond them the route_id
+        h["route_id"][d] = np.where((dsets[:, 1:] != 0).any(axis=1), tr[:, L.T_ROUTE] + 1, 0)
         h["msg_id"][d], h["seq"][d] = self.msg_id[dm], self.seq[dm]
         flags = int(Flags.ACK_REQ) if self.reliable else 0
 
@@ -120,6 +125,7 @@ class WireMessages:
             h["collective"][c] = int(Collective.unicast)
             h["dst_set"][c] = np.where(dst < 64, np.left_shift(np.uint64(1), np.minimum(dst, 63).astype(np.uint64)),
                                        np.uint64(0))
+            h["route_id"][c] = np.where(dst < 64, 0, dst + 1)  # the unicast route to board b is b
             h["msg_id"][c], h["seq"][c] = self.msg_id[about], self.seq[about]
         h["flags"] = np.where(c, np.where(MX[mids, L.X_CTRL] == L.CTRL_PROBE, int(Flags.ACK_REQ), 0) if self.reliable
                               else 0, flags) | int(Flags.SYNTH)

@@ -1,0 +1,36 @@
+"""Board sets of the compiled replay (emu.replay.core_boards): words, bits and their Python faces."""
+
+import numpy as np
+import pytest
+from numba import njit
+
+from emu.replay import core_boards as B
+
+
+@pytest.mark.parametrize("boards,words", [(1, 1), (64, 1), (65, 2), (128, 2), (129, 3), (4096, 64)])
+def test_a_set_has_a_word_per_64_boards(boards, words):
+    assert B.words(boards) == words
+
+
+@njit
+def _build(members, w):
+    M = np.zeros((2, 1 + 3 * w), np.int64)  # a leading column: sets start at any column
+    for d in members:
+        B.add(M, 1, 1, d)
+    B.copy_without(M, 1, 1 + w, M, 1, 1, w, members[0])
+    B.copy(M, 1, 1 + 2 * w, M, 1, 1, w)
+    return M, B.has(M, 1, 1, members[0]), B.beyond(M, 1, 1, w, members[0]), B.same(M, 1, 1, 1 + 2 * w, w)
+
+
+@pytest.mark.parametrize("members", [[0], [63], [64], [5, 63, 64, 127], [127, 3]])
+def test_compiled_sets_and_python_read_the_same_boards(members):
+    w = 2
+    M, has, beyond, same = _build(np.array(members, np.int64), w)
+    assert B.members(M[1, 1:1 + w]) == sorted(members)
+    assert B.members(M[1, 1 + w:1 + 2 * w]) == sorted(members[1:])
+    assert has == 1 and same
+    assert beyond == (len(members) > 1)
+    packed = B.pack(np.zeros(len(members), np.int64), members, 1, w)
+    np.testing.assert_array_equal(packed.view(np.int64)[0], M[1, 1:1 + w])
+    assert B.count(packed).tolist() == [len(members)]
+    assert M[0].tolist() == [0] * (1 + 3 * w)  # no other row touched
