@@ -131,13 +131,6 @@ def test_text_that_would_break_the_one_line_message_is_refused(call):
     assert "control character" in str(e.value) and len(str(e.value).splitlines()) == 1
 
 
-def test_the_api_names_the_generators_choices():
-    from emu.api import PD_MODES, RING_ORDERS
-    from emu.workload import generate
-
-    assert RING_ORDERS == generate.RING_ORDERS and PD_MODES == ("bulk", "stream")
-
-
 def test_numbers_are_finite_and_switches_are_bools():
     """docs/api.md, Argument types: a number is finite (NaN and infinities refused), a switch
     is True or False (0, 1 and "true" refused), each in one line naming the argument."""
