@@ -267,6 +267,9 @@ def test_whatif_runs_from_a_neutral_folder(runs, tmp_path):
             if t.name == f"whatif-{job.id}":
                 t.join(HANG_S)
         assert job.state == "done", job.message
+        # followed through the replay's JSON progress: it began, and its last line is the run's end
+        summary = json.loads((job.out / "summary.json").read_text())
+        assert job.began and job.sim_s == pytest.approx(summary["sim_end_s"]) and not any(ln.startswith("{") for ln in job.tail)
         assert not (tmp_path / "pwned").exists()
         assert "-P" in job.argv and Path(w.cwd) != out
     finally:

@@ -38,12 +38,14 @@ def test_the_replay_bar_shows_wall_time_and_eta_and_ends_at_100_percent(trace_fi
     assert any("  ETA " in d for d in drawings[1:-1])  # between the first report and the end
 
 
-def test_the_bar_keeps_the_line_the_dashboard_reads(trace_file, capsys):
-    from dashboard.whatif import _PROGRESS  # the what-if page follows a replay by this pattern
+def test_the_dashboard_follows_the_json_stream(trace_file, capsys):
+    from dashboard.whatif import progress_row  # the what-if page follows a replay by these lines
 
-    emu.replay(trace_file, progress=True)
-    found = [m.groups() for m in _PROGRESS.finditer(capsys.readouterr().err)]
-    assert found[0][0] == "0.0" and found[-1][0] == "100.0"
+    run = emu.replay(trace_file, progress="json")
+    found = [progress_row(line.encode()) for line in capsys.readouterr().err.splitlines()]
+    assert found[0] == (0.0, 0.0) and found[-1] == (1.0, pytest.approx(run.summary["sim_end_s"]))
+    assert all(0 < p < 1 for p, _ in found[1:-1])
+    assert progress_row(b"emu replay: error: no such trace") is None and progress_row(b"[" * 200_000) is None
 
 
 def test_emu_replay_progress_json(trace_file, capsys):
