@@ -41,12 +41,10 @@ def _whatif_option(run, prefix: str):
     summary.json does not record loss."""
     if run.origin != "what-if":
         return None
-    import json
+    from .whatif import read_note
 
-    try:
-        argv = json.loads((run.path.parent / f".{run.path.name}.json").read_text()).get("argv") or []
-    except (OSError, ValueError, AttributeError):
-        return None
+    argv = read_note(run.path.parent, run.path).get("argv")
+    argv = argv if isinstance(argv, list) else []
     hit = [a[len(prefix):] for a in argv if isinstance(a, str) and a.startswith(prefix)]
     return hit[-1] if hit else ("0" if prefix == "--loss=" else None)
 

@@ -32,6 +32,7 @@ from pathlib import Path
 # the replay's own unit parser (a leaf module, no engine): a form value passes here exactly when
 # `emu replay --set` reads it
 from emu.errors import ConfigError
+from emu.jsontext import parse_json
 from emu.units import parse_rate, parse_time
 
 TOPOLOGIES = ("auto", "ring", "bring", "mesh", "torus", "star", "full", "fattree")
@@ -171,8 +172,8 @@ def progress_row(line: bytes) -> tuple[float, float] | None:
     """(fraction of the ops done, simulated seconds) of one line of ``emu replay --progress json``,
     or None for a line that is not the replay's progress."""
     try:
-        row = json.loads(line)
-    except (ValueError, RecursionError):
+        row = parse_json(line, "progress", ValueError)
+    except ValueError:
         return None
     if not isinstance(row, dict) or row.get("progress") != "replay":
         return None
@@ -180,12 +181,21 @@ def progress_row(line: bytes) -> tuple[float, float] | None:
     return (row.get("ops_done", 0) / total if total else 0.0), float(row.get("simulated_s") or 0.0)
 
 
-def note_of(out_dir: Path, run_dir: Path) -> str | None:
-    """What a what-if changed, from the note the app left beside its results folder."""
+def read_note(out_dir: Path, run_dir: Path) -> dict:
+    """The note the app left beside a what-if's results folder (its trace, its change, the replay's
+    argv); empty when it is missing or not a JSON object (a what-if folder is the user's to edit)."""
+    path = Path(out_dir) / f".{Path(run_dir).name}.json"
     try:
-        return json.loads((Path(out_dir) / f".{Path(run_dir).name}.json").read_text()).get("change")
-    except (OSError, ValueError, AttributeError):
-        return None
+        note = parse_json(path.read_bytes(), str(path), ValueError)
+    except (OSError, ValueError):
+        return {}
+    return note if isinstance(note, dict) else {}
+
+
+def note_of(out_dir: Path, run_dir: Path) -> str | None:
+    """What a what-if changed, from its note."""
+    change = read_note(out_dir, run_dir).get("change")
+    return change if isinstance(change, str) else None
 
 
 class WhatIfs:
