@@ -604,7 +604,8 @@ class CaptureIndexes:
 def header_tree(row: dict, data: bytes, links: list[str], reasons: dict) -> list[tuple[str, list[tuple[str, str]]]]:
     """The frame as Wireshark's detail pane shows it: (section, [(field, value)]) with each
     field's value decoded (enums and flags by name, boards of dst_set) and its bytes."""
-    from emu.codec.layer import ETH_LEN, field_layout
+    from emu.codec.layer import field_layout
+    from emu.codec.mac import ETH_LEN
 
     names = enum_names()
     lk = int(row["link"])

@@ -16,13 +16,9 @@ import time
 import numpy as np
 
 from ..codec import Flags, Op
-from ..codec.batch import HEADER_DTYPE
+from ..codec.layer import FRAME_OFFSETS
 
-_TTL = 14 + HEADER_DTYPE.fields["ttl"][1]
-_SRC = 14 + HEADER_DTYPE.fields["src_node"][1]
-_OP = 14 + HEADER_DTYPE.fields["op"][1]
-_FLAGS = 14 + HEADER_DTYPE.fields["flags"][1]
-_MSG_ID = 14 + HEADER_DTYPE.fields["msg_id"][1]
+_TTL, _SRC, _OP, _FLAGS, _MSG_ID = (FRAME_OFFSETS[f] for f in ("ttl", "src_node", "op", "flags", "msg_id"))
 
 
 

@@ -26,7 +26,7 @@ from ..nic import Cluster, NicConfig
 from ..progress import REPLAY_STEP_OPS
 from ..sim import MS, US, Simulator
 from ..topology import LinkDefaults, Routes, build
-from ..workload.enums import COMM_KINDS, CONTROL_KINDS, Kind, MsgOp, Residency
+from ..workload.enums import COMM_KINDS, CONTROL_KINDS, KV_OPS, Kind, MsgOp, Residency
 from ..workload.enums import Stage as TStage
 from ..workload.profiles import DEFAULTS, apply_overrides
 from .dag import Wiring
@@ -35,7 +35,6 @@ from .functional import Functional
 HW_DEFAULTS = DEFAULTS["hw"]
 MAX_BINS = 4096  # link time-series bins at most (then wider bins): memory follows the links, not the run
 MAX_OP_PS = 10**18  # one op of at most ~11.6 days: sums of many stay far inside int64 picoseconds
-KV_OPS = {int(MsgOp.kv_replica), int(MsgOp.kv_fetch_resp), int(MsgOp.kv_transfer)}
 PRODUCES_KV = {int(Kind.qkv), int(Kind.decode_qkv)}
 
 
