@@ -13,14 +13,13 @@ import shutil
 import subprocess
 import sys
 import urllib.request
-from pathlib import Path
 
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from test_dashboard_common import (WAIT_PAGE, browser, browser_page, post, runs, served, whatif_body,  # noqa: F401
-                                   write_sweep)
+from test_dashboard_common import (WAIT_PAGE, browser, browser_page, dashboard_start, post, runs, served,  # noqa: F401
+                                   whatif_body, write_sweep)
 from waits import HANG_S
 
 OUTSIDE = "198.51.100.7"  # TEST-NET-2; the browser's requests to it are aborted, never sent
@@ -275,8 +274,6 @@ def test_dashboard_starts_over_json_nested_200000_deep(tmp_path):
     """`emu dashboard` reads every JSON text it is given with emu.jsontext (a summary.json, a
     what-if's note, a sweep's metadata): one nested 200,000 levels deep (200,000 `[`) is an
     unreadable run or an absent note, never a RecursionError traceback."""
-    import os
-
     deep = "[" * 200_000
     (tmp_path / "results" / "run1").mkdir(parents=True)
     (tmp_path / "results" / "run1" / "summary.json").write_text(deep)
@@ -286,14 +283,6 @@ def test_dashboard_starts_over_json_nested_200000_deep(tmp_path):
     (tmp_path / "wi" / "whatif-1-x").mkdir(parents=True)
     (tmp_path / "wi" / "whatif-1-x" / "summary.json").write_text(deep)
     (tmp_path / "wi" / ".whatif-1-x.json").write_text(deep)  # the app's note beside a what-if
-    proc = subprocess.Popen([sys.executable, "-m", "emu", "dashboard", str(tmp_path / "results"), "--port", "0",
-                             "--whatif-dir", str(tmp_path / "wi")],
-                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1])))
-    try:
-        first = proc.stdout.readline()  # printed once the app is built, before it serves
-    finally:
-        proc.terminate()
-        _, err = proc.communicate(timeout=HANG_S)
+    first, err = dashboard_start(tmp_path / "results", "--whatif-dir", tmp_path / "wi", cwd=tmp_path)
     assert first.startswith("dashboard: 2 runs (2 unreadable), sweeps "), (first, err)
     assert "Traceback" not in err and "RecursionError" not in err, err
