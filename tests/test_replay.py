@@ -10,7 +10,7 @@ import pytest
 
 from emu.cli import main
 from emu.net.ethernet import WIRE_OVERHEAD
-from emu.replay.results import SUMMARY_KEYS, summarize
+from emu.replay.summary import SUMMARY_KEYS, summarize
 from emu.replay.run import Options, Replay
 from emu.workload.enums import MsgOp
 from emu.workload.trace import load_trace
