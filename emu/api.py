@@ -140,7 +140,7 @@ def table(results):
     folders; rows are labelled as compare labels its columns (what differs when names repeat)."""
     from . import validate as V
     from .errors import ConfigError
-    from .replay.compare import summary_table
+    from .compare import summary_table
     from .replay.result import Result
 
     if isinstance(results, (Result, str, Path)) or not hasattr(results, "__iter__"):

@@ -347,11 +347,13 @@ def test_compare_names_differing_parameters_and_diffs_a_whatif(runs, tmp_path):
     assert C.differing([mars, w]) == {"link rate"}
     assert {"scheme", "trace"} <= C.differing([mars, ring])
     assert C.base_of(w, reg.runs()) is mars and C.base_of(mars, reg.runs()) is None
-    rows, same = C.diff(mars, w)
+    from emu.compare import diff, judgement
+
+    rows, same = diff(mars.summary, w.summary)
     assert [r["key"] for r in rows] == ["ttft_s"]
     assert rows[0]["base"] == base_ttft and rows[0]["pct"] == pytest.approx(-0.25)
     assert "bytes on the wire" in same
-    assert C.judgement("ttft_s", rows[0]["delta"]) == "better" and C.judgement("decode_tokens_per_s", -1.0) == "worse"
+    assert judgement("ttft_s", rows[0]["delta"]) == "better" and judgement("decode_tokens_per_s", -1.0) == "worse"
     assert C.fmt_pct(-0.25) == "-25.0%" and C.fmt_pct(-0.0001) == "-0.010%"
 
 

@@ -80,7 +80,7 @@ class Result:
 
     def compare(self, *others: "Result"):
         """This run beside ``others``: the table ``emu compare`` prints (``str()``), values in ``.frame``."""
-        from .compare import Comparison
+        from ..compare import Comparison
 
         runs = [self, *others]
         return Comparison([r.summary for r in runs], [r.name for r in runs])
