@@ -102,6 +102,8 @@ class Replay:
             self.timeline.install(self.net, self.routes)
         self.functional = (Functional(trace, self.model, options.seed, self.cluster.directory)
                            if options.functional else None)
+        if self.functional is not None:
+            self.functional.progress = self._checking
         self.engine = self._engine(options.engine)
         self.is_comm = np.isin(trace.ops["kind"], [int(k) for k in COMM_KINDS | CONTROL_KINDS])
         self.wiring = Wiring(trace) if self.engine == "python" else None
@@ -252,6 +254,11 @@ class Replay:
         """Ops done, simulated and wall time; ``end``: the last report (100 % when every op completed)."""
         if self._bar is not None:
             self._bar.update(self.done_ops, self.sim.now, end=end)
+
+    def _checking(self, done: int, total: int) -> None:
+        """The functional checks that follow a compiled loop (every op has finished): their own count."""
+        if self._bar is not None:
+            self._bar.update(self.done_ops, self.sim.now, phase="functional checks", step=(done, total))
 
     # ---- communication ------------------------------------------------------------------
 
