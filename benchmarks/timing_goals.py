@@ -41,7 +41,7 @@ def trace_load() -> float:
 
 def probe_after_partials() -> float:
     from emu.codec import Op, encode_frames, fragment
-    from emu.hw import model as M
+    from emu.hw import board as M
     from emu.hw.serve import Device, ServeLimits
 
     class Sink:

@@ -1,9 +1,10 @@
-"""Comparing runs: the parameters that tell them apart, a what-if against its base run, and
-one colour per run shared by every figure of a comparison."""
+"""Comparing runs in the dashboard: the parameters that tell them apart (from each folder's
+topology and what-if note), the run a what-if changed, the metrics as text, and one colour per
+run shared by every figure of a comparison. Which metrics changed, and whether for the better,
+is emu.compare's (``diff``, ``judgement``), as `emu compare`'s table is."""
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 from . import data as D
@@ -41,12 +42,10 @@ def _whatif_option(run, prefix: str):
     summary.json does not record loss."""
     if run.origin != "what-if":
         return None
-    import json
+    from .whatif import read_note
 
-    try:
-        argv = json.loads((run.path.parent / f".{run.path.name}.json").read_text()).get("argv") or []
-    except (OSError, ValueError, AttributeError):
-        return None
+    argv = read_note(run.path.parent, run.path).get("argv")
+    argv = argv if isinstance(argv, list) else []
     hit = [a[len(prefix):] for a in argv if isinstance(a, str) and a.startswith(prefix)]
     return hit[-1] if hit else ("0" if prefix == "--loss=" else None)
 
@@ -96,24 +95,6 @@ def base_of(run, runs):
     return None
 
 
-# (summary key, label, unit); HIGHER_IS_BETTER / NEUTRAL say how a change reads (else lower is better)
-HIGHER_IS_BETTER = {"decode_tokens_per_s"}
-NEUTRAL = {"busiest_link_utilization", "frames", "control_frames", "sim_end_s"}
-METRICS = [("ttft_s", "TTFT", "s"), ("prefill_s", "prefill", "s"), ("decode_tokens_per_s", "decode tokens/s", "rate"),
-           ("wire_bytes", "bytes on the wire", "bytes"), ("kv_bytes", "KV payload", "bytes"), ("frames", "frame-hops", "n"),
-           ("dropped_frames", "dropped frames", "n"), ("retransmitted_frames", "retransmitted frames", "n"),
-           ("control_frames", "control frames", "n"), ("peak_node_kv_bytes", "peak KV per node", "bytes"),
-           ("busiest_link_utilization", "busiest link utilization", "pct"), ("sim_end_s", "simulated end", "s")]
-
-
-def _metric(s: dict, key: str):
-    if key == "busiest_link_utilization":
-        v = (s.get("busiest_link") or {}).get("utilization")
-    else:
-        v = s.get(key)
-    return v if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
-
-
 def fmt_metric(v, unit: str) -> str:
     if v is None:
         return "-"
@@ -125,26 +106,3 @@ def fmt_pct(p) -> str:
     if p is None:
         return ""
     return f"{p:+.3%}" if abs(p) < 0.01 else f"{p:+.1%}"
-
-
-def judgement(key: str, delta) -> str:
-    """'better', 'worse' or '' for a change of metric ``key``."""
-    if not delta or key in NEUTRAL:
-        return ""
-    return "better" if (delta > 0) == (key in HIGHER_IS_BETTER) else "worse"
-
-
-def diff(base, run) -> tuple[list[dict], list[str]]:
-    """(changed metrics as rows {metric, base, run, delta, pct, unit}, names of the unchanged)."""
-    rows, same = [], []
-    for key, label, unit in METRICS:
-        a, b = _metric(base.summary, key), _metric(run.summary, key)
-        if a is None and b is None:
-            continue
-        if a == b:
-            same.append(label)
-            continue
-        d = None if a is None or b is None else b - a
-        pct = None if d is None or not a else d / abs(a)
-        rows.append({"key": key, "metric": label, "base": a, "run": b, "delta": d, "pct": pct, "unit": unit})
-    return rows, same

@@ -35,6 +35,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from emu.jsontext import parse_json
+
 HEADER_FIELDS = ("version", "flags", "stage", "op", "collective", "reduce_op", "dtype", "ttl", "src_node", "route_id",
                  "dst_set", "kv_id", "layer", "frag_idx", "frag_cnt", "msg_id", "seq", "offset", "msg_len", "pay_len")
 ROW_GROUP = 1 << 17
@@ -287,7 +289,7 @@ class CaptureIndex:
             self.reasons = dict(enumerate(REASONS))
         try:
             pf = pq.ParquetFile(self.path)
-            meta = json.loads((pf.metadata.metadata or {}).get(b"emu.frames", b"{}"))
+            meta = parse_json((pf.metadata.metadata or {}).get(b"emu.frames", b"{}"), str(self.path), ValueError)
         except (OSError, ValueError, pa.ArrowException) as exc:
             raise StaleIndex(" ".join(str(exc).split())) from None
         self._check(pf, meta if isinstance(meta, dict) else {})
@@ -602,7 +604,8 @@ class CaptureIndexes:
 def header_tree(row: dict, data: bytes, links: list[str], reasons: dict) -> list[tuple[str, list[tuple[str, str]]]]:
     """The frame as Wireshark's detail pane shows it: (section, [(field, value)]) with each
     field's value decoded (enums and flags by name, boards of dst_set) and its bytes."""
-    from emu.codec.layer import ETH_LEN, field_layout
+    from emu.codec.layer import field_layout
+    from emu.codec.mac import ETH_LEN
 
     names = enum_names()
     lk = int(row["link"])

@@ -14,12 +14,13 @@ panel's parameter.
 from __future__ import annotations
 
 import html
-import json
 from pathlib import Path
 
 import pandas as pd
 import plotly.graph_objects as go
 import pyarrow.parquet as pq
+
+from emu.jsontext import parse_json
 
 from .figures import FONT, plain_figure, scheme_color
 
@@ -63,8 +64,8 @@ def _load_one(p: Path) -> tuple[pd.DataFrame, dict]:
         meta: dict = {}
         if raw:
             try:
-                meta = json.loads(raw)
-            except (ValueError, UnicodeDecodeError):
+                meta = parse_json(raw, f.name, ValueError)
+            except ValueError:
                 meta = {}
         meta = meta if isinstance(meta, dict) else {}
         df = t.to_pandas()

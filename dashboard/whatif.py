@@ -1,8 +1,9 @@
 """What-if runs: `python -m emu replay` in a child process, one at a time.
 
 The app never imports the engine: a what-if is a subprocess writing a results folder into
-the directory the app owns. Its progress comes from the replay's own progress line, which
-`emu replay` prints when stderr is a terminal, so stderr is given a pseudo-terminal. Every
+the directory the app owns. Its progress comes from the replay's machine-readable progress
+stream (``emu replay --progress json``: one JSON object a line on stderr, docs/api.md), read
+through a plain pipe; any other line on stderr is the replay's own message. Every
 value from the form is checked here before it becomes one argv element (no shell, no paths
 from the browser: the trace is picked by key from the server's list).
 
@@ -31,14 +32,15 @@ from pathlib import Path
 # the replay's own unit parser (a leaf module, no engine): a form value passes here exactly when
 # `emu replay --set` reads it
 from emu.errors import ConfigError
+from emu.jsontext import parse_json
 from emu.units import parse_rate, parse_time
+from emu.workload.validate import MAX_NODES as MAX_BOARDS  # as many as a trace may have
 
 TOPOLOGIES = ("auto", "ring", "bring", "mesh", "torus", "star", "full", "fattree")
 _SHAPE = re.compile(r"^\d{1,4}(x\d{1,4})?$")
 # the characters of scenario clauses (keywords, numbers, units, U-V, U>V, *, ';' between
 # clauses); what they say is the replay's to check
 _CLAUSE_TEXT = re.compile(r"[A-Za-z0-9µ .*;>-]{1,200}")
-_PROGRESS = re.compile(r"(\d+(?:\.\d+)?)%\s+simulated\s+([\d.]+)\s*s")
 _ERROR = re.compile(r"^emu replay: error: (.+)$")
 STARTUP_WAIT_S = 60  # at most this long for a replay to pass its checks before the form answers
 
@@ -62,7 +64,6 @@ def trace_list(paths) -> dict[str, Path]:
     return out
 
 
-MAX_BOARDS = 64  # the header's dst_set has one bit per board
 
 
 class FormTypeError(WhatIfError):
@@ -158,7 +159,7 @@ class Job:
     message: str = ""
     run_key: str | None = None
     proc: subprocess.Popen | None = None
-    tail: str = ""
+    tail: list[str] = field(default_factory=list)  # the last lines on stderr that are not progress
     began: bool = False  # the replay passed its checks and runs (its first progress line)
     ready: threading.Event = field(default_factory=threading.Event)  # began, or ended
 
@@ -167,12 +168,34 @@ class Job:
         return (self.ended or time.time()) - self.started
 
 
-def note_of(out_dir: Path, run_dir: Path) -> str | None:
-    """What a what-if changed, from the note the app left beside its results folder."""
+def progress_row(line: bytes) -> tuple[float, float] | None:
+    """(fraction of the ops done, simulated seconds) of one line of ``emu replay --progress json``,
+    or None for a line that is not the replay's progress."""
     try:
-        return json.loads((Path(out_dir) / f".{Path(run_dir).name}.json").read_text()).get("change")
-    except (OSError, ValueError, AttributeError):
+        row = parse_json(line, "progress", ValueError)
+    except ValueError:
         return None
+    if not isinstance(row, dict) or row.get("progress") != "replay":
+        return None
+    total = row.get("ops_total") or 0
+    return (row.get("ops_done", 0) / total if total else 0.0), float(row.get("simulated_s") or 0.0)
+
+
+def read_note(out_dir: Path, run_dir: Path) -> dict:
+    """The note the app left beside a what-if's results folder (its trace, its change, the replay's
+    argv); empty when it is missing or not a JSON object (a what-if folder is the user's to edit)."""
+    path = Path(out_dir) / f".{Path(run_dir).name}.json"
+    try:
+        note = parse_json(path.read_bytes(), str(path), ValueError)
+    except (OSError, ValueError):
+        return {}
+    return note if isinstance(note, dict) else {}
+
+
+def note_of(out_dir: Path, run_dir: Path) -> str | None:
+    """What a what-if changed, from its note."""
+    change = read_note(out_dir, run_dir).get("change")
+    return change if isinstance(change, str) else None
 
 
 class WhatIfs:
@@ -218,7 +241,7 @@ class WhatIfs:
             while out.exists():
                 out, i = self.out_dir / f"{base}-{i}", i + 1
             # -P: the working directory is not put on sys.path; the installed package runs
-            argv = [sys.executable, "-P", "-m", "emu", "replay", str(trace), f"--out={out}", *opts]
+            argv = [sys.executable, "-P", "-m", "emu", "replay", str(trace), f"--out={out}", "--progress=json", *opts]
             job = Job(n, trace_key, desc, out, argv)
             self.jobs.append(job)
         threading.Thread(target=self._run, args=(job,), name=f"whatif-{n}", daemon=True).start()
@@ -250,41 +273,26 @@ class WhatIfs:
             job.ready.set()
 
     def _follow(self, job: Job) -> None:
-        import pty
-
-        master, slave = pty.openpty()
         log = open(self._log(job), "wb")
         try:
-            env = dict(os.environ, PYTHONUNBUFFERED="1", COLUMNS="200")
-            job.proc = subprocess.Popen(job.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=slave,
+            env = dict(os.environ, PYTHONUNBUFFERED="1")
+            job.proc = subprocess.Popen(job.argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.PIPE,
                                         cwd=str(self.cwd), env=env, start_new_session=True)
-            os.close(slave)
-            slave = None
-            buf = b""
-            while True:
-                try:
-                    chunk = os.read(master, 4096)
-                except OSError:  # EIO: the child closed the terminal
-                    break
-                if not chunk:
-                    break
-                buf = (buf + chunk)[-8192:]
-                text = buf.decode("utf-8", "replace")
-                m = list(_PROGRESS.finditer(text))
-                job.tail = text
-                if m:
-                    job.progress = float(m[-1].group(1)) / 100
-                    job.sim_s = float(m[-1].group(2))
-                    job.began = True
-                    job.ready.set()
+            for raw in job.proc.stderr:
+                row = progress_row(raw)
+                if row is None:  # the replay's own words (a note, its error): the last few are kept
+                    job.tail = [*job.tail[-19:], raw.decode("utf-8", "replace").rstrip()[:1000]]
+                    continue
+                job.progress, job.sim_s = row
+                job.began = True
+                job.ready.set()
             rc = job.proc.wait()
         except Exception as exc:
             rc = -1
             job.message = f"could not start the replay: {exc}"
         finally:
-            if slave is not None:
-                os.close(slave)
-            os.close(master)
+            if job.proc is not None and job.proc.stderr is not None:
+                job.proc.stderr.close()
             log.close()
         job.ended = time.time()
         if job.state == "cancelled":
@@ -303,7 +311,7 @@ class WhatIfs:
             job.message = "finished" if rc == 0 else "finished, but some ops never completed (see its summary)"
         else:
             job.state = "failed"
-            lines = [ln.strip() for ln in re.split(r"[\r\n]+", job.tail) if ln.strip() and "replay [" not in ln]
+            lines = [ln.strip() for ln in job.tail if ln.strip()]
             err = [ln for ln in lines if "error" in ln.lower()]
             line = err[-1] if err else lines[-1] if lines else job.message or f"exit status {rc}"
             m = _ERROR.match(line)  # the replay's own one-line message, as the CLI prints it

@@ -16,8 +16,7 @@ import numbers
 import os
 from pathlib import Path
 
-PD_MODES = ("bulk", "stream")  # emu trace pd --pd-mode
-RING_ORDERS = ("embedding", "boards")  # the generator's RING_ORDERS; here so the CLI need not import it
+from .workload.schemes import PD_MODES, RING_ORDERS, SCHEMES
 
 
 def trace_params(scheme, *, seq=16384, nodes=16, chunk=1024, model="qwen2.5-1.5b", hw="kr260", decode_tokens=0,
@@ -31,7 +30,7 @@ def trace_params(scheme, *, seq=16384, nodes=16, chunk=1024, model="qwen2.5-1.5b
     from .errors import ConfigError
     from .replay.session import overrides_list
     from .units import parse_budget
-    from .workload.generate import SCHEMES, Params
+    from .workload.generate import Params
 
     def opt(name: str) -> str:
         return flag + name.replace("_", "-") if flag else name
@@ -141,7 +140,7 @@ def table(results):
     folders; rows are labelled as compare labels its columns (what differs when names repeat)."""
     from . import validate as V
     from .errors import ConfigError
-    from .replay.compare import summary_table
+    from .compare import summary_table
     from .replay.result import Result
 
     if isinstance(results, (Result, str, Path)) or not hasattr(results, "__iter__"):

@@ -37,7 +37,7 @@ import numpy as np
 
 from .codec import Flags, Op
 from .codec.batch import scan_frames
-from .codec.layer import MAC_PREFIX
+from .codec.mac import MAC_PREFIX
 from .codec.pcap import read_capture
 from .errors import ConfigError
 from .net.ethernet import MIN_FRAME, WIRE_OVERHEAD

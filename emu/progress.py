@@ -47,7 +47,11 @@ class Progress:
         self._width = 0  # of the last drawing, which the next one blanks
         self._first = None  # (time, done) of the first report
 
-    def update(self, done: int, sim_ps: int | None = None, phase: str | None = None, end: bool = False) -> None:
+    def update(self, done: int, sim_ps: int | None = None, phase: str | None = None, end: bool = False,
+               step: tuple[int, int] | None = None) -> None:
+        """``done`` ops (of ``total``) at simulated ``sim_ps``; ``phase`` names what runs now and
+        ``step`` its (done, total) when it is counted apart from the ops (the functional checks
+        after a compiled loop, which follow every op's completion)."""
         now = time.perf_counter()
         wall = now - self.t0
         if self._first is None:  # the ETA extrapolates from here: setup before the first report is not work done
@@ -58,6 +62,8 @@ class Progress:
             row = {"progress": self.label}
             if phase is not None:
                 row["phase"] = phase
+            if step is not None:
+                row.update(phase_done=step[0], phase_total=step[1])
             row.update(ops_done=done, ops_total=total)
             if sim_ps is not None:
                 row["simulated_s"] = sim_ps / 1e12
@@ -67,6 +73,8 @@ class Progress:
         if total:
             frac = done / total
             text = f"  {self.label} [{'#' * int(30 * frac):<30}] {frac:6.1%}"
+            if phase is not None:
+                text += f"  {phase}" + (f" {step[0]:,}/{step[1]:,}" if step is not None else "")
         else:
             text = f"  {self.label}: {phase + ' ' if phase else ''}{done:,} ops"
         if sim_ps is not None:

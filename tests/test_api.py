@@ -11,7 +11,7 @@ import pytest
 import emu
 from emu.cli import main
 from emu.errors import ConfigError
-from emu.replay.results import summarize
+from emu.replay.summary import summarize
 from emu.replay.run import Options, Replay
 from emu.workload.trace import dumps, load_trace
 

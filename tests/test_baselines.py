@@ -146,7 +146,7 @@ def test_pd_first_token_on_the_prefill_side(mode):
 
 
 def test_summary_and_show_state_the_options(tmp_path, capsys):
-    from emu.replay.results import format_summary
+    from emu.replay.summary import format_summary
 
     s = summary(gen("pd", chunk=512))
     assert "first token on the prefill side" in format_summary(s)

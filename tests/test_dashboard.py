@@ -267,6 +267,9 @@ def test_whatif_runs_from_a_neutral_folder(runs, tmp_path):
             if t.name == f"whatif-{job.id}":
                 t.join(HANG_S)
         assert job.state == "done", job.message
+        # followed through the replay's JSON progress: it began, and its last line is the run's end
+        summary = json.loads((job.out / "summary.json").read_text())
+        assert job.began and job.sim_s == pytest.approx(summary["sim_end_s"]) and not any(ln.startswith("{") for ln in job.tail)
         assert not (tmp_path / "pwned").exists()
         assert "-P" in job.argv and Path(w.cwd) != out
     finally:
@@ -344,11 +347,13 @@ def test_compare_names_differing_parameters_and_diffs_a_whatif(runs, tmp_path):
     assert C.differing([mars, w]) == {"link rate"}
     assert {"scheme", "trace"} <= C.differing([mars, ring])
     assert C.base_of(w, reg.runs()) is mars and C.base_of(mars, reg.runs()) is None
-    rows, same = C.diff(mars, w)
+    from emu.compare import diff, judgement
+
+    rows, same = diff(mars.summary, w.summary)
     assert [r["key"] for r in rows] == ["ttft_s"]
     assert rows[0]["base"] == base_ttft and rows[0]["pct"] == pytest.approx(-0.25)
     assert "bytes on the wire" in same
-    assert C.judgement("ttft_s", rows[0]["delta"]) == "better" and C.judgement("decode_tokens_per_s", -1.0) == "worse"
+    assert judgement("ttft_s", rows[0]["delta"]) == "better" and judgement("decode_tokens_per_s", -1.0) == "worse"
     assert C.fmt_pct(-0.25) == "-25.0%" and C.fmt_pct(-0.0001) == "-0.010%"
 
 

@@ -299,8 +299,10 @@ def test_whatif_runs_and_joins_the_others(page, app, runs):
     rows = page.eval_on_selector_all(f"#diff-{key} tbody tr", "trs => trs.map(r => [...r.children].map(c => c.textContent))")
     assert rows
     got = {r[0]: r for r in rows}
-    for k, label, unit in C.METRICS:
-        a, b = C._metric(base, k), C._metric(new, k)
+    from emu.compare import METRICS, metric
+
+    for k, label, unit in METRICS:
+        a, b = metric(base, k), metric(new, k)
         if a is not None and b is not None and a != b:
             assert got[label][1] == C.fmt_metric(a, unit) and got[label][2] == C.fmt_metric(b, unit)
             if a:

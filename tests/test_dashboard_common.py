@@ -33,6 +33,20 @@ def emu(*args, cwd=None, timeout=HANG_S, env=None):
     return p.stdout
 
 
+def dashboard_start(*args, cwd) -> tuple[str, str]:
+    """`emu dashboard ARGS --port 0` run from ``cwd`` until it has built the app: (the first line it
+    prints, once the app is built and before it serves; everything on its stderr)."""
+    proc = subprocess.Popen([sys.executable, "-m", "emu", "dashboard", "--port", "0", *map(str, args)], cwd=cwd,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1])))
+    try:
+        first = proc.stdout.readline()
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=HANG_S)
+    return first, err
+
+
 def write_sweep(folder: Path, name: str, axes: list[str], rows: list[dict]) -> Path:
     """A sweep output folder as `emu sweep` writes it (docs/sweeps.md): sweep.json and results.parquet."""
     folder.mkdir(parents=True)

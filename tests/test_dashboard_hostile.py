@@ -15,10 +15,11 @@ import sys
 import urllib.request
 
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 
-from test_dashboard_common import (WAIT_PAGE, browser, browser_page, post, runs, served, whatif_body,  # noqa: F401
-                                   write_sweep)
+from test_dashboard_common import (WAIT_PAGE, browser, browser_page, dashboard_start, post, runs, served,  # noqa: F401
+                                   whatif_body, write_sweep)
 from waits import HANG_S
 
 OUTSIDE = "198.51.100.7"  # TEST-NET-2; the browser's requests to it are aborted, never sent
@@ -266,3 +267,22 @@ def test_timeline_url_window_is_the_one_callbacks_accept(fuzz_app):
         assert _store(timeline.layout(runs="mars", **{"from": "0.001", "to": "0.002"}), "tl-range").data == [0.001, 0.002]
         for lo, hi in (("1e300", "1e301"), ("2", "1"), ("nan", "1"), ("0", "inf")):
             assert _store(timeline.layout(runs="mars", **{"from": lo, "to": hi}), "tl-range").data is None
+
+
+# ---------------------------------------------- JSON nested past the recursion limit is data
+def test_dashboard_starts_over_json_nested_200000_deep(tmp_path):
+    """`emu dashboard` reads every JSON text it is given with emu.jsontext (a summary.json, a
+    what-if's note, a sweep's metadata): one nested 200,000 levels deep (200,000 `[`) is an
+    unreadable run or an absent note, never a RecursionError traceback."""
+    deep = "[" * 200_000
+    (tmp_path / "results" / "run1").mkdir(parents=True)
+    (tmp_path / "results" / "run1" / "summary.json").write_text(deep)
+    sweep = write_sweep(tmp_path / "results" / "sw", "s", ["nodes"], [{"nodes": 4, "ttft_s": 1.0}])
+    table = pq.read_table(sweep / "results.parquet")
+    pq.write_table(table.replace_schema_metadata({b"emu.sweep": deep}), sweep / "results.parquet")
+    (tmp_path / "wi" / "whatif-1-x").mkdir(parents=True)
+    (tmp_path / "wi" / "whatif-1-x" / "summary.json").write_text(deep)
+    (tmp_path / "wi" / ".whatif-1-x.json").write_text(deep)  # the app's note beside a what-if
+    first, err = dashboard_start(tmp_path / "results", "--whatif-dir", tmp_path / "wi", cwd=tmp_path)
+    assert first.startswith("dashboard: 2 runs (2 unreadable), sweeps "), (first, err)
+    assert "Traceback" not in err and "RecursionError" not in err, err

@@ -114,21 +114,13 @@ def test_sweep_shows_parameters_a_scheme_does_not_read_as_not_applicable(browser
 def test_whatif_offers_the_shipped_traces_outside_a_checkout(tmp_path):
     """Started where there is no ./traces, the dashboard lists the traces the package installed."""
     import os
-    import subprocess
-    import sys
 
     from emu.shipped import traces
+    from test_dashboard_common import dashboard_start
 
     shipped = traces()
     assert shipped
-    proc = subprocess.Popen([sys.executable, "-m", "emu", "dashboard", "--port", "0", "--whatif-dir", str(tmp_path / "wi")],
-                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1])))
-    try:
-        first = proc.stdout.readline()  # printed once the app is built, before it serves
-    finally:
-        proc.terminate()
-        proc.communicate()
+    first, _ = dashboard_start("--whatif-dir", tmp_path / "wi", cwd=tmp_path)
     assert f"{len(shipped)} traces for what-ifs" in first, first
 
     from dashboard.app import Config, create_app

@@ -215,7 +215,7 @@ def test_replay_summary_shows_drops_inside_nodes(tmp_path):
     # Item 2 at the product level: with node 2 down, the drops in the boards' datapaths and
     # at the sources are in the summary, and every copy is accounted for.
     from emu.cli import main
-    from emu.replay.results import format_summary, summarize
+    from emu.replay.summary import format_summary, summarize
     from emu.replay.run import Options, Replay
     from emu.workload.trace import load_trace
 

@@ -10,7 +10,7 @@ import pytest
 
 from emu.codec import Collective, Dtype, Flags, Op, ReduceOp, Stage, encode_frames, fragment
 from emu.hw import check as C
-from emu.hw import model as M
+from emu.hw import board as M
 from emu.hw.serve import Device
 from emu.net import Network
 from emu.nic import Cluster, NicConfig

@@ -32,7 +32,7 @@ SRC, NODE = 0, 1     # the peer plays board 0; serve is board 1 of bring:4
 
 def _frames(specs) -> list:
     """(buf, offsets) per group of frames: the partial messages, the probes, the marker."""
-    from emu.hw import model as M
+    from emu.hw import board as M
 
     partial = []
     for m in range(specs["messages"]):
@@ -98,7 +98,7 @@ def run(cmd):
 @pytest.mark.parametrize("messages, rounds, rto_min", [(1, 20_000, 600.0), (1, 20_000, None), (2_000, 2, 600.0)],
                          ids=["one-message-rto600s", "one-message-rto-default", "2000-messages-rto600s"])
 def test_a_probe_flood_gets_one_answer_per_message_per_rto_min(messages, rounds, rto_min):
-    from emu.hw import model as M
+    from emu.hw import board as M
 
     from test_hw_live import Served
 

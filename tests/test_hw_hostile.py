@@ -7,7 +7,7 @@ import pytest
 from emu.codec import Flags, Op, Reassembler, encode_frames, fragment
 from emu.codec.fragment import FRAGMENT_COST, MESSAGE_COST, Limits
 from emu.hw import check as C
-from emu.hw import model as M
+from emu.hw import board as M
 from emu.hw.serve import Device, ServeLimits
 
 from test_hw import FakeSock, as_batch, play

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from emu.codec import Collective, Dtype, Op, ReduceOp, encode_frames, fragment
-from emu.hw import model as M
+from emu.hw import board as M
 from emu.hw.serve import Device, ServeLimits
 
 from test_hw import FakeSock

@@ -8,7 +8,7 @@ import numpy as np
 
 from emu.codec import Flags, Op, decode_frames, encode_frames, fragment
 from emu.codec.fragment import max_payload
-from emu.hw import model as M
+from emu.hw import board as M
 from emu.hw.serve import Device, ServeLimits, nack_whole, nack_window
 
 from test_hw import FakeSock, as_batch

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import networkx as nx
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -52,3 +53,23 @@ def test_import_emu_is_light():
             "print(heavy, sorted(m for m in sys.modules if m.startswith('emu.')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env).stdout
     assert out.strip() == "[] []"
+
+
+def _imported_by(*argv: str) -> set[str]:
+    """The modules `python -X importtime -m emu ARGV` imports (read from the import log on stderr)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "emu", *argv], capture_output=True, text=True,
+                          env=env, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return {line.rpartition("|")[2].strip() for line in proc.stderr.splitlines() if line.startswith("import time:")}
+
+
+@pytest.mark.parametrize("argv", [("--help",), ("trace", "--help"), ("replay", "--help"), ("hw", "--help"),
+                                  ("hw", "bringup", "--help"), ("tune", "--help"), ("profiles",), ("profiles", "list"),
+                                  ("trace", "list")])
+def test_the_cli_without_a_replay_leaves_the_engine_unimported(argv):
+    """The CLI imports a command's machinery when the command runs, not to build its parser: help and
+    the commands that do not replay start without numba or the compiled engine (docs/engine.md)."""
+    mods = _imported_by(*argv)
+    assert {"emu.cli", "emu.units"} <= mods  # the log is read (emu.units: the hw command's parser imports it)
+    assert not mods & {"numba", "emu.net.kernel", "emu.replay.core", "emu.nic.cluster"}, sorted(mods & {"numba", "emu.net.kernel"})

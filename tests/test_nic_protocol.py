@@ -23,7 +23,7 @@ from emu.codec import (
     encode_frames,
     fragment,
 )
-from emu.hw import model as M
+from emu.hw import board as M
 from emu.hw.serve import Device
 from emu.net import Loss, Network
 from emu.nic import Cluster, NicConfig

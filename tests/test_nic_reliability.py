@@ -174,7 +174,7 @@ def test_the_replay_summary_counts_control_frames_by_op(tmp_path):
     links; every message to a remote receiver is acked once, and every probe is answered
     once, by an ack or a nack (nothing is lost here)."""
     from emu.cli import main
-    from emu.replay.results import format_summary, summarize
+    from emu.replay.summary import format_summary, summarize
     from emu.replay.run import Options, Replay
     from emu.workload.enums import Kind
     from emu.workload.trace import load_trace

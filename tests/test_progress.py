@@ -38,12 +38,14 @@ def test_the_replay_bar_shows_wall_time_and_eta_and_ends_at_100_percent(trace_fi
     assert any("  ETA " in d for d in drawings[1:-1])  # between the first report and the end
 
 
-def test_the_bar_keeps_the_line_the_dashboard_reads(trace_file, capsys):
-    from dashboard.whatif import _PROGRESS  # the what-if page follows a replay by this pattern
+def test_the_dashboard_follows_the_json_stream(trace_file, capsys):
+    from dashboard.whatif import progress_row  # the what-if page follows a replay by these lines
 
-    emu.replay(trace_file, progress=True)
-    found = [m.groups() for m in _PROGRESS.finditer(capsys.readouterr().err)]
-    assert found[0][0] == "0.0" and found[-1][0] == "100.0"
+    run = emu.replay(trace_file, progress="json")
+    found = [progress_row(line.encode()) for line in capsys.readouterr().err.splitlines()]
+    assert found[0] == (0.0, 0.0) and found[-1] == (1.0, pytest.approx(run.summary["sim_end_s"]))
+    assert all(0 < p < 1 for p, _ in found[1:-1])
+    assert progress_row(b"emu replay: error: no such trace") is None and progress_row(b"[" * 200_000) is None
 
 
 def test_emu_replay_progress_json(trace_file, capsys):
@@ -106,3 +108,20 @@ def test_in_a_notebook_the_bar_ends_at_100_percent(tmp_path):
     err = "".join(o.get("text", "") for o in nb.cells[0].outputs if o.get("name") == "stderr")
     last = err.rstrip("\n").split("\r")[-1]  # what the notebook shows of a redrawn line
     assert "100.0%  simulated" in last, repr(err)
+
+
+def test_a_functional_replay_reports_its_checks_after_the_loop(capsys):
+    """On the compiled loop the functional checks run after every op has finished: the progress
+    says so (phase "functional checks", its own count rising to its total) before the last line."""
+    trace = emu.trace("mars", seq=1024, nodes=4, chunk=256, decode_tokens=2)
+    emu.replay(trace, functional=True, engine="compiled", progress="json")
+    rows = json_lines(capsys.readouterr().err)
+    checks = [r for r in rows if r.get("phase") == "functional checks"]
+    assert checks and rows[-1]["end"] is True and "phase" not in rows[-1]
+    assert rows.index(checks[0]) > max(i for i, r in enumerate(rows) if "phase" not in r and not r["end"])
+    assert all(r["ops_done"] == r["ops_total"] == trace.n_ops for r in checks)  # every op finished first
+    steps = [r["phase_done"] for r in checks]
+    assert steps[0] == 0 and steps[-1] == checks[-1]["phase_total"] > 0 and steps == sorted(steps)
+    emu.replay(trace, functional=True, engine="compiled", progress=True)
+    last = [d for d in capsys.readouterr().err.split("\r") if "functional checks" in d][-1]
+    assert f"functional checks {checks[-1]['phase_total']:,}/{checks[-1]['phase_total']:,}" in last

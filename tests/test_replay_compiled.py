@@ -17,7 +17,7 @@ import emu
 from emu.cli import main
 from emu.errors import ConfigError
 from emu.replay import core_layout as L
-from emu.replay.results import summarize
+from emu.replay.summary import summarize
 from emu.replay.run import Options, Replay
 
 SCHEMES = ("mars", "ring", "zigzag", "pd", "ulysses", "usp", "full")

@@ -14,7 +14,7 @@ from emu.codec import Dtype
 from emu.errors import ConfigError
 from emu.nic import reduce as R
 from emu.replay import functional as F
-from emu.replay.results import format_summary, summarize
+from emu.replay.summary import format_summary, summarize
 from emu.replay.run import Options, Replay
 from emu.workload.enums import Kind
 from emu.workload.trace import load_trace

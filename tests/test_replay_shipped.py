@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from emu.net.ethernet import WIRE_OVERHEAD, frame_sizes
-from emu.replay.results import summarize
+from emu.replay.summary import summarize
 from emu.replay.run import Options, Replay
 from emu.topology import multicast_tree
 from emu.workload import analytic

@@ -76,6 +76,36 @@ def test_enum_values_match_the_codec():
     assert {e.name: int(e) for e in ENUM_COLUMNS["stage"]}.items() <= {e.name: int(e) for e in codec.Stage}.items()
 
 
+# a definition at the start of a line: NAME = value (a class member, a module constant)
+ONCE = {"op values": r"kv_replica *= *\d", "Ethernet header length": r"ETH_(LEN|HEADER) *= *\d",
+        "MAC prefix": r"\w*MAC_PREFIX *= *b", "ops that carry KV": r"_?KV_(OPS|MSGS)(_MASK)? *= *[(\[{]"}
+
+
+@pytest.mark.parametrize("what", sorted(ONCE))
+def test_wire_constants_are_defined_once(what):
+    """The op values, the Ethernet header length, the MAC prefixes and the ops whose payload is KV
+    are each written in one module of the package; the others import them (MsgOp is made from Op)."""
+    import re
+
+    root = Path(__file__).resolve().parents[1] / "emu"
+    pattern = re.compile(r"^\s*" + ONCE[what], re.M)
+    where = sorted(str(f.relative_to(root)) for f in root.rglob("*.py") for _ in pattern.finditer(f.read_text()))
+    assert where == {"op values": ["codec/enums.py"], "Ethernet header length": ["codec/mac.py"],
+                     "MAC prefix": ["codec/mac.py", "codec/mac.py"],
+                     "ops that carry KV": ["workload/enums.py"]}[what], where
+
+
+def test_message_ops_are_the_wire_ops_a_trace_names():
+    from emu.codec.enums import Op
+    from emu.replay import core
+    from emu.workload.enums import KV_OPS, KV_OPS_MASK
+
+    assert MsgOp.none == 0 and [m.name for m in MsgOp][1:] == [o.name for o in Op if o not in (Op.ack, Op.nack)]
+    assert all(MsgOp[o.name] == o for o in Op if o not in (Op.ack, Op.nack))
+    assert KV_OPS == (Op.kv_replica, Op.kv_fetch_resp, Op.kv_transfer) and KV_OPS_MASK == 0b11010
+    assert core.KV_OPS_MASK == KV_OPS_MASK  # the compiled loop reads this one
+
+
 @pytest.mark.parametrize("arr", [
     np.arange(1000), np.zeros(300, dtype=np.int64), np.repeat([3, -1, 7], 100), np.array([5, -3, 10**12, 2]),
     np.random.RandomState(0).randint(-10**9, 10**9, 500), np.array([], dtype=np.int64), np.array([7]),

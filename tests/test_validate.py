@@ -38,7 +38,7 @@ def test_one_snap_length_bound_for_every_capture():
                                                      (16384, 100, "values per merged state")])
 def test_hw_check_bounds_the_merged_state_before_building_it(head_dim, heads, needle):
     from emu.hw import check as C
-    from emu.hw.model import Board
+    from emu.hw.board import Board
 
     with pytest.raises(ConfigError, match=needle):
         C.build("reduce-merge", Board(node=1, heads=heads), head_dim=head_dim)
@@ -129,13 +129,6 @@ def test_text_that_would_break_the_one_line_message_is_refused(call):
     with pytest.raises(ConfigError) as e:
         run()
     assert "control character" in str(e.value) and len(str(e.value).splitlines()) == 1
-
-
-def test_the_api_names_the_generators_choices():
-    from emu.api import PD_MODES, RING_ORDERS
-    from emu.workload import generate
-
-    assert RING_ORDERS == generate.RING_ORDERS and PD_MODES == ("bulk", "stream")
 
 
 def test_numbers_are_finite_and_switches_are_bools():

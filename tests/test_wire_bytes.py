@@ -16,7 +16,7 @@ import pytest
 from test_replay_shipped import per_link_wire
 
 import emu
-from emu.replay.results import summarize
+from emu.replay.summary import summarize
 from emu.replay.run import Options, Replay
 from emu.workload.builder import OpBuilder
 from emu.workload.enums import MsgOp, Stage

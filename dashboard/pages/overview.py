@@ -7,6 +7,8 @@ from urllib.parse import quote
 
 from dash import dcc, html
 
+from emu.compare import diff, judgement
+
 from .. import compare as C
 from .. import data as D
 from .. import figures as F
@@ -54,14 +56,14 @@ def run_card(run, differ: set[str], runs):
 
 
 def diff_table(base, run):
-    rows, same = C.diff(base, run)
+    rows, same = diff(base.summary, run.summary)
     head = html.Tr([html.Th("metric"), html.Th(base.key), html.Th(run.key), html.Th("change"), html.Th("")])
     body = []
     for r in rows:
         d, pct, u = r["delta"], r["pct"], r["unit"]
         change = "-" if d is None else (("+" if d > 0 else "−") + C.fmt_metric(abs(d), u))
         body.append(html.Tr([html.Td(r["metric"]), html.Td(C.fmt_metric(r["base"], u)), html.Td(C.fmt_metric(r["run"], u)),
-                             html.Td(change, className=C.judgement(r["key"], d)), html.Td(C.fmt_pct(pct))]))
+                             html.Td(change, className=judgement(r["key"], d)), html.Td(C.fmt_pct(pct))]))
     return html.Div([
         html.H3(f"{run.key} against {base.key}: {run.note or 'what-if'}"),
         html.Table([html.Thead(head), html.Tbody(body)], className="diff", id=f"diff-{run.key}") if body else

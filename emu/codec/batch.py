@@ -15,7 +15,8 @@ import numpy as np
 
 from .enums import ENUM_FIELDS, ETHERTYPE, VERSION, Flags
 from .errors import EncodeError, FrameError
-from .layer import ETH_LEN, FRAME_HEADER_LEN, GROUP_MAC_PREFIX, HEADER_LEN, MAC_PREFIX, MCF, field_layout
+from .layer import FRAME_HEADER_LEN, HEADER_LEN, MCF, field_layout
+from .mac import ETH_LEN, GROUP_MAC_PREFIX, MAC_PREFIX
 from .segments import as_uint8, copy_segments, gather_rows, scatter_rows
 
 HEADER_DTYPE = np.dtype([(name, f">u{size}") for name, _, size in field_layout()])

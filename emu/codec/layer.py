@@ -21,6 +21,7 @@ from scapy.layers.l2 import Ether
 from scapy.packet import Packet, Raw, bind_layers
 
 from .enums import ETHERTYPE, VERSION, Collective, Dtype, Flags, Op, ReduceOp, Stage
+from .mac import ETH_LEN, GROUP_MAC_PREFIX, MAC_PREFIX
 
 
 def _names(enum_cls) -> dict[int, str]:
@@ -110,13 +111,9 @@ def field_layout() -> list[tuple[str, int, int]]:
 
 _OFF = {name: off for name, off, _ in field_layout()}
 HEADER_LEN = sum(size for _, _, size in field_layout())
-ETH_LEN = 14
 FRAME_HEADER_LEN = ETH_LEN + HEADER_LEN
-
-# Locally administered MACs spelling "MCF": 02:4d:43:46:hi:lo for board hi:lo;
-# group (multicast bit set) 03:4d:43:46:hi:lo for route / multicast group hi:lo.
-MAC_PREFIX = b"\x02MCF"
-GROUP_MAC_PREFIX = b"\x03MCF"
+# byte offset of each MCF header field in a whole frame (past the Ethernet header)
+FRAME_OFFSETS = {name: ETH_LEN + off for name, off, _ in field_layout()}
 
 
 def _fmt_mac(raw: bytes) -> str:

@@ -25,7 +25,7 @@ def _same_file(path: str) -> str:
 
 def run(args) -> int:
     from ..jsontext import parse_json
-    from ..replay.compare import Comparison, table_fields
+    from ..compare import Comparison, table_fields
     from ..reader import ResultsError, ResultsFolder
 
     # Every folder is read and checked before anything is printed; each distinct file once,

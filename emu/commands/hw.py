@@ -21,8 +21,7 @@ IFACE_HELP = "network interface (in this network namespace), e.g. enp3s0 or a ve
 
 
 def register(subparsers) -> None:
-    from ..hw.bringup import DEFAULT_RATES
-    from ..hw.rehearsal import BROKEN_RULES
+    from ..hw.defaults import BROKEN_RULES, DEFAULT_RATES
 
     p = subparsers.add_parser("hw", epilog="example: emu hw check --iface eth1 --scenario all --node 1", help="send, receive, serve and check MCF frames on a network interface",
                               description="The hardware path: MCF frames on a real interface through a raw "
@@ -189,7 +188,7 @@ def _groups(items) -> dict:
 
 
 def _board(args, node):
-    from ..hw.model import Board
+    from ..hw.board import Board
 
     return Board(node=node, topology=args.topology, root=parse_int(args.root, "--root"),
                  heads=parse_int(args.heads, "--heads"), mtu=parse_int(args.mtu, "--mtu"), groups=_groups(args.group))
@@ -355,10 +354,10 @@ def _at_least(value: int, lo: int, what: str) -> int:
 
 def run_serve(args) -> int:
     from ..codec import ReduceOp
-    from ..hw.rehearsal import BROKEN_RULES
+    from ..hw.defaults import BROKEN_RULES
     from ..hw.errors import MtuTooSmall
     from ..hw.rawsock import RawSocket
-    from ..hw.model import protocol_config
+    from ..hw.board import protocol_config
     from ..hw.serve import Device, ServeLimits, warm_up
     from ..units import parse_size
 

@@ -62,7 +62,7 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from ..progress import mode as progress_mode
-    from ..replay.results import format_summary
+    from ..replay.summary import format_summary
     from ..replay.session import replay
     from ..validate import integer_text, number_text
 

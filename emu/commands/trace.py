@@ -35,8 +35,7 @@ SCHEME_HELP = {
 
 
 def register(subparsers) -> None:
-    from ..api import PD_MODES, RING_ORDERS
-    from ..workload.generate import SCHEMES
+    from ..workload.schemes import PD_MODES, RING_ORDERS, SCHEMES
 
     parser = subparsers.add_parser(
         "trace", help="generate a workload trace (MARS, Ring, Zigzag, PD, full replication, Ulysses, USP) or check one",

@@ -33,10 +33,10 @@ from ..codec.batch import encode_frames
 from ..codec.pcap import CaptureWriter
 from ..errors import ConfigError, EmuError
 from . import check as C
-from . import model as M
+from . import board as M
+from .defaults import DEFAULT_RATES
 from .rawsock import RawSocket
 
-DEFAULT_RATES = ("10Mbps", "100Mbps", "1Gbps")
 
 
 @dataclass

@@ -24,10 +24,11 @@ import numpy as np
 from ..codec import ENUM_FIELDS, FRAME_HEADER_LEN, Collective, Dtype, Flags, Op, ReduceOp, Stage
 from ..codec.batch import HEADER_DTYPE, REASONS, encode_frames, scan_frames
 from ..codec.layer import dst_mac, node_mac
+from ..codec.mac import ETH_LEN
 from ..errors import ConfigError
 from ..nic import reduce as R
 from ..nic.cluster import CONTROL_LEN
-from . import model as M
+from . import board as M
 from .errors import MtuTooSmall, NoAnswer
 from .defaults import DEFAULT_HEAD_DIM, SCENARIOS
 from .rawsock import RawSocket
@@ -466,7 +467,7 @@ def run(scenario: Scenario, sock: RawSocket, *, timeout: float = 2.0, settle: fl
     """Send the scenario's frames, collect what the device sends back, compare."""
     board, K = scenario.board, scenario.board.node
     need = max(FRAME_HEADER_LEN + int(s.headers["pay_len"].max()) for s in scenario.sends)
-    if need > sock.mtu + 14:
+    if need > sock.mtu + ETH_LEN:
         raise MtuTooSmall(f"{sock.iface}: MTU {sock.mtu} is too small for the scenario's {need}-byte frames "
                           f"(MCF mtu {board.mtu}); ip link set {sock.iface} mtu {board.mtu}")
     got: list[Got] = []

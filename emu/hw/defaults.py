@@ -5,6 +5,12 @@ DEFAULT_HEADS = 8
 DEFAULT_HEAD_DIM = 128
 DEFAULT_TTL = 16
 
+DEFAULT_RATES = ("10Mbps", "100Mbps", "1Gbps")  # emu hw bringup --rates: the rate ramp
+
+# name -> what it breaks (serve --break-rule NAME, hidden: for tests; emu.hw.rehearsal.break_rule)
+BROKEN_RULES = {"ttl": "forwarded copies keep the ttl they came with (the rule: ttl - 1)",
+                "ack-msg-id": "acks name the message after the one acknowledged (the rule: its msg_id)"}
+
 SCENARIOS = {
     "reduce-merge": "a reduction of partial softmax states (merge): own and children's contributions in, the "
                     "merged state out to the parent (or multicast as reduce_result by the root of an all_reduce)",

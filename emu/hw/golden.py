@@ -41,14 +41,14 @@ import numpy as np
 
 from ..codec import Flags, Op
 from ..codec import capdiff
-from ..codec.batch import HEADER_DTYPE, scan_frames
-from ..codec.layer import MAC_PREFIX
+from ..codec.batch import scan_frames
+from ..codec.layer import FRAME_OFFSETS
+from ..codec.mac import MAC_PREFIX
 from ..codec.pcap import CaptureWriter
 from ..errors import ConfigError
 from .rawsock import RawSocket
 
 CONTROL_OPS = (int(Op.ack), int(Op.nack))
-FLAGS_AT = HEADER_DTYPE.fields["flags"][1]  # byte of the flags in the MCF header
 # The replay's retransmission timers, long enough that no sender probes in a lossless run: a
 # probe racing the device's answer would make the diff depend on how fast the device is
 QUIET_TIMERS = {"hw.rto_min_ps": "1s", "hw.rto_initial_ps": "1s"}
@@ -150,7 +150,7 @@ def plan(trace, K: int, *, topology: str = "auto", progress: bool = False) -> Pl
 
 
 def _clear_synth(f: Frames, which: np.ndarray) -> Frames:
-    pos = f.offsets[:-1][which] + 14 + FLAGS_AT
+    pos = f.offsets[:-1][which] + FRAME_OFFSETS["flags"]
     f.buf[pos] &= np.uint8(~int(Flags.SYNTH) & 0xFF)
     return f
 

@@ -29,6 +29,7 @@ import time
 import numpy as np
 
 from ..codec import ETHERTYPE
+from ..codec.mac import ETH_LEN
 from ..codec.segments import copy_segments
 from .errors import HwError, InterfaceDown, NoInterface, NoPermission
 
@@ -44,7 +45,6 @@ SIOCGIFMTU = 0x8921
 IFF_UP = 0x1
 MSG_DONTWAIT = 0x40
 MSG_TRUNC = 0x20
-ETH_LEN = 14
 CONTROL_BYTES = 64  # room for one SCM_TIMESTAMPNS message
 
 # Classic BPF: ldh [12]; jeq #0x88B5 jt 0 jf 1; ret #262144; ret #0

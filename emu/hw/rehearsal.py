@@ -3,7 +3,7 @@
 - ``DelayedSocket`` holds every frame the device sends for ``delay_ns`` after the device
   handed it over, then sends it (a board whose NIC takes that much longer): `emu
   calibrate` must find it again.
-- ``BROKEN_RULES``: test-only faults that break one NIC rule in what the device sends,
+- ``break_rule`` (the names in ``emu.hw.defaults.BROKEN_RULES``): test-only faults that break one NIC rule in what the device sends,
   so that a golden diff or a check can be seen to fail on the right frames. They act on
   the frames on their way out, so the device's own rules stay as they are.
 """
@@ -16,17 +16,10 @@ import time
 import numpy as np
 
 from ..codec import Flags, Op
-from ..codec.batch import HEADER_DTYPE
+from ..codec.layer import FRAME_OFFSETS
 
-_TTL = 14 + HEADER_DTYPE.fields["ttl"][1]
-_SRC = 14 + HEADER_DTYPE.fields["src_node"][1]
-_OP = 14 + HEADER_DTYPE.fields["op"][1]
-_FLAGS = 14 + HEADER_DTYPE.fields["flags"][1]
-_MSG_ID = 14 + HEADER_DTYPE.fields["msg_id"][1]
+_TTL, _SRC, _OP, _FLAGS, _MSG_ID = (FRAME_OFFSETS[f] for f in ("ttl", "src_node", "op", "flags", "msg_id"))
 
-# name -> what it breaks (serve --break-rule NAME, hidden: for tests)
-BROKEN_RULES = {"ttl": "forwarded copies keep the ttl they came with (the rule: ttl - 1)",
-                "ack-msg-id": "acks name the message after the one acknowledged (the rule: its msg_id)"}
 
 
 def break_rule(rule: str, node: int, buf: np.ndarray, offsets: np.ndarray) -> np.ndarray:

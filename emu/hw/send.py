@@ -29,7 +29,8 @@ from ..codec.segments import copy_segments
 from ..errors import ConfigError, DecodeError
 from ..net.ethernet import WIRE_OVERHEAD, MIN_FRAME
 from .errors import MtuTooSmall
-from .rawsock import ETH_LEN, RawSocket
+from ..codec.mac import ETH_LEN
+from .rawsock import RawSocket
 
 
 @dataclass

@@ -58,23 +58,18 @@ import numpy as np
 from ..codec import FRAME_HEADER_LEN, Flags, Op, Reassembler
 from ..codec.batch import REASONS, encode_frames, scan_frames
 from ..codec.errors import FrameError
+from ..codec.layer import FRAME_OFFSETS
+from ..codec.mac import MAC_PREFIX, mac_board
 from ..codec.fragment import Limits, max_payload
 from ..nic import Directory
 from ..nic import protocol as P
 from ..nic.directory import State
-from . import model as M
+from . import board as M
 from .rawsock import RawSocket
 
-MAC_PREFIX = b"\x02MCF"
 # What one waiting reduction costs besides its partial result (its table entry, key and
 # bookkeeping; measured with tracemalloc: tests/test_hw_memory.py)
 REDUCTION_COST = 1024
-
-
-def mac_board(mac) -> int | None:
-    """Board id of an MCF board MAC (02:4d:43:46:HH:LL), else None."""
-    mac = bytes(mac)
-    return int.from_bytes(mac[4:6], "big") if mac[:4] == MAC_PREFIX else None
 
 
 @dataclass(frozen=True)
@@ -305,7 +300,7 @@ class Device:
         """One copy back out (one interface reaches every child), ``ttl`` and K's source MAC."""
         out = np.array(frame, dtype=np.uint8)  # a copy: Ethernet + header + payload
         out[6:12] = np.frombuffer(MAC_PREFIX + self.K.to_bytes(2, "big"), np.uint8)
-        out[14 + 7] = ttl
+        out[FRAME_OFFSETS["ttl"]] = ttl
         self._send(out, np.array([0, len(out)], np.int64))
         self.count["forwarded"] += 1
 
@@ -652,7 +647,7 @@ def _op_name(op: int) -> str:
     return Op(op).name if op in Op._value2member_map_ else f"op{op}"
 
 
-__all__ = ["Device", "ServeLimits", "mac_board"]
+__all__ = ["Device", "ServeLimits"]
 
 
 class _Discard:

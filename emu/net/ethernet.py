@@ -1,6 +1,5 @@
 """Ethernet framing arithmetic: what a frame costs on the wire beyond its bytes."""
 
-ETH_HEADER = 14          # destination MAC, source MAC, EtherType
 FCS = 4                  # frame check sequence, appended by the MAC
 PREAMBLE_SFD = 8         # preamble and start-of-frame delimiter
 IFG = 12                 # minimum inter-frame gap

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from ..codec import FRAME_HEADER_LEN, CaptureWriter, Flags, Op, encode_frames, max_payload, new_headers
-from ..codec.layer import MAC_PREFIX
+from ..codec.mac import MAC_PREFIX
 from ..errors import ConfigError
 from ..net.kernel import LOG
 from ..units import parse_time

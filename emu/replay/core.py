@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..net import kernel as K
-from ..workload.enums import Kind, Residency
+from ..workload.enums import KV_OPS_MASK, Kind, Residency
 from .core_compute import ready_push, slot_of, try_compute
 from .core_dir import add_owner, add_transient, free_transient, owner_bytes
 from .core_events import at, cancelled, peek, pop, push, rearm
@@ -45,7 +45,6 @@ from .core_state import allocating, compiled, compiled_inline, doubled_pool, gro
 REDUCE, ALL_TO_ALL, DRAIN, INVALIDATE = int(Kind.reduce), int(Kind.all_to_all), int(Kind.drain), int(Kind.invalidate)
 QKV, DECODE_QKV = int(Kind.qkv), int(Kind.decode_qkv)
 TRANSIENT, OWNER = int(Residency.transient), int(Residency.owner)
-KV_OPS_MASK = (1 << 1) | (1 << 3) | (1 << 4)  # kv_replica, kv_fetch_resp, kv_transfer carry KV payload
 
 
 # ---- the replay's callbacks (Replay in emu.replay.run) ---------------------------------------

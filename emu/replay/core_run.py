@@ -1,4 +1,4 @@
-"""Run a replay on the compiled loop and read its tables back into what results.py reads.
+"""Run a replay on the compiled loop and read its tables back into what summary.py reads.
 
 ``run(rp)`` builds the tables (emu.replay.core_tables), runs ``core.drive`` to the end,
 answering its rare calls back (a timeline change, applied by the Network's and the

@@ -21,11 +21,10 @@ from ..nic.protocol import D_COLS, O_COLS
 from ..nic.rto import rto_table
 from ..topology import multicast_tree
 from ..workload.enums import COMM_KINDS, CONTROL_KINDS, Kind, MsgOp
+from ..workload.enums import KV_OPS as _KV_MSGS
 from . import core_boards as boards
 from . import core_layout as L
 from .core_state import KERNEL, State
-
-_KV_MSGS = (int(MsgOp.kv_replica), int(MsgOp.kv_fetch_resp), int(MsgOp.kv_transfer))
 
 
 def block_ids(rp) -> np.ndarray:

@@ -29,9 +29,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from ..workload.enums import COMM_KINDS, CONTROL_KINDS, MsgOp
-
-_KV_MSGS = (int(MsgOp.kv_replica), int(MsgOp.kv_fetch_resp), int(MsgOp.kv_transfer))
+from ..workload.enums import COMM_KINDS, CONTROL_KINDS, KV_OPS
 
 
 class Wiring:
@@ -71,7 +69,7 @@ class Wiring:
         part_ptr, part_node = self.part_ptr.tolist(), self.part_node.tolist()
         node_l, comm_l = node.tolist(), is_comm.tolist()
         kv_l = ops["kv_id"].tolist()
-        kv_msg = np.isin(ops["msg_op"], _KV_MSGS).tolist()
+        kv_msg = np.isin(ops["msg_op"], KV_OPS).tolist()
         for y in range(n):
             d0, d1 = dep_ptr[y], dep_ptr[y + 1]
             if d0 == d1:

@@ -53,6 +53,9 @@ class Functional:
                               f"over the functional-mode limit of {LIMIT_BYTES / 2**30:.0f} GiB per payload")
         self._expect: dict[tuple, int] = {}
         self.deliveries = self.bytes_checked = 0
+        # called as progress(done, total) while a compiled loop's payloads are fed in afterwards
+        # (emu.replay.functional_feed); the replay points it at its progress report
+        self.progress = None
         self.mismatches: list[str] = []
         self.reductions = 0
         self.max_abs = self.max_rel = 0.0

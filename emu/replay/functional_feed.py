@@ -19,7 +19,9 @@ left in its tables:
   started, which the loop copied then (KB's K_SNAP_* columns).
 
 A reduction's own states need the query its holder received, so each reduction's query
-op is fed first; the rest follows the transfers' order.
+op is fed first; the rest follows the transfers' order. The loop has finished every op by
+then, so ``Functional.progress`` (when set) hears this phase's own count: reductions merged
+and ops whose payloads were delivered, of both.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ from ..nic import reduce as R
 from ..workload.enums import Kind
 from . import core_boards as boards
 from . import core_layout as L
+
+FEED_STEP = 200  # reductions or ops fed between two progress reports
 
 
 class _Owners:
@@ -81,13 +85,26 @@ def feed(fn, tables, trace) -> None:
     ops = trace.ops
     GP = tables.state.table("GP")
     OP = tables.OP
-    for op in _reductions_in_fold_order(ops, OP, GP):
+    reductions = _reductions_in_fold_order(ops, OP, GP)
+    total, step = len(reductions) + len(by_op), 0
+
+    def stepped() -> None:  # one reduction merged or one op's payloads delivered: report every few
+        nonlocal step
+        step += 1
+        if fn.progress is not None and (step % FEED_STEP == 0 or step == total):
+            fn.progress(step, total)
+
+    if fn.progress is not None:
+        fn.progress(0, total)
+    for op in reductions:
         q = fn.query_of.get((int(ops["chunk"][op]), int(ops["layer"][op])))
         if q is not None:
             deliver(q)
         _merge(fn, op, GP[OP[op, L.O_GRP]: OP[op, L.O_GRPEND]], ops)
+        stepped()
     for op in by_op:
         deliver(op)
+        stepped()
 
 
 def _reductions_in_fold_order(ops, OP, GP) -> list[int]:

@@ -1,4 +1,5 @@
-"""What one replay produced, for Python callers: the summary, and its tables as pandas DataFrames.
+"""The Result object ``emu.replay`` returns: one replay's summary, and its tables as pandas
+DataFrames (``emu.replay.summary`` makes and writes them).
 
 A Result comes from ``emu.replay(...)`` (the engine object is still at hand) or from a
 results folder (``emu.load(DIR)``); the tables are the same either way, the ones the folder
@@ -48,9 +49,9 @@ class Result:
         from ..reader import ResultsFolder
 
         if self.engine is not None:
-            from . import results
+            from . import summary
 
-            return getattr(results, f"{name}_frame")(self.engine)
+            return getattr(summary, f"{name}_frame")(self.engine)
         if self.path is None:
             raise EmuError(f"{self.name}: no engine and no results folder to read {name} from")
         return ResultsFolder(self.path).table(FILES[name])
@@ -73,13 +74,13 @@ class Result:
 
     @cached_property
     def replicas(self):
-        from .results import replicas_frame
+        from .summary import replicas_frame
 
         return replicas_frame(self.nodes)
 
     def compare(self, *others: "Result"):
         """This run beside ``others``: the table ``emu compare`` prints (``str()``), values in ``.frame``."""
-        from .compare import Comparison
+        from ..compare import Comparison
 
         runs = [self, *others]
         return Comparison([r.summary for r in runs], [r.name for r in runs])

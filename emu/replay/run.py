@@ -26,7 +26,7 @@ from ..nic import Cluster, NicConfig
 from ..progress import REPLAY_STEP_OPS
 from ..sim import MS, US, Simulator
 from ..topology import LinkDefaults, Routes, build
-from ..workload.enums import COMM_KINDS, CONTROL_KINDS, Kind, MsgOp, Residency
+from ..workload.enums import COMM_KINDS, CONTROL_KINDS, KV_OPS, Kind, MsgOp, Residency
 from ..workload.enums import Stage as TStage
 from ..workload.profiles import DEFAULTS, apply_overrides
 from .dag import Wiring
@@ -35,7 +35,6 @@ from .functional import Functional
 HW_DEFAULTS = DEFAULTS["hw"]
 MAX_BINS = 4096  # link time-series bins at most (then wider bins): memory follows the links, not the run
 MAX_OP_PS = 10**18  # one op of at most ~11.6 days: sums of many stay far inside int64 picoseconds
-KV_OPS = {int(MsgOp.kv_replica), int(MsgOp.kv_fetch_resp), int(MsgOp.kv_transfer)}
 PRODUCES_KV = {int(Kind.qkv), int(Kind.decode_qkv)}
 
 
@@ -103,6 +102,8 @@ class Replay:
             self.timeline.install(self.net, self.routes)
         self.functional = (Functional(trace, self.model, options.seed, self.cluster.directory)
                            if options.functional else None)
+        if self.functional is not None:
+            self.functional.progress = self._checking
         self.engine = self._engine(options.engine)
         self.is_comm = np.isin(trace.ops["kind"], [int(k) for k in COMM_KINDS | CONTROL_KINDS])
         self.wiring = Wiring(trace) if self.engine == "python" else None
@@ -245,6 +246,11 @@ class Replay:
         """Ops done, simulated and wall time; ``end``: the last report (100 % when every op completed)."""
         if self._bar is not None:
             self._bar.update(self.done_ops, self.sim.now, end=end)
+
+    def _checking(self, done: int, total: int) -> None:
+        """The functional checks that follow a compiled loop (every op has finished): their own count."""
+        if self._bar is not None:
+            self._bar.update(self.done_ops, self.sim.now, phase="functional checks", step=(done, total))
 
     # ---- communication ------------------------------------------------------------------
 

@@ -122,7 +122,7 @@ def replay(trace, *, topology: str = "auto", set=None, loss=0.0, fail=None, degr
 
     from .capture import Capture
     from .result import Result
-    from .results import summarize, write_files
+    from .summary import summarize, write_files
     from .run import Replay
 
     flt, snaplen, target, cap_name, folder, opt = _options(

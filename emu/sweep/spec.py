@@ -123,7 +123,7 @@ def _str(v, where):
 
 
 def _scheme(v, where):
-    from ..workload.generate import SCHEMES
+    from ..workload.schemes import SCHEMES
 
     v = _str(v, where)
     if v not in SCHEMES:

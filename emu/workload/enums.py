@@ -1,9 +1,10 @@
 """Enumerations of the trace's op columns, declared once.
 
 ``Collective``, ``ReduceOp`` and ``Dtype`` are the codec's own (``emu.codec.enums``, which
-loads no scapy); ``Stage`` and ``MsgOp`` keep the codec's values for what a trace can
-name, so a replay copies them into frame headers as they are (tests/test_trace_format.py
-checks that they agree).
+loads no scapy); ``MsgOp`` is made from the codec's ``Op`` (the ops a trace can name, at the
+wire's values, and ``none`` for compute ops), and ``Stage`` keeps the codec's values for what a
+trace can name, so a replay copies them into frame headers as they are
+(tests/test_trace_format.py checks that they agree).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import enum
 
 # The wire's own enumerations: a trace names collectives, reductions and payload types
 # exactly as frames do (emu.codec.enums imports nothing heavy).
-from ..codec.enums import Collective, Dtype, ReduceOp  # noqa: F401
+from ..codec.enums import Collective, Dtype, Op, ReduceOp  # noqa: F401
 
 
 class Kind(enum.IntEnum):
@@ -44,17 +45,15 @@ class Stage(enum.IntEnum):
     decode = 1
 
 
-class MsgOp(enum.IntEnum):
-    none = 0  # compute ops
-    kv_replica = 1
-    kv_fetch_req = 2
-    kv_fetch_resp = 3
-    kv_transfer = 4
-    drain = 5
-    invalidate = 6
-    query = 7
-    partial_state = 8
-    reduce_result = 9
+# A trace's msg_op: the wire's ops at the wire's values (emu.codec.enums.Op), but not the NIC's
+# own ack and nack, which no trace sends; none (0) for compute ops.
+MsgOp = enum.IntEnum("MsgOp", [("none", 0)] + [(op.name, op.value) for op in Op if op not in (Op.ack, Op.nack)],
+                     module=__name__, qualname="MsgOp")
+
+# The ops whose payload is KV (a replica push, a fetched block, a ring pass or PD handoff): as a
+# tuple for numpy, and as a bit mask (bit op) for the compiled loop.
+KV_OPS = (int(MsgOp.kv_replica), int(MsgOp.kv_fetch_resp), int(MsgOp.kv_transfer))
+KV_OPS_MASK = sum(1 << op for op in KV_OPS)
 
 
 class Residency(enum.IntEnum):

@@ -18,13 +18,12 @@ from .costs import Model
 from .enums import Kind, Stage
 from .layout import Layout
 from .placement import Net
+from .schemes import RING_ORDERS, SCHEMES
 from .trace import FORMAT, VERSION, Trace, from_columns
 
 # Bump when the generators' output changes for the same parameters (the shipped traces and
 # their regeneration test follow it).
 GENERATOR = "mcf-emu-workload/3"
-SCHEMES = ("mars", "ring", "zigzag", "pd", "full", "ulysses", "usp")
-RING_ORDERS = ("embedding", "boards")
 
 
 @dataclass

@@ -12,8 +12,8 @@ from ..errors import ConfigError, TraceError
 from . import columns, profiles
 from .enums import ENUM_COLUMNS, Collective, Kind, MsgOp, ReduceOp, Residency
 from .fileformat import CSR_COLUMNS, FORMAT, SCALAR_COLUMNS, VERSION
+from .schemes import SCHEMES
 
-SCHEMES = ("mars", "ring", "zigzag", "pd", "full", "ulysses", "usp")
 _META_INTS = {"nodes": 1, "seq": 1, "chunk": 1, "n_chunks": 1, "decode_tokens": 0, "leader": 0}
 
 # Bounds checked before anything is allocated. The shipped 16K-token MARS trace on 16

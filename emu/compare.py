@@ -1,11 +1,15 @@
-"""Summaries of several replays side by side: the table `emu compare` prints and `Result.compare` returns."""
+"""Replays compared by their summaries, in one place: the table `emu compare` prints and
+`Result.compare` returns, `emu.table`'s rows, and one run against another (the metrics that
+changed, by how much, better or worse), which the dashboard's what-if shows. Imports nothing
+of the engine (the dashboard reads it)."""
 
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 
-from ..errors import EmuError
+from .errors import EmuError
 
 ROWS = [
     ("scheme", "scheme", "{}"),
@@ -168,3 +172,47 @@ def summary_table(summaries: list[dict], names: list[str]):
         rows.append(row)
     frame = pd.DataFrame(rows, index=pd.Index(labels(summaries, names), name="run"))
     return frame
+
+
+# ------------------------------------------------------------------ one run against another
+# (summary key, label, unit); HIGHER_IS_BETTER / NEUTRAL say how a change reads (else lower is better)
+HIGHER_IS_BETTER = {"decode_tokens_per_s"}
+NEUTRAL = {"busiest_link_utilization", "frames", "control_frames", "sim_end_s"}
+METRICS = [("ttft_s", "TTFT", "s"), ("prefill_s", "prefill", "s"), ("decode_tokens_per_s", "decode tokens/s", "rate"),
+           ("wire_bytes", "bytes on the wire", "bytes"), ("kv_bytes", "KV payload", "bytes"), ("frames", "frame-hops", "n"),
+           ("dropped_frames", "dropped frames", "n"), ("retransmitted_frames", "retransmitted frames", "n"),
+           ("control_frames", "control frames", "n"), ("peak_node_kv_bytes", "peak KV per node", "bytes"),
+           ("busiest_link_utilization", "busiest link utilization", "pct"), ("sim_end_s", "simulated end", "s")]
+
+
+def metric(s: dict, key: str):
+    """Metric ``key`` of summary ``s`` as a finite number, None when the summary has none."""
+    if key == "busiest_link_utilization":
+        v = (s.get("busiest_link") or {}).get("utilization")
+    else:
+        v = s.get(key)
+    return v if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else None
+
+
+def judgement(key: str, delta) -> str:
+    """'better', 'worse' or '' for a change of metric ``key``."""
+    if not delta or key in NEUTRAL:
+        return ""
+    return "better" if (delta > 0) == (key in HIGHER_IS_BETTER) else "worse"
+
+
+def diff(base: dict, run: dict) -> tuple[list[dict], list[str]]:
+    """Summary ``run`` against summary ``base`` (the dashboard's what-if against its base run):
+    (changed metrics as rows {key, metric, base, run, delta, pct, unit}, labels of the unchanged)."""
+    rows, same = [], []
+    for key, label, unit in METRICS:
+        a, b = metric(base, key), metric(run, key)
+        if a is None and b is None:
+            continue
+        if a == b:
+            same.append(label)
+            continue
+        d = None if a is None or b is None else b - a
+        pct = None if d is None or not a else d / abs(a)
+        rows.append({"key": key, "metric": label, "base": a, "run": b, "delta": d, "pct": pct, "unit": unit})
+    return rows, same

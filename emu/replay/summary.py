@@ -1,4 +1,6 @@
-"""What a replay measured, as a summary and as a results folder the dashboard reads.
+"""What a finished replay measured: its summary, its tables, and the results folder they are
+written to (the dashboard, ``emu compare`` and ``emu.load`` read it). The object the API hands
+back over these is ``emu.replay.result.Result``.
 
 Folder layout (docs/results.md):
   summary.json    the summary (the same object ``emu replay --json`` prints)
