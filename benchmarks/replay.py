@@ -15,6 +15,9 @@ frame-hop at each size, plus a least-squares fit loop = c + a * ops + b * frame-
 the four (c: what every run pays once): cost is linear when the fit's error stays small.
 MARS sends more frame-hops per op the longer the context (attention traffic), so its
 loop seconds per op grow with the context even at a constant cost per op and per hop.
+``--wide`` generates and replays MARS at 16K tokens on 16, 64 and 128 boards and at 128K
+tokens on 16 (issue 26's rows): each trace's generation and replay command, their peak RSS,
+and the loop's ns per frame-hop with its ratio to the 16K/16 run of the same benchmark.
 ``--cold`` times, from an empty numba cache, a first replay that compiles the engine, the
 compile scripts/install runs (``python -m emu.replay.warm``) and the first replay after it.
 
@@ -22,6 +25,7 @@ Generated traces are kept in ``$XDG_CACHE_HOME/mcf-emu/bench`` (made once, reuse
 
     python benchmarks/replay.py                    # 16K shipped + 64K generated, trains on/off
     python benchmarks/replay.py --scaling --cold   # plus cost per op/frame-hop, first-run cost
+    python benchmarks/replay.py --no-long --wide   # plus 64 and 128 boards, 128K tokens (minutes)
     python benchmarks/replay.py --traces traces/mars_16k.json --repeat 5 --json
 """
 
@@ -45,6 +49,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = [ROOT / "traces" / f"{s}_16k.json" for s in ("mars", "ring")]
 LONG = [("mars", 65536), ("ring", 65536)]
 SCALING = (8192, 16384, 32768, 65536)
+WIDE = ((16384, 16), (16384, 64), (16384, 128), (131072, 16))  # MARS (tokens, boards)
 
 # Issue 13's goals on the project's 2-core reference machine.
 GOALS = {
@@ -55,6 +60,13 @@ GOALS = {
     "loop frame-hops/s, trains": 10e6,
     "loop frame-hops/s, per frame": 3e6,
     "first run after install s": 30.0,
+    # issue 26's: whole commands (generation apart) and their memory
+    "mars 16K/64 command s": 15.0,
+    "mars 16K/128 command s": 60.0,
+    "mars 128K/16 command s": 30.0,
+    "mars 16K/64 peak RSS MiB": 2048.0,
+    "mars 16K/128 peak RSS MiB": 2048.0,
+    "mars 128K/16 peak RSS MiB": 2048.0,
 }
 
 
@@ -70,32 +82,57 @@ def generated(scheme: str, seq: int) -> Path:
     path = cache_dir() / f"{scheme}_{seq // 1024}k.json"
     if not path.exists():
         tmp = path.with_suffix(".part.json")
-        subprocess.run([sys.executable, "-m", "emu", "trace", scheme, "--seq", str(seq), "--nodes", "16",
-                        "--chunk", "1024", "--decode-tokens", "32", "-o", str(tmp)],
-                       check=True, capture_output=True)
+        run([sys.executable, "-m", "emu", "trace", scheme, "--seq", str(seq), "--nodes", "16",
+             "--chunk", "1024", "--decode-tokens", "32", "-o", str(tmp)])
         tmp.replace(path)
     return path
 
 
-def replay(trace: Path, trains: bool, env: dict | None = None) -> dict:
-    """One `emu replay` process: its wall time, its own peak RSS (from wait4), its summary."""
-    cmd = [sys.executable, "-m", "emu", "replay", str(trace), "--json", "--no-results"]
-    if not trains:
-        cmd.append("--no-trains")
+def run(cmd: list[str], env: dict | None = None) -> tuple[float, float, bytes]:
+    """One process: its wall seconds, its own peak RSS in MiB (from wait4) and its stdout;
+    SystemExit with its last stderr line if it fails."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         t0 = time.perf_counter()
         proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env)
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - t0
-        proc.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
         err.seek(0)
-        if proc.returncode:
-            last = err.read().decode(errors="replace").strip().splitlines()[-1:] or [f"exit {proc.returncode}"]
+        if os.waitstatus_to_exitcode(status):
+            last = err.read().decode(errors="replace").strip().splitlines()[-1:] or [f"exit {status}"]
             raise SystemExit(f"{' '.join(cmd)}: {last[0]}")
-        s = json.loads(out.read())
+        return wall, usage.ru_maxrss / 1024, out.read()
+
+
+def replay(trace: Path, trains: bool, env: dict | None = None) -> dict:
+    """One `emu replay` process: its wall time, its own peak RSS, its summary."""
+    cmd = [sys.executable, "-m", "emu", "replay", str(trace), "--json", "--no-results"]
+    if not trains:
+        cmd.append("--no-trains")
+    wall, rss, out = run(cmd, env)
+    s = json.loads(out)
     return {"command_s": wall, "loop_s": float(s["wall_s"]), "frame_hops": int(s["frames"]),
-            "peak_rss_mib": usage.ru_maxrss / 1024, "ttft_s": s["ttft_s"], "summary": s}
+            "peak_rss_mib": rss, "ttft_s": s["ttft_s"], "summary": s}
+
+
+def wide() -> list[dict]:
+    """MARS generated and replayed at each (tokens, boards) of WIDE, trains on, once each."""
+    rows = []
+    with tempfile.TemporaryDirectory() as d:
+        for seq, nodes in WIDE:
+            path = Path(d) / f"mars_{seq // 1024}k_{nodes}.json"
+            gen_s, gen_rss, _ = run([sys.executable, "-m", "emu", "trace", "mars", "--seq", str(seq), "--nodes",
+                                     str(nodes), "--chunk", "1024", "--decode-tokens", "32", "-o", str(path)])
+            r = replay(path, True)
+            rows.append({"name": f"mars {seq // 1024}K/{nodes}", "ops": ops_of(path), "generate_s": gen_s,
+                         "generate_rss_mib": gen_rss, "command_s": r["command_s"], "loop_s": r["loop_s"],
+                         "frame_hops": r["frame_hops"], "peak_rss_mib": r["peak_rss_mib"],
+                         "ns_per_frame_hop": 1e9 * r["loop_s"] / r["frame_hops"]})
+            path.unlink()
+    base = rows[0]["ns_per_frame_hop"]
+    for r in rows:
+        r["ns_ratio"] = r["ns_per_frame_hop"] / base
+    return rows
 
 
 def measured(trace: Path, repeat: int) -> dict:
@@ -172,9 +209,13 @@ def engine_reference() -> float:
     return float(json.loads(out)["packet_hops_per_s"])
 
 
-def goals(rows: list[dict], first_run: float | None) -> list[tuple[str, float, float, bool]]:
+def goals(rows: list[dict], first_run: float | None, wide_rows=()) -> list[tuple[str, float, float, bool]]:
     by = {r["trace"]: r for r in rows}
     got = {}
+    for r in wide_rows:
+        if f"{r['name']} command s" in GOALS:
+            got[f"{r['name']} command s"] = r["command_s"]
+            got[f"{r['name']} peak RSS MiB"] = r["peak_rss_mib"]
     if "mars_16k" in by:
         got["mars_16k command s"] = by["mars_16k"]["command_s_trains"]
         got["mars_16k loop s"] = by["mars_16k"]["loop_s_trains"]
@@ -200,6 +241,8 @@ def main(argv=None) -> int:
     ap.add_argument("--no-long", action="store_true", help="skip the generated 64K traces")
     ap.add_argument("--repeat", type=int, default=3, help="runs per figure; the median is reported")
     ap.add_argument("--scaling", action="store_true", help="MARS at 8K-64K: cost per op and per frame-hop")
+    ap.add_argument("--wide", action="store_true", help="MARS 16K on 16, 64 and 128 boards and 128K on 16: "
+                    "generation and replay, ns per frame-hop, RSS")
     ap.add_argument("--cold", action="store_true", help="also time the first run with an empty numba cache")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
@@ -210,11 +253,12 @@ def main(argv=None) -> int:
     replay(traces[0], True)  # compile (or load the compiled cache) before timing
     rows = [measured(t, args.repeat if t.stat().st_size < 8 << 20 else 1) for t in traces]
     scale = scaling(1) if args.scaling else None
+    wide_rows = wide() if args.wide else []
     cold_s = cold() if args.cold else None
     first = cold_s[2] if cold_s else None
-    checks = goals(rows, first)
+    checks = goals(rows, first, wide_rows)
     if args.json:
-        print(json.dumps({"engine_frame_hops_per_s": ref, "traces": rows, "scaling": scale, "first_run_s": first,
+        print(json.dumps({"engine_frame_hops_per_s": ref, "traces": rows, "scaling": scale, "wide": wide_rows, "first_run_s": first,
                           "uncompiled_first_run_s": cold_s and cold_s[0], "install_compile_s": cold_s and cold_s[1],
                           "goals": [dict(zip(("goal", "value", "target", "met"), g)) for g in checks]}, indent=2))
         return 0
@@ -228,13 +272,21 @@ def main(argv=None) -> int:
               f"  {r['loop_s_frames']:>17.2f}{r['hops_per_s_frames'] / 1e6:>7.2f}M{r['peak_rss_mib_frames']:>8.0f}"
               f"  {r['trains_speedup']:>6.2f}x  {'yes' if r['same_results'] else 'NO'}")
     if scale:
-        print(f"\nMARS on 16 boards, trains on: loop cost per unit")
+        print("\nMARS on 16 boards, trains on: loop cost per unit")
         print(f"{'seq':>7}{'ops':>10}{'frame-hops':>13}{'loop s':>8}{'us/op':>8}{'ns/frame-hop':>14}")
         for r in scale["rows"]:
             print(f"{r['seq']:>7}{r['ops']:>10,}{r['frame_hops']:>13,}{r['loop_s']:>8.2f}{r['us_per_op']:>8.2f}"
                   f"{r['ns_per_frame_hop']:>14.1f}")
         print(f"fit: loop = {scale['fit_s_per_run']:.2f} s + {scale['fit_us_per_op']:.2f} us/op + "
               f"{scale['fit_ns_per_frame_hop']:.1f} ns/frame-hop (largest error {scale['fit_max_rel_error']:.1%})")
+    if wide_rows:
+        print("\nMARS at more boards and tokens, trains on (ratio: ns per frame-hop against 16K/16 of this run)")
+        print(f"{'run':<14}{'ops':>11}{'generate s':>11}{'RSS MiB':>8}  {'replay: command s':>17}{'loop s':>8}"
+              f"{'frame-hops':>13}{'ns/hop':>8}{'ratio':>7}{'RSS MiB':>8}")
+        for r in wide_rows:
+            print(f"{r['name']:<14}{r['ops']:>11,}{r['generate_s']:>11.1f}{r['generate_rss_mib']:>8.0f}  "
+                  f"{r['command_s']:>17.1f}{r['loop_s']:>8.1f}{r['frame_hops']:>13,}{r['ns_per_frame_hop']:>8.0f}"
+                  f"{r['ns_ratio']:>6.2f}x{r['peak_rss_mib']:>8.0f}")
     if cold_s is not None:
         print(f"\nempty numba cache: a first replay that compiles the engine {cold_s[0]:.1f} s; the compile at "
               f"install (python -m emu.replay.warm) {cold_s[1]:.1f} s, then the first replay {cold_s[2]:.1f} s")
