@@ -157,9 +157,11 @@ def _comparable(summary: dict) -> dict:
 
 
 def ops_of(trace: Path) -> int:
-    from emu.workload.trace import load_trace
-
-    return load_trace(trace).n_ops
+    """The trace's op count, read in a process of its own: a parent that loaded a large trace
+    would hand its peak RSS on to every replay it starts after (see engine_reference)."""
+    code = "import sys; from emu.workload.trace import load_trace; print(load_trace(sys.argv[1]).n_ops)"
+    return int(subprocess.run([sys.executable, "-c", code, str(trace)], check=True, capture_output=True,
+                              text=True).stdout)
 
 
 def scaling(repeat: int) -> dict:
