@@ -43,7 +43,7 @@ class Options:
     bin_ps: int | None = None       # link time-series bin; default from the trace's size
     progress: str | None = None     # "bar" or "json" on stderr (emu.progress), None: none
     functional: bool = False        # real payload bytes and reductions (emu.replay.functional)
-    engine: str = "auto"            # "compiled" (emu.replay.core), "python", or auto: compiled when it can
+    engine: str = "auto"            # "auto" or "compiled": the compiled loop; "python": the tests' reference
     trains: bool = True             # a stream's uninterrupted frames on a link as one event (same results)
 
 ENGINES = ("auto", "compiled", "python")
