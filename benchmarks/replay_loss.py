@@ -26,9 +26,13 @@ from measure import medians
 ROOT = Path(__file__).resolve().parent.parent
 
 
+# The Python reference path is the test suite's (tests/pyreplay.py): its run registers it first.
+REFERENCE = f"import sys; sys.path.insert(0, {str(ROOT / 'tests')!r}); import pyreplay; from emu.cli import main; sys.exit(main())"
+
+
 def replay(trace: Path, loss: str, engine: str) -> dict:
-    cmd = [sys.executable, "-m", "emu", "replay", str(trace), "--json", "--no-results", "--loss", loss,
-           "--engine", engine]
+    start = ["-c", REFERENCE] if engine == "python" else ["-m", "emu"]
+    cmd = [sys.executable, *start, "replay", str(trace), "--json", "--no-results", "--loss", loss, "--engine", engine]
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         t0 = time.perf_counter()
         proc = subprocess.Popen(cmd, stdout=out, stderr=err)

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
+import pyreplay  # noqa: F401  (registers the Python reference replay path: engine="python")
 from waits import HANG_S
 
 # dask's own connect timeout (30 s) is a clock limit too: its clients and workers get the guard

@@ -13,7 +13,8 @@ from emu.hw import check as C
 from emu.hw import board as M
 from emu.hw.serve import Device
 from emu.net import Network
-from emu.nic import Cluster, NicConfig
+from emu.nic import NicConfig
+from pycluster import Cluster
 from emu.nic import reduce as R
 from emu.sim import Simulator
 from emu.topology import Routes, build

@@ -128,7 +128,8 @@ def test_live_reduction_through_two_served_boards_equals_the_emulated_one(lab, t
     """bring:4, root 0: board 2 reports to board 1, board 1 to the root; 1 and 2 are `serve` processes on a
     bridge, the test plays board 0 (listening) and the compute engines of 1 and 2 (sending their states)."""
     from emu.net import Network
-    from emu.nic import Cluster, NicConfig
+    from emu.nic import NicConfig
+    from pycluster import Cluster
     from emu.nic import reduce as R
     from emu.sim import Simulator
     from emu.topology import Routes, build

@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 from emu.codec import Dtype, Op, ReduceOp
 from emu.net import Loss, Network
 from emu.net.timeline import Timeline, parse
-from emu.nic import Cluster, NicConfig, State
+from emu.nic import NicConfig, State
+from pycluster import Cluster
 from emu.nic import reduce as R
 from emu.sim import US, Simulator
 from emu.topology import LinkDefaults, Routes, mesh2d, ring, star, torus2d

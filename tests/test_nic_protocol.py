@@ -26,7 +26,8 @@ from emu.codec import (
 from emu.hw import board as M
 from emu.hw.serve import Device
 from emu.net import Loss, Network
-from emu.nic import Cluster, NicConfig
+from emu.nic import NicConfig
+from pycluster import Cluster
 from emu.nic import protocol as P
 from emu.nic import rto as T
 from emu.nic.rto import RtoEstimator

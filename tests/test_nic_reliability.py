@@ -12,7 +12,8 @@ import pytest
 
 from emu.codec import Op
 from emu.net import Loss, Network
-from emu.nic import Cluster, NicConfig
+from emu.nic import NicConfig
+from pycluster import Cluster
 from emu.nic.rto import RtoEstimator
 from emu.sim import MS, US, Simulator
 from emu.topology import LinkDefaults, Routes, mesh2d

@@ -3,7 +3,8 @@ metadata FIFO has an entry free and the payload FIFO room for its bytes; an empt
 accepts any one send; room frees when a send has left the wire."""
 
 from emu.net import Network
-from emu.nic import Cluster, NicConfig
+from emu.nic import NicConfig
+from pycluster import Cluster
 from emu.sim import US, Simulator
 from emu.topology import LinkDefaults, Routes, ring
 
@@ -42,7 +43,7 @@ def test_an_empty_buffer_takes_any_one_send():
 
 def test_the_nic_default_fifo_is_the_kr260_profiles_comm_buffer():
     # docs/nic.md: fifo_bytes defaults to the hardware profile's comm_buffer (16 MiB on the KR260)
-    from emu.nic.cluster import NicConfig
+    from emu.nic import NicConfig
     from emu.workload.profiles import load
 
     assert NicConfig().fifo_bytes == int(load("hw", "kr260")["comm_buffer"]) == 16 << 20

@@ -315,7 +315,7 @@ def test_retries_used_up_fail_the_same_sends(traces):
     def failing(engine):
         rp = Replay(traces["ring"], Options(engine=engine, loss=0.3, seed=1))
         rp.cluster.config = replace(rp.cluster.config, max_retries=1)
-        for p in rp.cluster.proto:
+        for p in getattr(rp.cluster, "proto", ()):  # the reference's boards (the compiled loop reads config)
             p.cfg = replace(p.cfg, max_retries=1)
         return rp.run()
 
@@ -493,3 +493,17 @@ def test_kv_block_ids_spread_wide_replay_on_the_compiled_loop_as_dense_ones(trac
     for e, path in caps.items():
         emu.replay(spread, capture=str(path), engine=e, loss=0.01, seed=1)
     assert caps["compiled"].read_bytes() == caps["python"].read_bytes()
+
+
+def test_the_product_has_no_python_replay_path(tmp_path):
+    """The Python path is the test suite's reference (tests/pyreplay.py, registered by conftest):
+    a user's `emu replay --engine python` is refused in one line, and help does not offer it."""
+    import subprocess
+    import sys
+
+    cmd = [sys.executable, "-m", "emu", "replay", "mars_16k", "--no-results", "--engine", "python"]
+    r = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path)
+    assert r.returncode != 0 and "Traceback" not in r.stderr
+    assert "tests/pyreplay.py" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    h = subprocess.run([sys.executable, "-m", "emu", "replay", "--help"], capture_output=True, text=True, cwd=tmp_path)
+    assert "--engine" not in h.stdout and "--functional" in h.stdout

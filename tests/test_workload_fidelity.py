@@ -7,7 +7,7 @@ import sys
 import numpy as np
 import pytest
 
-from emu.replay.dag import Wiring
+from pydag import Wiring
 from emu.replay.run import Options, Replay
 from emu.topology import LinkDefaults, Routes, build
 from emu.workload.enums import Kind, MsgOp, Residency

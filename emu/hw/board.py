@@ -12,7 +12,7 @@ trees and reduction trees of ``emu.topology``, the arithmetic of
   of the multicast tree) and the upstream board it takes copies from (one
   interface on a shared segment hears every copy);
 - the reduction tree (``reduction_parents``, the same rule as
-  ``emu.nic.Cluster.board_tree``) and contribution folding (``combine``);
+  ``emu.nic.Nics.board_tree``) and contribution folding (``combine``);
 - ``protocol_config``: the protocol's parameters, those of the kr260 hardware profile;
 - the fields of the header-only ``ack`` / probe / ``nack`` control frames
   (``control_meta``, ``nack_bitmap``), which the NIC model leaves open.
@@ -49,7 +49,7 @@ def protocol_config(*, rto_min_ps: int | None = None, rto_initial_ps: int | None
     """The protocol parameters of a kr260 board, as the emulator's profile gives them (a value
     given here overrides it). A live board answers a probe about one message at most once per
     ``rto_min_ps``: no honest sender probes faster, a hostile one cannot make it amplify."""
-    from ..nic.cluster import NicConfig
+    from ..nic.config import NicConfig
     from ..workload.profiles import DEFAULTS, load
 
     hw = load("hw", "kr260")

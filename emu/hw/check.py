@@ -27,7 +27,7 @@ from ..codec.layer import dst_mac, node_mac
 from ..codec.mac import ETH_LEN
 from ..errors import ConfigError
 from ..nic import reduce as R
-from ..nic.cluster import CONTROL_LEN
+from ..nic.config import CONTROL_LEN
 from . import board as M
 from .errors import MtuTooSmall, NoAnswer
 from .defaults import DEFAULT_HEAD_DIM, SCENARIOS

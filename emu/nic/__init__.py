@@ -1,6 +1,6 @@
-"""The compute-NIC model: packetizer, forwarding, multicast, reductions, all-to-all, directory, reliability."""
+"""The compute-NIC model: its protocol (reliability, reductions, directory), configuration and routes."""
 
-from .cluster import AllToAll, Cluster, NicConfig, Reduction, Transfer
+from .config import NicConfig, Nics
 from .directory import Directory, State
 
-__all__ = ["AllToAll", "Cluster", "Directory", "NicConfig", "Reduction", "State", "Transfer"]
+__all__ = ["Directory", "NicConfig", "Nics", "State"]

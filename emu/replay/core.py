@@ -1,7 +1,7 @@
 """The compiled replay loop: op DAG, compute engines, NICs and the frame kernel in one numba loop.
 
-It is the Python path (emu.replay.run.Replay over emu.nic.Cluster, emu.net.Network and
-emu.sim.Simulator) for a timing run (with loss, reliable delivery and a timeline or
+It is the Python reference path (the test suite's tests/pyreplay.py over tests/pycluster.py,
+emu.net.Network and emu.sim.Simulator) for a timing run (with loss, reliable delivery and a timeline or
 without), step for step, so its results are identical (docs/engine.md, "The compiled
 replay loop"):
 

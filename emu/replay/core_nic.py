@@ -1,6 +1,6 @@
 """The NICs inside the compiled replay: packetizer FIFO, messages, deliveries, reductions, all-to-all.
 
-Each function is the compiled twin of a step of ``emu.nic.cluster``, changing the same
+Each function is the compiled twin of a step of the Python reference NICs (tests/pycluster.py), changing the same
 state in the same order (reliable delivery's acks, probes, nacks and timers:
 emu.replay.core_reliable):
 

@@ -1,6 +1,6 @@
 """Reliable delivery inside the compiled replay: acks, probes, nacks, resends and timers.
 
-The compiled twin of the reliability half of ``emu.nic.cluster`` (``_send_part`` with
+The compiled twin of the reliability half of the Python reference NICs (tests/pycluster.py) (``_send_part`` with
 ``reliable``, ``_on_event``'s "sent", ``_control``, ``_act``, ``_answer_acts``, ``_acked``,
 ``_timeout``, ``_probed``, ``_nacked``), changing the same state in the same order. Every
 decision is the board protocol's own compiled function, the dispatchers ``BoardProtocol``

@@ -19,7 +19,7 @@ import pandas as pd
 
 from ..codec import Op
 from ..net import kernel as K
-from ..nic.cluster import CONTROL_OPS
+from ..nic.config import CONTROL_OPS
 from ..nic.directory import NodeMemory, State
 from . import core_boards as boards
 from . import core_layout as L
@@ -76,7 +76,7 @@ def _error_text(t, code, node, kv, state) -> str:
 
 
 class ClusterView:
-    """What the NICs counted, as emu.nic.cluster.Cluster presents it."""
+    """What the NICs counted, as the Python reference (tests/pycluster.py) presents it."""
 
     def __init__(self, tables: Tables, nics):
         RS, TR = tables.RS, tables.TR

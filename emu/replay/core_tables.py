@@ -1,7 +1,7 @@
 """The compiled replay's tables, built with numpy before the run (no per-op Python objects).
 
 From the trace's columnar arrays: the op and part tables, the dependency wiring (the
-rules of emu.replay.dag, vectorised: unmet dependencies per part, and what each
+rules of the Python reference's wiring (tests/pydag.py), vectorised: unmet dependencies per part, and what each
 completion and each delivery releases as flat lists), the delivery slots, the
 reduction and all-to-all groups, and the routes every send will use: unicast routes
 are the network's, multicast trees are installed in its forwarding table now, one per
@@ -125,7 +125,7 @@ class Tables:
         srow = np.repeat(np.arange(n), nsrc)
         skeys = np.sort(srow * N + tr.src_idx.astype(np.int64))
 
-        # The wiring (emu.replay.dag): every (dependent op y, dependency x, part p of y).
+        # The wiring (tests/pydag.py's rules): every (dependent op y, dependency x, part p of y).
         ndep = np.diff(tr.dep_ptr)
         y_of_dep = np.repeat(np.arange(n), ndep)
         x_of_dep = tr.dep_idx.astype(np.int64)

@@ -2,7 +2,7 @@
 
 The compiled loop keeps what decides timing (a message's kernel row, its transfer, what a
 control frame is about) and not the header fields a capture shows. They follow from those
-rows by the rules ``emu.nic.cluster.Cluster`` applies when it hands a send to the network:
+rows by the rules the Python reference NICs (tests/pycluster.py) apply when it hands a send to the network:
 
 - a data message of transfer ``tr`` (a communication op's part, a drain or invalidate, a
   reduction's partial result, one pair of an all-to-all) carries the op's Meta: the wire op

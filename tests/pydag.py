@@ -29,7 +29,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from ..workload.enums import COMM_KINDS, CONTROL_KINDS, KV_OPS
+from emu.workload.enums import COMM_KINDS, CONTROL_KINDS, KV_OPS
 
 
 class Wiring:

@@ -1,4 +1,7 @@
-"""The NICs of all boards over one network: forwarding, multicast, reductions, all-to-all, reliability.
+"""The Python reference of the NICs: all boards over one network, message by message (forwarding,
+multicast, reductions, all-to-all, reliability), as the test suite's Python replay path
+(tests/pyreplay.py) drives them; the compiled loop (emu.replay.core_nic, core_reliable) must
+give exactly what this gives.
 
 Each board's NIC is the paper's metadata-driven datapath: the compute engine
 hands it a payload with its Meta, and from the Meta alone the NIC chooses what
@@ -37,40 +40,18 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
-from ..codec import Collective, Dtype, Flags, Op, ReduceOp, Stage, max_payload
-from ..codec.fragment import MAX_FRAGS
-from ..errors import ConfigError
-from ..net import Network
-from ..net.ethernet import frame_sizes
-from ..topology import multicast_tree, reduction_parents
-from . import protocol as P
-from . import reduce as R
-from .control import control_meta
-from .directory import Directory
-from .rto import RtoEstimator
-
-CONTROL_LEN = 0  # acks, probes, drains and invalidates are header-only: the Meta says it all
-CONTROL_OPS = ("ack", "nack", "probe", "drain", "invalidate")  # what control_frames_by_op counts
-
-
-@dataclass(frozen=True)
-class NicConfig:
-    mtu: int = 1500
-    fifo_bytes: int = 16 << 20     # payload FIFO of the packetization buffer: the KR260 profile's comm_buffer
-    fifo_entries: int = 256        # metadata FIFO
-    reliable: bool = True
-    # Retransmission timeout (emu.nic.rto; the kr260 values and why: docs/nic.md), the
-    # protocol's defaults: 100 us floor, 1 ms before the first RTT sample of a pair, 64 ms
-    # back-off ceiling, 20 timeouts.
-    rto_min_ps: int = P.ProtocolConfig.rto_min_ps
-    rto_initial_ps: int = P.ProtocolConfig.rto_initial_ps
-    rto_max_ps: int = P.ProtocolConfig.rto_max_ps
-    max_retries: int = P.ProtocolConfig.max_retries
-
-    def protocol(self) -> P.ProtocolConfig:
-        return P.ProtocolConfig(rto_min_ps=self.rto_min_ps, rto_initial_ps=self.rto_initial_ps,
-                                rto_max_ps=self.rto_max_ps, max_retries=self.max_retries)
-
+from emu.codec import Collective, Dtype, Flags, Op, ReduceOp, Stage, max_payload
+from emu.codec.fragment import MAX_FRAGS
+from emu.errors import ConfigError
+from emu.net import Network
+from emu.net.ethernet import frame_sizes
+from emu.topology import multicast_tree
+from emu.nic import protocol as P
+from emu.nic import reduce as R
+from emu.nic.control import control_meta
+from emu.nic.config import CONTROL_LEN, CONTROL_OPS, NicConfig, Nics
+from emu.nic.directory import Directory
+from emu.nic.rto import RtoEstimator
 
 @dataclass
 class Transfer:
@@ -133,12 +114,12 @@ class _Part:
         return int(self.proto.OUT[self.slot, P.O_RETRIES]) if self.slot >= 0 else self.final[2]
 
 
-class Cluster:
+class Cluster(Nics):
     """All boards' NICs on ``net``; ``routes`` are the healthy topology's routes."""
 
     def __init__(self, net: Network, routes, config: NicConfig = NicConfig(), directory: Directory | None = None):
-        self.net, self.sim, self.routes, self.config = net, net.sim, routes, config
-        self.boards = net.boards
+        super().__init__(net, routes, config)
+        self.sim = net.sim
         self.directory = directory or Directory(self.boards)
         self._trees: dict[tuple, int] = {}
         self._transfers: list[Transfer] = []
@@ -152,8 +133,6 @@ class Cluster:
         self.proto = [P.BoardProtocol(b, self.boards, config.protocol(), self.directory) for b in range(self.boards)]
         self._reductions = 0
         self.failures: list[str] = []
-        if max_payload(config.mtu) <= 0:
-            raise ConfigError(f"mtu {config.mtu} leaves no room for payload")
 
     # ---- routes --------------------------------------------------------------------
 
@@ -436,10 +415,6 @@ class Cluster:
                   layer: int = 0, kv_id: int = 0, on_complete=None) -> "Reduction":
         return Reduction(self, tuple(sorted(set(group))), root, ReduceOp(op), nbytes, Dtype(dtype), heads, head_dim,
                          functional, stage, layer, kv_id, on_complete)
-
-    def board_tree(self, root: int, members: Iterable[int]) -> dict[int, int]:
-        """Parent of each member in a reduction towards ``root`` (emu.topology.reduction_parents)."""
-        return reduction_parents(self.net.topology, self.routes, root, members)
 
     def all_to_all(self, group: Iterable[int], nbytes: int | dict, *, data: dict | None = None,
                    op: Op = Op.kv_transfer, stage: Stage = Stage.prefill, on_delivered=None, on_complete=None,
