@@ -41,6 +41,7 @@ import numpy as np
 from numba import njit
 
 from .. import compiled_cache  # noqa: F401  (before any cached function: their cache stamp)
+from ..codec.mac import ETH_LEN
 from .ethernet import PS_PER_S, WIRE_OVERHEAD, MIN_FRAME
 from .tables import Table
 
@@ -524,7 +525,7 @@ def offer_transit(SC, LK, LD, FP, FREE, HP, NS, SP, link, e, t):
         _drop_link(LD, link, DROP_DOWN, flen)
         _free_frame(SC, FREE, e)
         return
-    if flen - 14 > LK[link, L_MTU]:
+    if flen - ETH_LEN > LK[link, L_MTU]:
         _drop_link(LD, link, DROP_MTU, flen)
         _free_frame(SC, FREE, e)
         return
@@ -754,7 +755,7 @@ def _transmitter(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, MS, SP, SL, SFREE
             route = SP[s, S_ROUTE]
             if finished:
                 _pop_stream(SC, LK, SFREE, SP, link, s)
-            if flen - 14 > LK[link, L_MTU]:
+            if flen - ETH_LEN > LK[link, L_MTU]:
                 # Too large for this port: dropped at the source, no wire time; grant again.
                 _drop_node(ND, src, DROP_MTU, 1, flen)
                 if finished:
