@@ -34,7 +34,7 @@ from pathlib import Path
 from emu.errors import ConfigError
 from emu.jsontext import parse_json
 from emu.units import parse_rate, parse_time
-from emu.workload.validate import MAX_NODES as MAX_BOARDS  # as many as a trace may have
+from emu.reader import MAX_BOARDS  # as many as a trace may have
 
 TOPOLOGIES = ("auto", "ring", "bring", "mesh", "torus", "star", "full", "fattree")
 _SHAPE = re.compile(r"^\d{1,4}(x\d{1,4})?$")

@@ -223,10 +223,12 @@ def test_whatif_form_values_are_checked():
                     "--fail=link 0-1 down at 0.5s"]
     for bad in ({"topology": "/etc/passwd"}, {"topology": "ring", "shape": "4; rm -rf"}, {"rate": "--out=/tmp/x"},
                 {"latency": "$(id)"}, {"loss": "2"}, {"failure": "link 0-1 down; --out /x"}, {"shape": "4x4"},
-                {"topology": "torus", "shape": "9999x9999"}, {"topology": "ring", "shape": "65"},
-                {"topology": "fattree", "shape": "8"}, {"topology": "mesh", "shape": "0x4"}):
+                {"topology": "torus", "shape": "9999x9999"}, {"topology": "ring", "shape": "4097"},
+                {"topology": "fattree", "shape": "32"}, {"topology": "mesh", "shape": "0x4"}):
         with pytest.raises(WhatIfError):
             build_args(Path("t.json"), bad)
+    # more than 64 boards replay on the compiled loop: a 128-board fat tree is a shape to try
+    assert build_args(Path("t.json"), {"topology": "fattree", "shape": "8"})[0] == ["--topology=fattree:8"]
     with pytest.raises(FormTypeError):
         build_args(Path("t.json"), {"rate": ["10Gbps"]})
 
