@@ -37,6 +37,8 @@ class PythonReplay(Replay):
     def __init__(self, trace, options):
         super().__init__(trace, options)
         self.wiring = Wiring(trace)
+        if self.functional is not None:  # it reads the directory as the run changes it
+            self.functional.directory = self.cluster.directory
         if self.timeline is not None:
             self.timeline.on_reroute.append(self.cluster.reroute)
 

@@ -101,10 +101,13 @@ T_NEXT = 11       # next transfer waiting for the same packetizer
 T_ACCEPTED = 12   # when the packetizer took it (-1: still waiting)
 T_ROUTE = 13      # route of its messages to the boards other than its source
 T_FAIL_RETRIES = 14  # 1 + the retries it had when reliable delivery gave up (0: not failed; -1: no route)
-T_DMASK = 15      # board sets (emu.replay.core_boards), RS[R_MASKW] words each, from here: its
-                  # destinations (the source too when it is one), then the boards it was
-                  # delivered at (T_DMASK + W), then the boards it failed at (T_DMASK + 2 W)
-T_NCOLS = 16      # ... the table has T_DMASK + 3 W columns
+T_DMASK = 15      # board sets (emu.replay.core_boards), RS[R_MASKW] words each, from here, set k
+                  # at T_DMASK + k W: ...
+T_DESTS = 0       # ... its destinations (the source too when it is one),
+T_DELIVERED = 1   # ... the boards it was delivered at,
+T_FAILED = 2      # ... the boards it failed at
+T_SETS = 3
+T_NCOLS = 16      # ... the table has T_DMASK + T_SETS W columns
 
 CB_SEND = 0       # a communication op's part: the op counts its sources' payloads
 CB_CTRL = 1       # a drain or invalidate: delivered to the op at once

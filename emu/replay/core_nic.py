@@ -39,7 +39,7 @@ from .core_layout import (CB_A2A, CB_CTRL, CB_RED, CB_SEND, E_LOCAL, G_FOLD_OWN,
                           G_WAIT, N_FIFO_B, OW_DMASK, R_MASKW,
                           N_FIFO_E, N_QHEAD, N_QTAIL, N_STALL, OW_BYTES, O_GRP, O_GRPEND, O_MSGOP, R_CHUNK,
                           R_CTRL_DRAIN, R_CTRL_INV, R_FIFO_B, R_FIFO_E, R_HDR, R_NBITS, R_NFOLD, R_NMD, R_NMSG, R_NODES, R_NOW,
-                          R_NTR, R_PER, R_V, T_ACCEPTED, T_ARG, T_ARG2, T_CB, T_DMASK, T_KV, T_M0, T_M1,
+                          R_NTR, R_PER, R_V, T_ACCEPTED, T_ARG, T_ARG2, T_CB, T_DELIVERED, T_DMASK, T_FAILED, T_KV, T_M0, T_M1,
                           T_MSGOP, T_NBYTES, T_NEXT, T_OP, T_ROUTE, T_SENT, T_SRC, W_A2A_STEP, W_OP_DLV,
                           W_PART_DLV, X_SENT, X_TR, CTRL_DATA, E_PARTLEFT, R_RELIABLE, T_FAIL_RETRIES,
                           X_CTRL, X_TIMER)
@@ -64,7 +64,7 @@ def send(s, src, dop, dnode, nbytes, msgop, kv, cb, op, arg, arg2, route):
     else:
         boards.clear(TR, tr, T_DMASK, w)
         boards.add(TR, tr, T_DMASK, dnode)
-    boards.clear(TR, tr, T_DMASK + w, w)  # delivered at
+    boards.clear(TR, tr, T_DMASK + T_DELIVERED * w, w)
     TR[tr, T_MSGOP] = msgop
     TR[tr, T_KV] = kv
     TR[tr, T_CB] = cb
@@ -159,7 +159,7 @@ def send_part(s, tr, size):
         # No way out (a failure cut the source off): the send fails, its part counts as sent
         # now and leaves the packetizer at an event of its own (Cluster._send_part).
         w = RS[R_MASKW]
-        boards.copy_without(TR, tr, T_DMASK + 2 * w, TR, tr, T_DMASK, w, src)
+        boards.copy_without(TR, tr, T_DMASK + T_FAILED * w, TR, tr, T_DMASK, w, src)
         TR[tr, T_FAIL_RETRIES] = -1
         MX[mid, X_SENT] = 1
         TR[tr, T_SENT] += 1
@@ -263,7 +263,7 @@ def message_done(s, mid, node):
 def delivered(s, tr, node):
     """Cluster._delivered: the directory follows the Meta of what arrived; the owner hears of it."""
     RS, TR = s.RS, s.TR
-    dlv = T_DMASK + RS[R_MASKW]
+    dlv = T_DMASK + T_DELIVERED * RS[R_MASKW]
     if boards.has(TR, tr, dlv, node):
         return
     boards.add(TR, tr, dlv, node)

@@ -34,7 +34,7 @@ from ..nic.protocol import (D_ACKED, D_NODE, O_DEND, O_DPTR, O_LEFT_AT, O_LIVE, 
 from .core_events import at, rearm
 from .core_layout import (CTRL_ACK, CTRL_NACK, CTRL_PROBE, E_TIMER, R_CTRL_ACK, R_CTRL_NACK, R_CTRL_PROBE,
                           R_HDR, R_MARGIN, R_MAX_RETRIES, R_NBITS, R_NMD, R_NMSG, R_NNKB, R_NODES, R_NOW,
-                          R_NSL, R_PER, R_RETX, R_RTO_MAX, R_RTO_MIN, R_V, T_DMASK, T_FAIL_RETRIES, R_MASKW, X_ABOUT,
+                          R_NSL, R_PER, R_RETX, R_RTO_MAX, R_RTO_MIN, R_V, T_DMASK, T_FAILED, T_FAIL_RETRIES, R_MASKW, X_ABOUT,
                           X_CTRL, X_NACK, X_PEER, X_SENT, X_TIMER, X_TR)
 from . import core_boards as boards
 from .core_state import allocating, compiled, compiled_inline, doubled_pool, grown, more_heap
@@ -196,7 +196,7 @@ def timer_due(s, m):
     d0, d1 = OUT[m, O_DPTR], OUT[m, O_DEND]
     if r < 0:
         tr, w = MX[m, X_TR], RS[R_MASKW]
-        silent = T_DMASK + 2 * w  # the boards it failed at
+        silent = T_DMASK + T_FAILED * w
         boards.clear(s.TR, tr, silent, w)
         for d in range(d0, d1):
             if OD[d, D_ACKED] == 0:

@@ -94,10 +94,14 @@ class ClusterView:
         self._tr = TR[: RS[L.R_NTR]]
         self._w = int(RS[L.R_MASKW])
 
+    def _cols(self, which: int) -> slice:
+        """The columns of set ``which`` (L.T_DESTS, T_DELIVERED, T_FAILED) in the transfer table."""
+        first = L.T_DMASK + which * self._w
+        return slice(first, first + self._w)
+
     def _set(self, i: int, which: int) -> list[int]:
-        """The boards of send ``i``'s set ``which`` (0: destinations, 1: delivered at, 2: failed at)."""
-        w = self._w
-        return boards.members(self._tr[i, L.T_DMASK + which * w: L.T_DMASK + (which + 1) * w])
+        """The boards of send ``i``'s set ``which``."""
+        return boards.members(self._tr[i, self._cols(which)])
 
     def _failed(self, i: int) -> str | None:
         """Cluster's Transfer.failed: send ``i`` had no route, or reliable delivery gave up on it."""
@@ -105,8 +109,8 @@ class ClusterView:
         if not tr[i, L.T_FAIL_RETRIES]:
             return None
         if tr[i, L.T_FAIL_RETRIES] < 0:
-            return f"no route from node {int(tr[i, L.T_SRC])} to {self._set(i, 2)}"
-        return f"no acknowledgement from {self._set(i, 2)} after {int(tr[i, L.T_FAIL_RETRIES]) - 1} retries"
+            return f"no route from node {int(tr[i, L.T_SRC])} to {self._set(i, L.T_FAILED)}"
+        return f"no acknowledgement from {self._set(i, L.T_FAILED)} after {int(tr[i, L.T_FAIL_RETRIES]) - 1} retries"
 
     @property
     def control_frames(self) -> int:
@@ -115,11 +119,10 @@ class ClusterView:
     def incomplete(self) -> list[str]:
         tr = self._tr
         out = []
-        w = self._w
-        short = (tr[:, L.T_DMASK + w: L.T_DMASK + 2 * w] != tr[:, L.T_DMASK: L.T_DMASK + w]).any(axis=1)
+        short = (tr[:, self._cols(L.T_DELIVERED)] != tr[:, self._cols(L.T_DESTS)]).any(axis=1)
         for i in np.flatnonzero(short).tolist():
-            got = set(self._set(i, 1))
-            missing = [d for d in self._set(i, 0) if d not in got]
+            got = set(self._set(i, L.T_DELIVERED))
+            missing = [d for d in self._set(i, L.T_DESTS) if d not in got]
             why = self._failed(i) or ("still waiting for the packetizer" if tr[i, L.T_ACCEPTED] < 0
                                       else "frames lost")
             out.append(f"send {i} (op {Op(int(tr[i, L.T_MSGOP])).name}, kv {int(self._block_id(tr[i, L.T_KV]))}) from node "

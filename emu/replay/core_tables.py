@@ -272,7 +272,7 @@ class Tables:
         if cfg.reliable:  # every message is tracked: a bitmap at each destination
             n_bits = int(((send_parts * nd_of + transfers - send_parts) * (frags_of // 8 + msgs_of)).sum()) + 1
 
-        TR = np.zeros((n_tr, L.T_DMASK + 3 * W), np.int64)
+        TR = np.zeros((n_tr, L.T_DMASK + L.T_SETS * W), np.int64)
         MX = np.zeros((n_msg, L.X_NCOLS), np.int64)
         nkv = len(self.kv_ids)
         KB = np.zeros((nkv, L.K_FN_NCOLS if rp.opt.functional else L.K_NCOLS), np.int64)

@@ -58,7 +58,7 @@ def feed(fn, tables, trace) -> None:
     fn.directory = _snapshot(tables)
     TR = tables.TR[: tables.RS[L.R_NTR]]
     w = int(tables.RS[L.R_MASKW])
-    dlv = L.T_DMASK + w  # the boards each send was delivered at
+    dlv = L.T_DMASK + L.T_DELIVERED * w
 
     def at(i: int, col: int) -> list[int]:
         return boards.members(TR[i, col: col + w])

@@ -104,8 +104,7 @@ class Replay:
             self.timeline = Timeline(parse_scenario(list(options.scenario)), detect_ps=options.detect_ps,
                                      base_loss={l: Loss(p=options.loss) for l in range(len(self.net.links))})
             self.timeline.install(self.net, self.routes)
-        self.functional = (Functional(trace, self.model, options.seed, getattr(self.cluster, "directory", None))
-                           if options.functional else None)
+        self.functional = Functional(trace, self.model, options.seed) if options.functional else None
         if self.functional is not None:
             self.functional.progress = self._checking
         self.engine = self._engine(options.engine)
