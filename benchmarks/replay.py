@@ -19,7 +19,7 @@ loop seconds per op grow with the context even at a constant cost per op and per
 tokens on 16 (issue 26's rows): each trace's generation and replay command, their peak RSS,
 and the loop's ns per frame-hop with its ratio to the 16K/16 run of the same benchmark.
 ``--cold`` times, from an empty numba cache, a first replay that compiles the engine, the
-compile scripts/install runs (``python -m emu.replay.warm``) and the first replay after it.
+compile scripts/install runs (``python -m emu.engine.warm``) and the first replay after it.
 
 Generated traces are kept in ``$XDG_CACHE_HOME/mcf-emu/bench`` (made once, reused).
 
@@ -187,14 +187,14 @@ def scaling(repeat: int) -> dict:
 def cold() -> tuple[float, float, float]:
     """With an empty numba cache: the first `emu replay traces/mars_16k.json` when nothing is
     compiled (what the first run costs with EMU_NO_WARM=1); the compile at install
-    (`python -m emu.replay.warm`); and the first replay after that install."""
+    (`python -m emu.engine.warm`); and the first replay after that install."""
     mars = ROOT / "traces" / "mars_16k.json"
     with tempfile.TemporaryDirectory() as d:
         uncompiled = replay(mars, True, env=dict(os.environ, NUMBA_CACHE_DIR=d))["command_s"]
     with tempfile.TemporaryDirectory() as d:
         env = dict(os.environ, NUMBA_CACHE_DIR=d)
         t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "emu.replay.warm"], cwd=tempfile.gettempdir(), env=env, check=True,
+        subprocess.run([sys.executable, "-m", "emu.engine.warm"], cwd=tempfile.gettempdir(), env=env, check=True,
                        stderr=subprocess.DEVNULL)
         install = time.perf_counter() - t0
         first = replay(mars, True, env=env)["command_s"]
@@ -291,7 +291,7 @@ def main(argv=None) -> int:
                   f"{r['ns_ratio']:>6.2f}x{r['peak_rss_mib']:>8.0f}")
     if cold_s is not None:
         print(f"\nempty numba cache: a first replay that compiles the engine {cold_s[0]:.1f} s; the compile at "
-              f"install (python -m emu.replay.warm) {cold_s[1]:.1f} s, then the first replay {cold_s[2]:.1f} s")
+              f"install (python -m emu.engine.warm) {cold_s[1]:.1f} s, then the first replay {cold_s[2]:.1f} s")
     print("\ngoals (2-core machine):")
     for name, value, goal, ok in checks:
         print(f"  {name:<32}{value:>14,.2f}  goal {'>=' if '/s' in name else '<='} {goal:,.0f}  "

@@ -1,6 +1,6 @@
 """The Python reference of the NICs: all boards over one network, message by message (forwarding,
 multicast, reductions, all-to-all, reliability), as the test suite's Python replay path
-(tests/pyreplay.py) drives them; the compiled loop (emu.replay.core_nic, core_reliable) must
+(tests/pyreplay.py) drives them; the compiled loop (emu.engine.nic, emu.engine.reliable) must
 give exactly what this gives.
 
 Each board's NIC is the paper's metadata-driven datapath: the compute engine

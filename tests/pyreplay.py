@@ -3,7 +3,7 @@
 ``PythonReplay`` runs the trace's DAG over the Python reference NICs (tests/pycluster.py),
 the frame kernel's Python face (emu.net.Network) and emu.sim's event heap: compute ops one
 at a time per node, communication ops as messages through the NICs, the replica directory
-following the frames. The compiled loop (emu.replay.core) is its compiled twin, and the
+following the frames. The compiled loop (emu.engine.loop) is its compiled twin, and the
 exactness tests (test_replay_compiled.py, test_capture_compiled.py,
 test_replay_functional.py) hold the two identical, every result and every capture byte.
 

@@ -28,17 +28,17 @@ def test_a_closure_follows_names_to_the_module_that_defines_them():
     protocol = rel(cc.closure(str(EMU / "nic" / "protocol.py")))
     assert "codec/enums.py" in protocol and "nic/rto.py" in protocol
     assert not {"codec/layer.py", "codec/pcap.py", "codec/__init__.py"} & protocol
-    loop = rel(cc.closure(str(EMU / "replay" / "core.py")))
+    loop = rel(cc.closure(str(EMU / "engine" / "loop.py")))
     assert {"net/kernel.py", "net/ethernet.py", "codec/enums.py", "workload/enums.py",
-            "replay/core_layout.py", "nic/protocol.py"} <= loop
+            "engine/layout.py", "nic/protocol.py"} <= loop
 
 
 def test_every_cached_function_of_the_package_is_stamped_by_its_closure():
     from emu.net import kernel
     from emu.nic import protocol, rto
-    from emu.replay import core
+    from emu.engine import loop
 
-    for fn in (kernel.advance, protocol.reduction_next, rto.rto_sample, core.drive):
+    for fn in (kernel.advance, protocol.reduction_next, rto.rto_sample, loop.drive):
         loc = fn._cache._impl.locator
         assert isinstance(loc, cc._Stamped)
         assert loc.get_source_stamp() == cc.stamp(fn.py_func.__code__.co_filename)
@@ -93,22 +93,22 @@ def test_a_compiled_in_constant_changed_in_another_file_recompiles(tmp_path):
 
 
 def test_the_engine_knows_whether_its_cache_is_compiled(monkeypatch):
-    from emu.replay import core, engine_cache
+    from emu.engine import loop, cache
 
-    core.drive  # noqa: B018 (imported: the suite has compiled it)
-    assert engine_cache.compiled()
+    loop.drive  # noqa: B018 (imported: the suite has compiled it)
+    assert cache.compiled()
     monkeypatch.setattr(cc, "stamp", lambda path: b"other sources")
-    assert not engine_cache.compiled()
+    assert not cache.compiled()
 
 
 def test_a_cold_first_replay_says_it_compiles_and_install_skips_a_warm_cache(monkeypatch, capsys):
     import emu
-    from emu.replay import engine_cache, warm
+    from emu.engine import cache, warm
 
-    monkeypatch.setattr(engine_cache, "compiled", lambda: False)
+    monkeypatch.setattr(cache, "compiled", lambda: False)
     emu.replay(emu.trace("ring", nodes=2, seq=256, chunk=128, decode_tokens=1))
     err = capsys.readouterr().err
-    assert engine_cache.NOTICE in err and "replay engine compiled and cached" in err
+    assert cache.NOTICE in err and "replay engine compiled and cached" in err
     monkeypatch.undo()
     monkeypatch.setattr(warm, "warm", lambda: pytest.fail("replayed although compiled"))
     assert warm.main() == 0

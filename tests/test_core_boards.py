@@ -1,10 +1,10 @@
-"""Board sets of the compiled replay (emu.replay.core_boards): words, bits and their Python faces."""
+"""Board sets of the compiled replay (emu.engine.boards): words, bits and their Python faces."""
 
 import numpy as np
 import pytest
 from numba import njit
 
-from emu.replay import core_boards as B
+from emu.engine import boards as B
 
 
 @pytest.mark.parametrize("boards,words", [(1, 1), (64, 1), (65, 2), (128, 2), (129, 3), (4096, 64)])

@@ -72,4 +72,4 @@ def test_the_cli_without_a_replay_leaves_the_engine_unimported(argv):
     the commands that do not replay start without numba or the compiled engine (docs/engine.md)."""
     mods = _imported_by(*argv)
     assert {"emu.cli", "emu.units"} <= mods  # the log is read (emu.units: the hw command's parser imports it)
-    assert not mods & {"numba", "emu.net.kernel", "emu.replay.core", "emu.nic.protocol"}, sorted(mods & {"numba", "emu.net.kernel"})
+    assert not mods & {"numba", "emu.net.kernel", "emu.engine.loop", "emu.nic.protocol"}, sorted(mods & {"numba", "emu.net.kernel"})

@@ -1,6 +1,6 @@
 """The compiled replay loop, the emulator's Python path and ``emu hw serve`` run one NIC protocol.
 
-The compiled loop (emu.replay.core_dir, core_nic) references the very numba dispatchers
+The compiled loop (emu.engine.directory, emu.engine.nic) references the very numba dispatchers
 emu.nic.directory / emu.nic.protocol export, and ``Directory`` / ``BoardProtocol`` (which
 serve and the Python Cluster drive) call those same objects; on a table of cases the rules
 decide as the paper's directory (VALID -> DRAINING -> INVALID) and reduction trees do; and
@@ -16,9 +16,9 @@ import emu
 from emu.codec import Collective, Op
 from emu.nic import directory as D
 from emu.nic import protocol as P
-from emu.replay import core_dir, core_nic
-from emu.replay import core_layout as L
-from emu.replay.core_tables import Tables
+from emu.engine import directory, nic
+from emu.engine import layout as L
+from emu.engine.tables import Tables
 from emu.replay.run import Options, Replay
 from emu.topology import multicast_tree
 
@@ -35,10 +35,10 @@ TRANSITIONS = {
 
 
 def test_the_compiled_loop_references_the_protocols_own_dispatchers():
-    assert core_dir.replica_transition is D.replica_transition is P.replica_transition
-    assert core_nic.reduction_complete is P.reduction_complete
-    assert core_nic.reduction_next is P.reduction_next
-    assert (core_nic.OP_KV_REPLICA, core_nic.OP_DRAIN, core_nic.OP_INVALIDATE) == (RE, DRAIN, INV)
+    assert directory.replica_transition is D.replica_transition is P.replica_transition
+    assert nic.reduction_complete is P.reduction_complete
+    assert nic.reduction_next is P.reduction_next
+    assert (nic.OP_KV_REPLICA, nic.OP_DRAIN, nic.OP_INVALIDATE) == (RE, DRAIN, INV)
     for f in (D.replica_transition, P.reduction_complete, P.reduction_next):
         assert isinstance(f, Dispatcher), f"{f} is not compiled: the loop could not call it"
 
@@ -142,14 +142,14 @@ SENDER = ("arm", "ack", "timeout", "nack_accepted", "left_wire", "resend_left", 
 
 
 def test_the_compiled_loops_reliable_delivery_calls_the_protocols_dispatchers():
-    """core_reliable decides with the very functions BoardProtocol calls (acks, timers,
+    """emu.engine.reliable decides with the very functions BoardProtocol calls (acks, timers,
     back-off, retries, nack acceptance, the nack bitmap), not copies of them."""
     from emu.nic import rto
-    from emu.replay import core_reliable
+    from emu.engine import reliable
 
     for name in SENDER:
         f = getattr(P, name)
-        assert getattr(core_reliable, name) is f, name
+        assert getattr(reliable, name) is f, name
         assert isinstance(f, Dispatcher), f"{name} is not compiled: the loop could not call it"
     for f in (rto.rto_sample, rto.rto_backoff):
         assert isinstance(f, Dispatcher)

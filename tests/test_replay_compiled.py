@@ -1,4 +1,4 @@
-"""The compiled replay loop (emu.replay.core) gives exactly what the Python path gives.
+"""The compiled replay loop (emu.engine.loop) gives exactly what the Python path gives.
 
 Every scheme's generated trace, and randomized scenarios (seeds, topologies, chunk sizes,
 packetizer sizes that make compute engines stall, link rates, port arbiters), lossless, with
@@ -16,7 +16,7 @@ import pytest
 import emu
 from emu.cli import main
 from emu.errors import ConfigError
-from emu.replay import core_layout as L
+from emu.engine import layout as L
 from emu.replay.summary import summarize
 from emu.replay.run import Options, Replay
 
@@ -171,8 +171,8 @@ def test_tables_the_loop_replaces_when_full_grow_without_changing_results(traces
     through the few functions that allocate, and reads it from the State again afterwards.
     Started at one row, the event heap, the work stack, the history and the error list are
     each replaced several times during the run; the results stay the Python path's."""
-    from emu.replay import core_tables
-    from emu.replay.core_state import State
+    from emu.engine import tables as engine_tables
+    from emu.engine.state import State
 
     grown = ("SIM", "WORK", "HIST", "ERR")
     states = []
@@ -185,7 +185,7 @@ def test_tables_the_loop_replaces_when_full_grow_without_changing_results(traces
 
     t = with_unheld_blocks(traces[scheme]) if scheme == "mars" else traces[scheme]
     a = run(t, "python")
-    monkeypatch.setattr(core_tables, "State", one_row_state)
+    monkeypatch.setattr(engine_tables, "State", one_row_state)
     b = run(t, "compiled")
     assert_same(a, b)
     (st,) = states
@@ -208,7 +208,7 @@ def test_a_capture_attached_to_a_replay_runs_on_the_compiled_loop(traces, tmp_pa
     assert rp.engine == "compiled" and cap.frames > 0 and (tmp_path / "c.pcap").stat().st_size > 0
 
 
-# ---- reliable delivery (emu.replay.core_reliable) --------------------------------------------
+# ---- reliable delivery (emu.engine.reliable) --------------------------------------------
 
 def _exercised(rp):
     """The run went through every part of reliable delivery: probes, nacks, resends."""
@@ -230,12 +230,12 @@ def test_every_scheme_with_frame_loss_replays_identically(traces, scheme):
 def test_tables_reliable_delivery_grows_start_at_one_row(traces, scheme, monkeypatch):
     """Acks, probes and nacks take message rows the tables did not count, resends fragment
     lists, nacks payload bytes: the loop (compiled without reference counting) replaces those
-    tables only through core_reliable's allocating functions and reads them from the State
+    tables only through emu.engine.reliable's allocating functions and reads them from the State
     again after any call that may replace them. Started at one row, each is replaced many
     times during a lossy run (probes among them, while a timeout probes several silent
     receivers); the results stay the Python path's."""
-    from emu.replay import core_tables
-    from emu.replay.core_state import State
+    from emu.engine import tables as engine_tables
+    from emu.engine.state import State
 
     grown = ("MS", "MX", "OUT", "MD", "OD", "BITS", "SL", "NKB", "SIM")
     states = []
@@ -248,7 +248,7 @@ def test_tables_reliable_delivery_grows_start_at_one_row(traces, scheme, monkeyp
 
     kw = {"loss": 0.02, "seed": 5}
     a = run(traces[scheme], "python", **kw)
-    monkeypatch.setattr(core_tables, "State", one_row_state)
+    monkeypatch.setattr(engine_tables, "State", one_row_state)
     b = run(traces[scheme], "compiled", **kw)
     assert _exercised(b)
     assert_same(a, b)
@@ -449,7 +449,7 @@ def test_a_replay_far_longer_than_its_estimate_keeps_a_bounded_bins_table():
 
 
 @pytest.mark.parametrize("scheme,nodes,topology,kw", [
-    # board sets of two words (emu.replay.core_boards): one not full, one exactly full
+    # board sets of two words (emu.engine.boards): one not full, one exactly full
     ("mars", 72, "auto", {}),
     ("full", 128, "torus:16x8", {}),
     # loss with reliable delivery: acks, probes and nacks to boards beyond 63
@@ -476,7 +476,7 @@ def _spread_blocks(trace, factor=131071):
 
 @pytest.mark.parametrize("scheme", ["mars", "pd"])
 def test_kv_block_ids_spread_wide_replay_on_the_compiled_loop_as_dense_ones(traces, scheme, tmp_path):
-    """The directory's tables are dense in the blocks, not in their ids (core_tables.block_ids):
+    """The directory's tables are dense in the blocks, not in their ids (emu.engine.tables.block_ids):
     ids spread over 2^28 give the Python path's results, the same times as the trace with
     dense ids, and the frames carry the trace's own ids."""
     dense = traces[scheme]

@@ -97,13 +97,13 @@ def test_wire_constants_are_defined_once(what):
 
 def test_message_ops_are_the_wire_ops_a_trace_names():
     from emu.codec.enums import Op
-    from emu.replay import core
+    from emu.engine import loop
     from emu.workload.enums import KV_OPS, KV_OPS_MASK
 
     assert MsgOp.none == 0 and [m.name for m in MsgOp][1:] == [o.name for o in Op if o not in (Op.ack, Op.nack)]
     assert all(MsgOp[o.name] == o for o in Op if o not in (Op.ack, Op.nack))
     assert KV_OPS == (Op.kv_replica, Op.kv_fetch_resp, Op.kv_transfer) and KV_OPS_MASK == 0b11010
-    assert core.KV_OPS_MASK == KV_OPS_MASK  # the compiled loop reads this one
+    assert loop.KV_OPS_MASK == KV_OPS_MASK  # the compiled loop reads this one
 
 
 @pytest.mark.parametrize("arr", [

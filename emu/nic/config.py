@@ -2,7 +2,7 @@
 tree of each reduction.
 
 What the boards do with frames is ``emu.nic.protocol`` (the code `emu hw serve` runs) and,
-in a replay, the compiled loop (emu.replay.core_nic); the Python reference of the same
+in a replay, the compiled loop (emu.engine.nic); the Python reference of the same
 NICs, message by message, is the test suite's (tests/pycluster.py).
 """
 

@@ -40,7 +40,7 @@ def replica_transition(state, op):
     and whether that is legal. A second copy of a live replica changes nothing; draining or
     invalidating a block a node does not hold is an error and changes nothing; other ops
     leave the state alone. One compiled function: ``Directory`` (the Python path, ``emu hw
-    serve``) and the compiled replay (emu.replay.core_dir) both call it. (emu.nic.protocol
+    serve``) and the compiled replay (emu.engine.directory) both call it. (emu.nic.protocol
     re-exports it: it is part of the board's protocol.)"""
     live = state != _INVALID
     if op == OP_KV_REPLICA:

@@ -29,7 +29,7 @@ kernel's FW table holds) and ``forward`` reads one; ``replica_transition`` is th
 directory's state change; ``nack_payload`` / ``nack_frags`` the nack bitmap;
 ``reduction_complete`` when a board's reduction is complete and ``reduction_next`` /
 ``reduction_result`` where it goes. ``replica_transition``, ``reduction_complete`` and
-``reduction_next`` are compiled: the compiled replay (emu.replay.core_dir, core_nic)
+``reduction_next`` are compiled: the compiled replay (emu.engine.directory, emu.engine.nic)
 calls these same dispatchers.
 
 State lives in plain int64 tables: the sender's messages (``OUT``, one row per message
@@ -288,7 +288,7 @@ _ALL_REDUCE = int(Collective.all_reduce)
 def reduction_complete(got, expected):
     """A board's reduction is complete once all ``expected`` contributions are in: its own
     and each of its children's in the reduction tree. Compiled: ``BoardProtocol.contribute``
-    and the compiled replay (emu.replay.core_nic.fold) call this function."""
+    and the compiled replay (emu.engine.nic.fold) call this function."""
     return got >= expected
 
 

@@ -31,8 +31,8 @@ import numpy as np
 from ..codec import Dtype, ReduceOp
 from ..nic import reduce as R
 from ..workload.enums import Kind
-from . import core_boards as boards
-from . import core_layout as L
+from ..engine import boards
+from ..engine import layout as L
 
 FEED_STEP = 200  # reductions or ops fed between two progress reports
 

@@ -50,7 +50,7 @@ ENGINES = ("auto", "compiled", "python")
 
 
 class Replay:
-    """A replay on the compiled loop (emu.replay.core_run): the cluster the trace and options
+    """A replay on the compiled loop (emu.engine.runner): the cluster the trace and options
     describe, built before it runs. ``engine="python"`` makes the Python reference path's
     replay instead, when one is registered (``reference``: the test suite's, tests/pyreplay.py)."""
 
@@ -157,11 +157,11 @@ class Replay:
             raise
 
     def _run(self) -> "Replay":
-        from . import core_run
+        from ..engine import runner
 
         t0 = time.perf_counter()
         self.done_ops = 0
-        core_run.run(self)
+        runner.run(self)
         self.wall_s = time.perf_counter() - t0
         return self
 

@@ -113,7 +113,7 @@ def replay(trace, *, topology: str = "auto", set=None, loss=0.0, fail=None, degr
     suffix when taken; ``functional``: carry real payload bytes and merge real attention states
     (the summary reports the error). ``progress``: True or "bar" draws a bar on stderr (ops,
     simulated and wall time, ETA), "json" writes one JSON object per line there (emu.progress).
-    ``engine``: "auto" or "compiled" (the compiled loop, emu.replay.core, which runs every
+    ``engine``: "auto" or "compiled" (the compiled loop, emu.engine.loop, which runs every
     replay); "python" is the test suite's reference path (tests/pyreplay.py), refused elsewhere. ``flag``: what error messages put before an option's name
     (the CLI passes "--", so a message names ``--loss``). Every option is checked, types as
     docs/api.md lists them, before the trace is read: ConfigError in one line."""

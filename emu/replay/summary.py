@@ -100,7 +100,7 @@ def summarize(rp) -> dict:
         "incomplete_ops": len(incomplete),
         "incomplete": rp.cluster.incomplete()[:20],
         "sim_end_s": rp.sim.now / 1e12,
-        "engine": rp.engine,  # which loop ran it (emu.replay.core: compiled; run.Replay: python)
+        "engine": rp.engine,  # which loop ran it (emu.engine.loop: compiled; run.Replay: python)
         "wall_s": rp.wall_s,
         **({"functional": rp.functional.summary()} if rp.functional else {}),
     }

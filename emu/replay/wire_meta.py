@@ -28,8 +28,8 @@ from ..codec.layer import FRAME_HEADER_LEN
 from ..net import kernel as K
 from ..nic.control import TTL
 from ..workload.enums import Stage as TStage
-from . import core_boards as boards
-from . import core_layout as L
+from ..engine import boards
+from ..engine import layout as L
 
 
 class WireMessages:

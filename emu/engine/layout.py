@@ -1,4 +1,4 @@
-"""Named columns of the compiled replay's tables (emu.replay.core, docs/engine.md).
+"""Named columns of the compiled replay's tables (emu.engine.loop, docs/engine.md).
 
 Every table is a 2-D int64 array (OP: int32, its wide values in OW), one row per op,
 part, delivery slot, node, transfer or message; the constants below name its columns. A *slot* is one
@@ -101,7 +101,7 @@ T_NEXT = 11       # next transfer waiting for the same packetizer
 T_ACCEPTED = 12   # when the packetizer took it (-1: still waiting)
 T_ROUTE = 13      # route of its messages to the boards other than its source
 T_FAIL_RETRIES = 14  # 1 + the retries it had when reliable delivery gave up (0: not failed; -1: no route)
-T_DMASK = 15      # board sets (emu.replay.core_boards), RS[R_MASKW] words each, from here, set k
+T_DMASK = 15      # board sets (emu.engine.boards), RS[R_MASKW] words each, from here, set k
                   # at T_DMASK + k W: ...
 T_DESTS = 0       # ... its destinations (the source too when it is one),
 T_DELIVERED = 1   # ... the boards it was delivered at,
@@ -176,7 +176,7 @@ R_PROG_NEXT = 30
 R_CTRL_DRAIN = 31  # control frames put on the wire: drains ...
 R_CTRL_INV = 32    # ... and invalidates
 R_EVENTS = 33     # events processed
-R_RELIABLE = 34   # 1: reliable delivery (emu.replay.core_reliable; NicConfig.reliable)
+R_RELIABLE = 34   # 1: reliable delivery (emu.engine.reliable; NicConfig.reliable)
 R_MAX_RETRIES = 35
 R_RTO_MIN = 36
 R_RTO_MAX = 37
@@ -192,7 +192,7 @@ R_IN_CHG = 46     # 1: applying the changes due now (Network._changes_due)
 R_STARTED = 47    # 1: drive() has started the replay
 R_NFOLD = 48      # reduction contributions folded so far (orders the GP G_FOLD_* columns)
 R_SNAPPED = 49    # 1: the directory's owners are in KB's K_SNAP_* columns (functional mode)
-R_MASKW = 50      # words of a board set (emu.replay.core_boards)
+R_MASKW = 50      # words of a board set (emu.engine.boards)
 R_NCOLS = 51
 
 # ---- events (kinds in GT_SIM) ----------------------------------------------------------

@@ -1,6 +1,6 @@
 """Whether the compiled replay loop is in numba's disk cache, and what a first run says if not.
 
-Apart from emu.replay.warm (which compiles it ahead, from scripts/install) so that the
+Apart from emu.engine.warm (which compiles it ahead, from scripts/install) so that the
 compiled loop's driver can ask without importing what warm replays with.
 """
 
@@ -16,7 +16,7 @@ def compiled() -> bool:
     try:
         from numba.core import caching
 
-        from .core import drive
+        from .loop import drive
 
         cache = drive._cache
         index = caching.IndexDataCacheFile(cache._cache_path, cache._impl.filename_base,
@@ -31,4 +31,4 @@ def compiled() -> bool:
 warming = False  # warm() is running: it has said what it does, the replays need not
 
 NOTICE = ("mcf-emu: compiling the replay engine for its first run (1-4 minutes of CPU, once; "
-          "cached on disk; `python -m emu.replay.warm` does it ahead) ...")
+          "cached on disk; `python -m emu.engine.warm` does it ahead) ...")

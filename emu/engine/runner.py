@@ -1,6 +1,6 @@
 """Run a replay on the compiled loop and read its tables back into what summary.py reads.
 
-``run(rp)`` builds the tables (emu.replay.core_tables), runs ``core.drive`` to the end,
+``run(rp)`` builds the tables (emu.engine.tables), runs ``core.drive`` to the end,
 answering its rare calls back (a timeline change, applied by the Network's and the
 Timeline's own code to the loop's kernel tables; the transmission log to flush into the
 link statistics; the progress bar), and then fills in the replay's
@@ -21,18 +21,18 @@ from ..codec import Op
 from ..net import kernel as K
 from ..nic.config import CONTROL_OPS
 from ..nic.directory import NodeMemory, State
-from . import core_boards as boards
-from . import core_layout as L
+from . import boards
+from . import layout as L
 from ..errors import ConfigError
 from ..net.network import Message
 from ..topology import multicast_tree
-from .core import drive, schedule, set_kernel
-from .core_state import KERNEL
-from .capture import Capture
-from .core_tables import Tables
-from .functional_feed import feed
-from .wire_meta import WireMessages
-from . import engine_cache
+from .loop import drive, schedule, set_kernel
+from .state import KERNEL
+from ..replay.capture import Capture
+from .tables import Tables
+from ..replay.functional_feed import feed
+from ..replay.wire_meta import WireMessages
+from . import cache
 from ..progress import REPLAY_STEP_OPS
 
 
@@ -260,9 +260,9 @@ def run(rp) -> None:
     # no Python objects; what the run leaves is freed by reference counting as before.
     collecting = gc.isenabled()
     gc.disable()
-    cold = not engine_cache.warming and not engine_cache.compiled()
+    cold = not cache.warming and not cache.compiled()
     if cold:  # after a plain `pip install` (no warm step) or a change to the engine's sources
-        print(engine_cache.NOTICE, file=sys.stderr, flush=True)
+        print(cache.NOTICE, file=sys.stderr, flush=True)
         t0 = time.perf_counter()
     try:
         _run(rp)

@@ -14,10 +14,10 @@ words as ``Directory`` does.
 from __future__ import annotations
 
 from ..nic.directory import OP_DRAIN, OP_INVALIDATE, OP_KV_REPLICA, State, replica_transition
-from .core_layout import (ERR_DRAIN, ERR_INVALIDATE, ERR_READ, K_BYTES, K_OWNER, N_OWNER, N_REPLICA,
+from .layout import (ERR_DRAIN, ERR_INVALIDATE, ERR_READ, K_BYTES, K_OWNER, N_OWNER, N_REPLICA,
                           N_TRANSIENT, R_KVMIN, R_LIVE_REP, R_NERR, R_NHIST, R_NKV, R_NOWNERS, RP_BYTES,
                           RP_STATE, S_TRANS)
-from .core_state import compiled, compiled_inline, more_err, more_hist
+from .state import compiled, compiled_inline, more_err, more_hist
 
 INVALID = int(State.INVALID)
 VALID = int(State.VALID)

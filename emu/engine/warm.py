@@ -1,4 +1,4 @@
-"""Compile the replay engine ahead of the first replay: ``python -m emu.replay.warm``.
+"""Compile the replay engine ahead of the first replay: ``python -m emu.engine.warm``.
 
 numba compiles the compiled replay loop and the frame kernel at their first call and
 keeps the machine code on disk (beside the sources, or in NUMBA_CACHE_DIR). Compiling
@@ -14,20 +14,20 @@ from __future__ import annotations
 import sys
 import time
 
-from . import engine_cache
+from . import cache
 
 
 def warm() -> float:
     """Compile (or load) the engine; returns the seconds it took."""
     from ..api import trace
-    from .session import replay
+    from ..replay.session import replay
 
     t0 = time.perf_counter()
-    engine_cache.warming = True
+    cache.warming = True
     try:
         _replays(trace, replay)
     finally:
-        engine_cache.warming = False
+        cache.warming = False
     return time.perf_counter() - t0
 
 
@@ -38,7 +38,7 @@ def _replays(trace, replay) -> None:
 
 
 def main() -> int:
-    if engine_cache.compiled():
+    if cache.compiled():
         print("mcf-emu: replay engine already compiled (numba's disk cache is up to date)", file=sys.stderr)
         return 0
     print("mcf-emu: compiling the replay engine (once; cached on disk) ...", file=sys.stderr, flush=True)

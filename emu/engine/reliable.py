@@ -16,9 +16,9 @@ of the summary.
 
 A timer is an ``E_TIMER`` event; ``MX[m, X_TIMER]`` holds 1 + the sequence number of the
 live one, so re-arming or stopping it leaves the old event in the heap as a cancelled
-one (emu.replay.core_events.cancelled), as ``Event.cancel`` does.
+one (emu.engine.events.cancelled), as ``Event.cancel`` does.
 
-The loop's functions are compiled without reference counting (emu.replay.core_state): the
+The loop's functions are compiled without reference counting (emu.engine.state): the
 tables reliable delivery grows (message rows MS, MD, MX, OUT, OD and the bitmaps BITS; the
 streams SP, SFREE and the kernel heap HP; the resend lists SL; the nack payloads NKB) are
 replaced only by the ``more_*`` functions here, and read from ``s`` again after any call
@@ -31,13 +31,13 @@ from ..net import kernel as K
 from ..nic.protocol import (D_ACKED, D_NODE, O_DEND, O_DPTR, O_LEFT_AT, O_LIVE, O_MSG_ID, O_NFRAGS,
                             O_RESENDING, O_RETRIES, O_SEQ, O_DUE, ack, arm, left_wire, nack_accepted,
                             nack_bitmap, nack_named, resend_left, resend_started, timeout)
-from .core_events import at, rearm
-from .core_layout import (CTRL_ACK, CTRL_NACK, CTRL_PROBE, E_TIMER, R_CTRL_ACK, R_CTRL_NACK, R_CTRL_PROBE,
+from .events import at, rearm
+from .layout import (CTRL_ACK, CTRL_NACK, CTRL_PROBE, E_TIMER, R_CTRL_ACK, R_CTRL_NACK, R_CTRL_PROBE,
                           R_HDR, R_MARGIN, R_MAX_RETRIES, R_NBITS, R_NMD, R_NMSG, R_NNKB, R_NODES, R_NOW,
                           R_NSL, R_PER, R_RETX, R_RTO_MAX, R_RTO_MIN, R_V, T_DMASK, T_FAILED, T_FAIL_RETRIES, R_MASKW, X_ABOUT,
                           X_CTRL, X_NACK, X_PEER, X_SENT, X_TIMER, X_TR)
-from . import core_boards as boards
-from .core_state import allocating, compiled, compiled_inline, doubled_pool, grown, more_heap
+from . import boards
+from .state import allocating, compiled, compiled_inline, doubled_pool, grown, more_heap
 
 
 # ---- room: control frames and resends are not counted when the tables are built -----------

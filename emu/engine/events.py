@@ -10,8 +10,8 @@ and the call on top, so work runs depth first in exactly the Python order.
 from __future__ import annotations
 
 from ..net import kernel as K
-from .core_layout import E_TIMER, E_WAKE, X_TIMER, R_NOW, R_NSIM, R_NWORK, R_SEQ, R_WAKE_AT, R_WAKE_SEQ
-from .core_state import compiled, compiled_inline, more_sim, more_work
+from .layout import E_TIMER, E_WAKE, X_TIMER, R_NOW, R_NSIM, R_NWORK, R_SEQ, R_WAKE_AT, R_WAKE_SEQ
+from .state import compiled, compiled_inline, more_sim, more_work
 
 
 @compiled_inline

@@ -2,7 +2,7 @@
 
 Each function is the compiled twin of a step of the Python reference NICs (tests/pycluster.py), changing the same
 state in the same order (reliable delivery's acks, probes, nacks and timers:
-emu.replay.core_reliable):
+emu.engine.reliable):
 
 - ``send``: a payload with its Meta joins its source's packetizer wait line; ``admit``
   takes sends while they fit (entries and bytes, the first one always), the compute
@@ -13,7 +13,7 @@ emu.replay.core_reliable):
 - ``message_sent`` / ``message_done``: the kernel's UP_SENT and UP_DONE upcalls;
   a send's FIFO room is freed when all its messages have left, it is delivered at a
   board when all its messages are whole there (Cluster._on_event/_delivered_part);
-- ``delivered``: the directory follows the Meta (replica, drain, invalidate: core_dir,
+- ``delivered``: the directory follows the Meta (replica, drain, invalidate: emu.engine.directory,
   with ``emu.nic.directory.replica_transition``), then
   the owner hears of it: an op's part, a control op, a reduction fold, an all-to-all pair;
 - ``fold``: a reduction member's contributions (own + children's); when all are in
@@ -30,12 +30,12 @@ from __future__ import annotations
 from ..net import kernel as K
 from ..nic.directory import OP_DRAIN, OP_INVALIDATE, OP_KV_REPLICA  # Meta ops the directory acts on
 from ..nic.protocol import RED_HERE, RED_PARENT, reduction_complete, reduction_next
-from .core_compute import slot_of, try_compute
-from .core_dir import add_replica, drain, invalidate
-from .core_events import at, push, rearm
-from .core_reliable import (complete, control_done, first_hop_streams, first_hops, frame_sizes, message_room, resent,
+from .compute import slot_of, try_compute
+from .directory import add_replica, drain, invalidate
+from .events import at, push, rearm
+from .reliable import (complete, control_done, first_hop_streams, first_hops, frame_sizes, message_room, resent,
                             sent, source_drop, track)
-from .core_layout import (CB_A2A, CB_CTRL, CB_RED, CB_SEND, E_LOCAL, G_FOLD_OWN, G_FOLD_UP, G_MEMBER, G_PARENT,
+from .layout import (CB_A2A, CB_CTRL, CB_RED, CB_SEND, E_LOCAL, G_FOLD_OWN, G_FOLD_UP, G_MEMBER, G_PARENT,
                           G_WAIT, N_FIFO_B, OW_DMASK, R_MASKW,
                           N_FIFO_E, N_QHEAD, N_QTAIL, N_STALL, OW_BYTES, O_GRP, O_GRPEND, O_MSGOP, R_CHUNK,
                           R_CTRL_DRAIN, R_CTRL_INV, R_FIFO_B, R_FIFO_E, R_HDR, R_NBITS, R_NFOLD, R_NMD, R_NMSG, R_NODES, R_NOW,
@@ -43,8 +43,8 @@ from .core_layout import (CB_A2A, CB_CTRL, CB_RED, CB_SEND, E_LOCAL, G_FOLD_OWN,
                           T_MSGOP, T_NBYTES, T_NEXT, T_OP, T_ROUTE, T_SENT, T_SRC, W_A2A_STEP, W_OP_DLV,
                           W_PART_DLV, X_SENT, X_TR, CTRL_DATA, E_PARTLEFT, R_RELIABLE, T_FAIL_RETRIES,
                           X_CTRL, X_TIMER)
-from . import core_boards as boards
-from .core_state import compiled, compiled_inline
+from . import boards
+from .state import compiled, compiled_inline
 
 COLL_REDUCE = 3  # emu.codec.Collective.reduce: the trace's reductions end at their root
 

@@ -8,11 +8,11 @@ schedules its end after its roofline duration.
 
 from __future__ import annotations
 
-from .core_dir import read_in_flight
-from .core_events import at
-from .core_layout import (DF_REPLICA, E_FINISH, N_BUSY, N_RQ, N_RQLEN, N_STALL, O_DEP, O_DEPEND, O_DST,
+from .directory import read_in_flight
+from .events import at
+from .layout import (DF_REPLICA, E_FINISH, N_BUSY, N_RQ, N_RQLEN, N_STALL, O_DEP, O_DEPEND, O_DST,
                           O_DSTEND, OW_DUR, OW_KV, OW_START, R_NOW)
-from .core_state import compiled, compiled_inline
+from .state import compiled, compiled_inline
 
 
 @compiled

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .core_state import compiled_inline
+from .state import compiled_inline
 
 
 def words(boards: int) -> int:

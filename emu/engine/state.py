@@ -8,15 +8,15 @@ The loop's functions are compiled without numba's reference counting (``compiled
 as the frame kernel is): with it, every ``s.X`` read and every array argument was an
 atomic increment and decrement, about a sixth of the loop's time. They never
 allocate and only read tables through ``s``; the few functions that replace a
-table by a bigger one (``more_*`` here and in emu.replay.core_reliable, the kernel
-buffers' in emu.replay.core) keep reference counting, so the old table is freed. A
+table by a bigger one (``more_*`` here and in emu.engine.reliable, the kernel
+buffers' in emu.engine.loop) keep reference counting, so the old table is freed. A
 table that can be replaced (SIM, WORK, HIST, ERR; the kernel's FP, FREE, UP, HP, LB;
 with reliable delivery also MS, MD, MX, OUT, OD, BITS, SP, SFREE, SL, NKB) is read from
 ``s`` again after any call that may replace it, never through a local name taken
 before. Python replaces kernel tables only between two calls of ``drive`` (a timeline
-change, emu.replay.core_run).
+change, emu.engine.runner).
 The kernel's tables are emu.net.network.Network's (the names of emu.net.kernel);
-the replay's are named in emu.replay.core_layout.
+the replay's are named in emu.engine.layout.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ REPLAY = ("RS", "OP", "OW", "PT", "SLOT", "NT", "RQ", "TR", "MX", "KB", "KR", "I
           "WORK",   # the work stack: kind, a, b, c
           "HIST",   # directory history: t, node, owner, replica, transient, blocks, replicas
           "ERR",    # directory errors: t, code, node, kv, state
-          # reliable delivery (emu.replay.core_reliable): the protocol's sender tables
+          # reliable delivery (emu.engine.reliable): the protocol's sender tables
           "OUT",    # per message: emu.nic.protocol's O_* columns
           "OD",     # per message destination (rows as MD): node, acked
           "RT",     # per board, per peer: emu.nic.rto's SRTT, RTTVAR, RTO

@@ -7,7 +7,7 @@ reduction and all-to-all groups, and the routes every send will use: unicast rou
 are the network's, multicast trees are installed in its forwarding table now, one per
 (source, destination set) the trace uses. The kernel's message tables are sized for
 the whole run; its stream pool for what the packetizers can hold at once. Everything
-goes into one ``State`` (emu.replay.core_state) the compiled functions take.
+goes into one ``State`` (emu.engine.state) the compiled functions take.
 """
 
 from __future__ import annotations
@@ -22,15 +22,15 @@ from ..nic.rto import rto_table
 from ..topology import multicast_tree
 from ..workload.enums import COMM_KINDS, CONTROL_KINDS, Kind, MsgOp
 from ..workload.enums import KV_OPS as _KV_MSGS
-from . import core_boards as boards
-from . import core_layout as L
-from .core_state import KERNEL, State
+from . import boards
+from . import layout as L
+from .state import KERNEL, State
 
 
 def block_ids(rp) -> np.ndarray:
     """The KV block ids the replay can name, sorted: the trace's (its ops' kv_id, the blocks
     its handoffs list) and every id from the lowest up to the last head shard's (an
-    all-to-all's block (chunk, node, layer) is numbered in the loop, emu.replay.core).
+    all-to-all's block (chunk, node, layer) is numbered in the loop, emu.engine.loop).
 
     The loop keeps block x as ``lo + position of x`` (lo the first id): x itself for every
     id up to the first gap, so the head shards' numbering holds, and ids spread wide (a

@@ -14,8 +14,8 @@ replay loop"):
 - the replay's callbacks (releases, deliveries, folds, steps) run depth first from a
   work stack, in the order the Python calls nest.
 
-Python builds the tables (emu.replay.core_tables), calls ``drive`` and is called
-back only to apply a timeline change (emu.replay.core_run), flush the transmission log
+Python builds the tables (emu.engine.tables), calls ``drive`` and is called
+back only to apply a timeline change (emu.engine.runner), flush the transmission log
 into the link statistics or draw the progress bar.
 """
 
@@ -25,10 +25,10 @@ import numpy as np
 
 from ..net import kernel as K
 from ..workload.enums import KV_OPS_MASK, Kind, Residency
-from .core_compute import ready_push, slot_of, try_compute
-from .core_dir import add_owner, add_transient, free_transient, owner_bytes
-from .core_events import at, cancelled, peek, pop, push, rearm
-from .core_layout import (CB_CTRL, CB_SEND, D_CHANGE, D_DONE, D_PROGRESS, DF_READS, E_CHANGE, E_FINISH, E_LOCAL,
+from .compute import ready_push, slot_of, try_compute
+from .directory import add_owner, add_transient, free_transient, owner_bytes
+from .events import at, cancelled, peek, pop, push, rearm
+from .layout import (CB_CTRL, CB_SEND, D_CHANGE, D_DONE, D_PROGRESS, DF_READS, E_CHANGE, E_FINISH, E_LOCAL,
                           E_PARTLEFT, E_TIMER, E_UPCALLS, E_WAKE, G_WAIT, K_BYTES, K_NCOLS, K_OWNER,
                           K_SNAP_BYTES, K_SNAP_OWNER, R_CHG_KEY, R_CHG_T, R_IN_CHG, R_SNAPPED,
                           N_BUSY, N_STALL, O_BLK, O_BLKEND, OW_BYTES, O_CHUNK, O_COMM, O_DEP, O_DEPEND,
@@ -38,9 +38,9 @@ from .core_layout import (CB_CTRL, CB_SEND, D_CHANGE, D_DONE, D_PROGRESS, DF_REA
                           R_NSIM, R_NWORK, R_PROG_NEXT, R_PROGRESS, R_STARTED, R_UPCALL_EV, R_WAKE_SEQ, S_AT, S_ATEND,
                           S_GOT, S_READERS, S_TIME, W_A2A_STEP, W_CONSUMED, W_DELIVERED, W_OP_DLV,
                           W_PART_DLV, W_READY, W_RELEASE, W_TRY, W_UPCALLS)
-from .core_nic import a2a_step, delivered, fold, message_done, message_sent, part_left, send
-from .core_reliable import timer_due
-from .core_state import allocating, compiled, compiled_inline, doubled_pool, grown, more_heap
+from .nic import a2a_step, delivered, fold, message_done, message_sent, part_left, send
+from .reliable import timer_due
+from .state import allocating, compiled, compiled_inline, doubled_pool, grown, more_heap
 
 REDUCE, ALL_TO_ALL, DRAIN, INVALIDATE = int(Kind.reduce), int(Kind.all_to_all), int(Kind.drain), int(Kind.invalidate)
 QKV, DECODE_QKV = int(Kind.qkv), int(Kind.decode_qkv)
@@ -396,7 +396,7 @@ def drive(s, parts):
             part_left(s, a)
 
 
-# ---- what Python calls while it applies a timeline change (emu.replay.core_run) ---------------
+# ---- what Python calls while it applies a timeline change (emu.engine.runner) ---------------
 
 @allocating
 def schedule(s, time, kind):
