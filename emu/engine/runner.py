@@ -13,14 +13,14 @@ from __future__ import annotations
 import gc
 import sys
 import time
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from ..codec import Op
 from ..net import kernel as K
 from ..nic.config import CONTROL_OPS
-from ..nic.directory import NodeMemory, State
+from ..nic.directory import NodeMemory, State, history_frame
 from . import boards
 from . import layout as L
 from ..errors import ConfigError
@@ -28,12 +28,14 @@ from ..net.network import Message
 from ..topology import multicast_tree
 from .loop import drive, schedule, set_kernel
 from .state import KERNEL
-from ..replay.capture import Capture
 from .tables import Tables
 from ..replay.functional_feed import feed
 from ..replay.wire_meta import WireMessages
 from . import cache
 from ..progress import REPLAY_STEP_OPS
+
+if TYPE_CHECKING:  # pandas and the capture's codec load only where a replay uses them
+    import pandas as pd
 
 
 class DirectoryView:
@@ -61,10 +63,7 @@ class DirectoryView:
         return (self.blocks + self.live_replicas) / self.blocks if self.blocks else 1.0
 
     def history(self) -> pd.DataFrame:
-        cols = ["t_ps", "node", "owner_bytes", "replica_bytes", "transient_bytes", "blocks", "replicas"]
-        df = pd.DataFrame(self._hist, columns=cols).astype({c: np.int64 for c in cols})
-        df["replica_factor"] = np.where(df.blocks > 0, (df.blocks + df.replicas) / df.blocks.clip(lower=1), 1.0)
-        return df
+        return history_frame(self._hist)
 
 
 def _error_text(t, code, node, kv, state) -> str:
@@ -284,6 +283,8 @@ def _run(rp) -> None:
     if rp.timeline is not None:
         rp.timeline.on_reroute[:] = [_reroute(rp, tables)]
     for sink in net.log_sinks:  # a capture names each frame's message by the loop's rows
+        from ..replay.capture import Capture
+
         if isinstance(sink, Capture):
             sink.messages = WireMessages(st, rp.trace, bool(RS[L.R_RELIABLE]), tables.block_id)
     # The first drive() starts the replay (the parts with no dependencies, the network's

@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 from numba import njit
 
 from .. import compiled_cache  # noqa: F401  (before any cached function: their cache stamp)
 from ..codec import Op
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 class State(enum.IntEnum):
@@ -178,8 +181,18 @@ class Directory:
 
     def history(self) -> pd.DataFrame:
         """Per node, each change: owner, replica and transient bytes; and the replica factor then."""
-        cols = ["t_ps", "node", "owner_bytes", "replica_bytes", "transient_bytes", "blocks", "replicas"]
-        df = pd.DataFrame(self._history, columns=cols) if self._history else pd.DataFrame(columns=cols)
-        df = df.astype({c: np.int64 for c in cols})
-        df["replica_factor"] = np.where(df.blocks > 0, (df.blocks + df.replicas) / df.blocks.clip(lower=1), 1.0)
-        return df
+        return history_frame(self._history)
+
+
+HISTORY_COLUMNS = ("t_ps", "node", "owner_bytes", "replica_bytes", "transient_bytes", "blocks", "replicas")
+
+
+def history_frame(rows) -> pd.DataFrame:
+    """A directory's history rows (HISTORY_COLUMNS, one per change at a node) as a table with
+    the replica factor then: copies per owned block, 1.0 owner-only (or no block yet)."""
+    import pandas as pd  # only results read it: a replay's import need not load pandas
+
+    cols = list(HISTORY_COLUMNS)
+    df = pd.DataFrame(np.asarray(rows, np.int64).reshape(-1, len(cols)), columns=cols)
+    df["replica_factor"] = np.where(df.blocks > 0, (df.blocks + df.replicas) / df.blocks.clip(lower=1), 1.0)
+    return df
