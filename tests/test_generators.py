@@ -272,3 +272,46 @@ def test_bad_parameters_are_config_errors():
     for kw in bad:
         with pytest.raises(ConfigError):
             generate(Params(**{**SMALL, **kw}))
+
+
+@pytest.mark.parametrize("scheme, extra", [("mars", {}), ("mars", {"kv_budget": "1.2x"}),
+                                           ("mars", {"kv_budget": "1.5x", "mars_lookahead": False}),
+                                           ("full", {"kv_budget": "1.3x"})])
+def test_mars_layers_stamped_from_layer_one_are_the_layers_built_op_by_op(scheme, extra, monkeypatch):
+    """MARS builds layers 0 and 1 op by op and stamps layer 1 for the others: the trace (ops,
+    their ids, dependencies, KV block ids, stats) is byte for byte the one built layer by layer,
+    with drains and invalidates among the stamped ops."""
+    from emu.workload import mars
+
+    p = Params(scheme=scheme, seq=2048, nodes=6, chunk=256, decode_tokens=2, overrides=["model.layers=5"], **extra)
+    stamped = generate(p)
+    o = stamped.ops
+    assert ((o["kind"] == Kind.drain) & (o["layer"] == 4)).any() and (o["layer"] == 4).sum() == (o["layer"] == 1).sum()
+    monkeypatch.setattr(mars, "generate", functools.partial(mars.generate, stamp_layers=False))
+    assert dumps(generate(p)) == dumps(stamped)
+
+
+def test_layer_stamping_moves_dependencies_by_their_own_segments_layers_and_refuses_others():
+    from emu.workload.builder import OpBuilder
+
+    b = OpBuilder()
+    x = b.compute(Kind.mlp, Stage.prefill, 0, 0, 0, -1, (1, 1))           # segment 0 (one op per layer): layer 0
+    y = b.compute(Kind.mlp, Stage.prefill, 0, 0, 1, -1, (1, 1), [x])      # layer 1
+    q0 = b.compute(Kind.qkv, Stage.prefill, 1, 1, 0, -1, (1, 1), [y], produces=(10, 5))  # segment 1: 2 ops per layer
+    a0 = b.compute(Kind.attn, Stage.prefill, 1, 1, 0, 0, (1, 1), [q0])
+    q1 = b.compute(Kind.qkv, Stage.prefill, 1, 1, 1, -1, (1, 1), [a0], produces=(11, 5))
+    b.compute(Kind.attn, Stage.prefill, 1, 1, 1, 0, (1, 1), [q1, y])
+    b.repeat_layers(4, 2, np.array([0, 2]), np.array([1, 2]))
+    cols = b.columns()
+    assert cols["layer"].tolist() == [0, 1, 0, 0, 1, 1, 2, 2, 3, 3]
+    assert cols["kv_id"].tolist() == [-1, -1, 10, -1, 11, -1, 12, -1, 13, -1]
+    deps = [cols["dep_idx"][cols["dep_ptr"][i]:cols["dep_ptr"][i + 1]].tolist() for i in range(10)]
+    # layer 2's qkv follows layer 1's attention; its attention reads segment 0's layer 2 (op 1 + 1)
+    assert deps[6:] == [[5], [6, 2], [7], [8, 3]]
+    bad = OpBuilder()
+    for layer in range(3):                                                 # segment 0: layers 0-2
+        bad.compute(Kind.mlp, Stage.prefill, 0, 0, layer, -1, (1, 1))
+    bad.compute(Kind.mlp, Stage.prefill, 0, 1, 0, -1, (1, 1), [1])         # segment 1, layer 0
+    bad.compute(Kind.mlp, Stage.prefill, 0, 1, 1, -1, (1, 1), [2])         # layer 1 reads segment 0's layer 2
+    with pytest.raises(AssertionError, match="outside their own or the previous layer"):
+        bad.repeat_layers(4, 1, np.array([0, 3]), np.array([1, 1]))

@@ -17,6 +17,7 @@ from .trace import SCALAR_COLUMNS
 _NONE = -1
 # plain ints: numpy converts a list of IntEnum members far more slowly
 _K = {k: int(k) for k in Kind}
+_LAYER, _KV = list(SCALAR_COLUMNS).index("layer"), list(SCALAR_COLUMNS).index("kv_id")
 
 
 class OpBuilder:
@@ -85,6 +86,47 @@ class OpBuilder:
         return self._add((int(kind), int(Stage.prefill), owner, chunk, layer, _NONE, 0, 0, int(coll), int(msg), 0,
                           kv_id, 0, 0, 0), deps, (owner,), holders)
 
+    def repeat_layers(self, start: int, copies: int, segments: np.ndarray, steps: np.ndarray) -> None:
+        """Append ``copies`` copies of the ops from ``start`` on (one layer's ops), copy i one
+        layer further: its layer and KV block ids (those set) plus i, each dependency moved
+        i layers on in its own segment. Segments are runs of ops laid out layer after layer
+        (a chunk): ``segments`` their first op ids in ascending order, ``steps`` their ops per
+        layer; the copied layer's dependencies must all lie in its own layer of their segment
+        or the layer before in its own segment, which every layer's ops then repeat. Ids come
+        out as if each layer had been added op by op (the generators' order): a model whose
+        layers cost the same makes the same ops per layer, so one layer built op by op and
+        stamped is the whole chunk, for the Python cost of one."""
+        n, k = len(self), len(self) - start
+        if copies <= 0 or k <= 0:
+            return
+        ncol = len(SCALAR_COLUMNS)
+        i = np.arange(1, copies + 1, dtype=np.int64)
+        # numpy views of the packed arrays pin their buffers: the new bytes are made first,
+        # the views dropped, and only then are the arrays extended
+        rows = np.frombuffer(self._rows, dtype=np.int64).reshape(-1, ncol)[start:]
+        new = np.repeat(rows[None], copies, axis=0)
+        new[:, :, _LAYER] += i[:, None]
+        new[:, :, _KV] += np.where(rows[:, _KV] >= 0, 1, 0)[None, :] * i[:, None]
+        out = {"_rows": new.tobytes()}
+        del rows, new
+        for name in ("dep", "src", "dst", "blk"):
+            ptr = np.frombuffer(getattr(self, f"_{name}_ptr"), dtype=np.int64)[start:]
+            idx = np.frombuffer(getattr(self, f"_{name}"), dtype=np.int64)[ptr[0]:]
+            block = np.repeat(idx[None], copies, axis=0)
+            if name == "dep" and idx.size:
+                seg = np.searchsorted(segments, idx, side="right") - 1
+                step = steps[seg]
+                own = segments[seg] + step  # the copied layer's first op in each dependency's segment
+                if seg.min() < 0 or not ((idx >= own - step) & (idx < own + step)).all():
+                    raise AssertionError(f"ops {start}-{n - 1} depend on ops outside their own or the previous layer")
+                block += i[:, None] * step[None, :]
+            out[f"_{name}"] = block.tobytes()
+            out[f"_{name}_ptr"] = (ptr[1:][None] + ((ptr[-1] - ptr[0]) * i)[:, None]).tobytes()
+            del ptr, idx, block
+        for name, data in out.items():
+            getattr(self, name).frombytes(data)
+        # moved by whole layers, a dependency still points before its op: the order holds
+
     def columns(self) -> dict[str, np.ndarray]:
         """The trace's columns, each in its file dtype; hands the ops over (the builder is
         empty after), so the rows and the columns are never held twice."""
@@ -93,7 +135,8 @@ class OpBuilder:
         del table
         self._rows = array("q")  # the rows are columns now: not held twice
         for name in ("dep", "src", "dst", "blk"):
-            cols[f"{name}_ptr"] = np.frombuffer(getattr(self, f"_{name}_ptr"), dtype=np.int64).copy()
-            cols[f"{name}_idx"] = np.frombuffer(getattr(self, f"_{name}"), dtype=np.int64).copy()
+            # views, not copies: each keeps its packed array alive, and the builder lets go below
+            cols[f"{name}_ptr"] = np.frombuffer(getattr(self, f"_{name}_ptr"), dtype=np.int64)
+            cols[f"{name}_idx"] = np.frombuffer(getattr(self, f"_{name}"), dtype=np.int64)
         self.__init__()
         return cols

@@ -123,10 +123,11 @@ def _pace(attn_last, c: int, l: int, n: int, L: int, qkv=None) -> list[int]:
     return []
 
 
-def generate(b: OpBuilder, layout, model, net, plan: Plan, lookahead: bool = True) -> dict:
+def generate(b: OpBuilder, layout, model, net, plan: Plan, lookahead: bool = True, stamp_layers: bool = True) -> dict:
     """Append the prefill ops; returns op index tables the decode and the tests use.
     ``lookahead`` False starts each history push after its consumer's QKV of the layer
-    (what the attribution of ``emu tune`` turns off; the bytes are the same)."""
+    (what the attribution of ``emu tune`` turns off; the bytes are the same).
+    ``stamp_layers`` False builds every layer op by op (the tests' reference for stamping)."""
     N, C, L = layout.nodes, layout.n_chunks, layout.layers
     qkv = [[[-1] * N for _ in range(L)] for _ in range(C)]
     attn_last = [[[-1] * N for _ in range(L)] for _ in range(C)]
@@ -146,6 +147,32 @@ def generate(b: OpBuilder, layout, model, net, plan: Plan, lookahead: bool = Tru
     for d, j, old, new in plan.trims:
         trims_at.setdefault(d, []).append((j, old, new))
     stats = {"pushes": 0, "push_bytes": 0, "replica_bytes": 0, "multicasts": 0, "drains": 0}
+    # Every layer of a chunk makes the same ops (a layer's costs and decisions do not depend
+    # on its index), so layers 0 and 1 are built op by op and layer 1 is stamped for the
+    # rest (OpBuilder.repeat_layers): the ops and their order are those of building every
+    # layer, for the Python cost of two. A segment is a chunk's ops (or the last decision's
+    # controls), laid out layer after layer.
+    built = min(L, 2) if stamp_layers else L
+    seg_first: list[int] = []
+    seg_step: list[int] = []
+
+    def stamp(first: int, layer0_end: int, before: dict) -> int:
+        """Layers 2.. of the segment that began at op ``first``; returns its ops per layer."""
+        k = layer0_end - first
+        if len(b) - first != built * k:
+            raise AssertionError(f"layers 0 and 1 of the segment at op {first} differ in their ops")
+        seg_first.append(first)
+        seg_step.append(k)
+        if L > built:
+            b.repeat_layers(first + k, L - built, np.array(seg_first), np.array(seg_step))
+            for name in stats:
+                stats[name] += (L - built) * (stats[name] - before[name])
+        return k
+
+    def extend(table, c: int, k: int) -> None:
+        """Op ids of the stamped layers in a [chunk][layer][node] table: layer 1's, one layer on each."""
+        for l in range(built, L):
+            table[c][l] = [x + (l - 1) * k if x >= 0 else x for x in table[c][1]]
 
     def retired(j: int, o: int, h: int, d: int, l: int) -> list[int]:
         """What must finish before holder h may drop its replica of block (j, o, l) at
@@ -227,7 +254,10 @@ def generate(b: OpBuilder, layout, model, net, plan: Plan, lookahead: bool = Tru
                     served.setdefault((c, o), {}).setdefault(h, {})[n] = c
             reads.append((step0_rep, step1_rep, batches, cur_push, kv0, pairs0, kv1, pairs1))
 
-        for l in range(L):
+        first = len(b)
+        for l in range(built):
+            if l == 1:
+                layer0_end, before = len(b), dict(stats)
             freed = control_ops(c, l)
             for n in range(N):
                 prev = [mlp[c][l - 1][n]] if l else ([mlp[c - 1][L - 1][n]] if c else [])
@@ -288,11 +318,23 @@ def generate(b: OpBuilder, layout, model, net, plan: Plan, lookahead: bool = Tru
             for n in range(N):
                 mlp[c][l][n] = b.compute(Kind.mlp, Stage.prefill, n, c, l, -1, model.mlp(layout.tokens(c, n)),
                                          [attn_last[c][l][n]])
+        if built == 2:
+            k = stamp(first, layer0_end, before)
+            for table in (qkv, attn_last, mlp):
+                extend(table, c, k)
+            for o in range(N):
+                mc[c][o][built:] = [x + (l - 1) * k if x >= 0 else x for l, x in
+                                    ((l, mc[c][o][1]) for l in range(built, L))]
         for n in range(N):
             seen[n].update(reads[n][0])
             seen[n].update(reads[n][1])
-    for l in range(L):
+    first = len(b)
+    for l in range(built):
+        if l == 1:
+            layer0_end, before = len(b), dict(stats)
         control_ops(C, l)
+    if built == 2:
+        stamp(first, layer0_end, before)
     return {"qkv": qkv, "attn_last": attn_last, "mlp": mlp, "stats": stats}
 
 
