@@ -12,7 +12,7 @@ import pytest
 from emu.errors import ConfigError
 from emu.net import Network
 from emu.net import kernel as K
-from emu.net.ethernet import serialization_ps
+from emu.net.framing import serialization_ps
 from emu.net.timeline import Timeline, parse
 from emu.sim import MS, NS, US, Simulator
 from emu.topology import LinkDefaults, Routes, mesh2d, ring, star

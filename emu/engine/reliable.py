@@ -28,6 +28,7 @@ that may replace them.
 from __future__ import annotations
 
 from ..net import kernel as K
+from ..net.framing import fragments
 from ..nic.protocol import (D_ACKED, D_NODE, O_DEND, O_DPTR, O_LEFT_AT, O_LIVE, O_MSG_ID, O_NFRAGS,
                             O_RESENDING, O_RETRIES, O_SEQ, O_DUE, ack, arm, left_wire, nack_accepted,
                             nack_bitmap, nack_named, resend_left, resend_started, timeout)
@@ -88,10 +89,8 @@ def stream_room(s):
 
 @compiled_inline
 def frame_sizes(s, size):
-    """emu.net.ethernet.frame_sizes at the run's MTU: (fragments, full frame bytes, last frame bytes)."""
-    per, hdr = s.RS[R_PER], s.RS[R_HDR]
-    nfrags = max(1, (size + per - 1) // per)
-    return nfrags, hdr + min(per, size), hdr + size - (nfrags - 1) * per
+    """emu.net.framing.fragments at the run's MTU: (fragments, full frame bytes, last frame bytes)."""
+    return fragments(size, s.RS[R_PER], s.RS[R_HDR])
 
 
 @compiled_inline
