@@ -212,31 +212,39 @@ class CaptureWriter:
         targets = np.arange(1, int(size[-1]) // _WRITE_BYTES + 1, dtype=np.int64) * _WRITE_BYTES
         cuts = np.unique(np.concatenate([[0], np.searchsorted(size, targets) + 1, [n]]).clip(0, n))
         for a, b in zip(cuts[:-1].tolist(), cuts[1:].tolist()):
-            out, at = records(cap[a:b], wire[a:b], ts[a:b], ifc[a:b])
-            fill(out, at, cap[a:b], a, b)
+            c = cap[a:b]
+            out, at = records(int(c[0]) if (c == c[0]).all() else c, wire[a:b], ts[a:b], ifc[a:b])
+            fill(out, at, c, a, b)
             self._fh.write(memoryview(out))
         self.frames += n
 
     @staticmethod
-    def _records(head: np.dtype, fields: dict, cap: np.ndarray, total=None):
-        """Records of a ``head`` (structured dtype) holding ``fields`` (name: a value per record),
-        ``cap[j]`` bytes left for frame j and, with ``total`` (each record's length: a pcapng
-        block's), zero padding and ``total`` again (uint32) to close the record. Returns the
-        buffer and where each frame goes in it."""
-        n, h = len(cap), head.itemsize
+    def _records(head: np.dtype, fields: dict, cap, total=None):
+        """Records of a ``head`` (structured dtype) holding ``fields`` (name: a value per record,
+        or one for all), ``cap[j]`` bytes left for frame j and, with ``total`` (each record's
+        length: a pcapng block's), zero padding and ``total`` again (uint32) to close the
+        record. Returns the buffer and where each frame goes in it. ``cap`` is one int when
+        the frames are all as long (timing mode at the default snaplen): the records are then
+        one record copied, with the fields that differ written in place."""
+        n, h = max(len(v) for v in fields.values() if np.ndim(v)), head.itemsize
         size = h + cap if total is None else total
-        if (cap == cap[0]).all():  # equal records (timing mode at the default snaplen): fields in place
-            rec, end = int(size[0]), h + int(cap[0])
-            out = np.empty((n, rec), dtype=np.uint8)
+        if np.ndim(cap) == 0:
+            rec = int(size)
             cols = [(x, *head.fields[x][:2]) for x in head.names]  # (name, type, offset)
             if total is not None:
                 cols.append(("closing", np.dtype("<u4"), rec - 4))
-                out[:, end: rec - 4] = 0
                 fields = {**fields, "closing": total}
             names, formats, offsets = zip(*cols)
-            recs = out.reshape(-1).view(np.dtype(dict(names=names, formats=formats, offsets=offsets, itemsize=rec)))
+            layout = np.dtype(dict(names=names, formats=formats, offsets=offsets, itemsize=rec))
+            first = np.zeros(1, dtype=layout)  # zeros: the padding
             for name, value in fields.items():
-                recs[name] = value
+                first[name] = value if np.ndim(value) == 0 else value[0]
+            out = np.empty((n, rec), dtype=np.uint8)
+            out[:] = first.view(np.uint8)
+            recs = out.reshape(-1).view(layout)
+            for name, value in fields.items():
+                if np.ndim(value):
+                    recs[name] = value
             return out.reshape(-1), np.arange(n, dtype=np.int64) * rec + h
         rows = np.empty(n, dtype=head)
         for name, value in fields.items():
