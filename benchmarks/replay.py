@@ -43,7 +43,7 @@ from pathlib import Path
 
 import numpy as np
 
-from measure import medians
+from measure import command, medians
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = [ROOT / "traces" / f"{s}_16k.json" for s in ("mars", "ring")]
@@ -82,26 +82,10 @@ def generated(scheme: str, seq: int) -> Path:
     path = cache_dir() / f"{scheme}_{seq // 1024}k.json"
     if not path.exists():
         tmp = path.with_suffix(".part.json")
-        run([sys.executable, "-m", "emu", "trace", scheme, "--seq", str(seq), "--nodes", "16",
+        command([sys.executable, "-m", "emu", "trace", scheme, "--seq", str(seq), "--nodes", "16",
              "--chunk", "1024", "--decode-tokens", "32", "-o", str(tmp)])
         tmp.replace(path)
     return path
-
-
-def run(cmd: list[str], env: dict | None = None) -> tuple[float, float, bytes]:
-    """One process: its wall seconds, its own peak RSS in MiB (from wait4) and its stdout;
-    SystemExit with its last stderr line if it fails."""
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env)
-        _, status, usage = os.wait4(proc.pid, 0)
-        wall = time.perf_counter() - t0
-        out.seek(0)
-        err.seek(0)
-        if os.waitstatus_to_exitcode(status):
-            last = err.read().decode(errors="replace").strip().splitlines()[-1:] or [f"exit {status}"]
-            raise SystemExit(f"{' '.join(cmd)}: {last[0]}")
-        return wall, usage.ru_maxrss / 1024, out.read()
 
 
 def replay(trace: Path, trains: bool, env: dict | None = None) -> dict:
@@ -109,7 +93,7 @@ def replay(trace: Path, trains: bool, env: dict | None = None) -> dict:
     cmd = [sys.executable, "-m", "emu", "replay", str(trace), "--json", "--no-results"]
     if not trains:
         cmd.append("--no-trains")
-    wall, rss, out = run(cmd, env)
+    wall, _cpu, rss, out = command(cmd, env)
     s = json.loads(out)
     return {"command_s": wall, "loop_s": float(s["wall_s"]), "frame_hops": int(s["frames"]),
             "peak_rss_mib": rss, "ttft_s": s["ttft_s"], "summary": s}
@@ -121,7 +105,7 @@ def wide() -> list[dict]:
     with tempfile.TemporaryDirectory() as d:
         for seq, nodes in WIDE:
             path = Path(d) / f"mars_{seq // 1024}k_{nodes}.json"
-            gen_s, gen_rss, _ = run([sys.executable, "-m", "emu", "trace", "mars", "--seq", str(seq), "--nodes",
+            gen_s, _cpu, gen_rss, _ = command([sys.executable, "-m", "emu", "trace", "mars", "--seq", str(seq), "--nodes",
                                      str(nodes), "--chunk", "1024", "--decode-tokens", "32", "-o", str(path)])
             r = replay(path, True)
             rows.append({"name": f"mars {seq // 1024}K/{nodes}", "ops": ops_of(path), "generate_s": gen_s,

@@ -127,3 +127,40 @@ def test_each_records_fragment_fields_follow_the_frame_format(trace, tmp_path):
         assert np.array_equal(frags, np.arange(int(h["frag_cnt"][i])))
         cover = np.minimum(per, int(h["msg_len"][i]) - frags * per)
         assert cover.sum() == h["msg_len"][i]
+
+
+@pytest.mark.parametrize("name, snaplen", [("c.pcapng", 62), ("c.pcap", 62), ("c.pcapng", 101), ("c.pcap", 99)])
+def test_each_record_is_the_codecs_encoding_of_its_frames_header(trace, tmp_path, name, snaplen):
+    """The frames are stamped in place from their message's encoded headers (emu.replay.capture_frames);
+    each must be what the codec's encode_frames makes of the frame's own header row, the
+    message's with the frame's fields (the MCF layer declares them), resends and re-routes
+    included, at any snap length and alignment in the file."""
+    from emu.codec import Flags, encode_frames
+
+    path = tmp_path / name
+    rp = Replay(load_trace(str(trace)), Options(topology="ring", scenario=("link 0-1 down at 5ms",), loss=0.02,
+                                                 seed=1))
+    rows = []
+    rp.net.log_sinks.append(rows.append)
+    cap = Capture(path, snaplen=snaplen)
+    cap.attach(rp)
+    rp.run()
+    cap.close()
+    rows = np.concatenate(rows)
+    rows = rows[rows[:, K.G_FATE] == 0]
+    assert rows[:, K.G_RETX].any() and rows[:, K.G_HOPS].max() >= 2
+    h, nfrags = cap.messages.headers(rows[:, K.G_MSG])
+    frag = rows[:, K.G_FRAG]
+    h["frag_idx"], h["frag_cnt"], h["offset"] = frag, nfrags, frag * max_payload(int(rp.hw["mtu"]))
+    h["pay_len"] = rows[:, K.G_LEN] - 62
+    h["seq"] = (h["seq"].astype(np.int64) + frag) & 0xFFFFFFFF
+    h["flags"] |= np.where(rows[:, K.G_RETX] == 1, int(Flags.RETX), 0).astype(np.uint8)
+    h["ttl"] = 16 - rows[:, K.G_HOPS]
+    links = rp.net.LK[rows[:, K.G_LINK]]
+    want, offsets = encode_frames(h, None, snaplen=snaplen, eth_src=links[:, K.L_SRC])
+    got = np.concatenate([b.buf for b in read_capture(path)])
+    if name.endswith(".pcap"):  # the hop's receiving board as destination MAC
+        at = offsets[:-1]
+        want[at[:, None] + np.arange(4)] = np.frombuffer(b"\x02MCF", np.uint8)
+        want[at + 4], want[at + 5] = links[:, K.L_DST] >> 8, links[:, K.L_DST] & 0xFF
+    assert got.tobytes() == want.tobytes()

@@ -37,8 +37,9 @@ def test_every_cached_function_of_the_package_is_stamped_by_its_closure():
     from emu.net import kernel
     from emu.nic import protocol, rto
     from emu.engine import loop
+    from emu.replay import capture_frames
 
-    for fn in (kernel.advance, protocol.reduction_next, rto.rto_sample, loop.drive):
+    for fn in (kernel.advance, protocol.reduction_next, rto.rto_sample, loop.drive, capture_frames.stamp):
         loc = fn._cache._impl.locator
         assert isinstance(loc, cc._Stamped)
         assert loc.get_source_stamp() == cc.stamp(fn.py_func.__code__.co_filename)

@@ -148,6 +148,37 @@ def test_failure_leaves_no_file_and_keeps_the_old_one(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["x.pcap"]
 
 
+def test_a_write_that_fails_on_the_writers_thread_fails_the_file(tmp_path, monkeypatch):
+    """Records reach the disk on a thread of their own; the disk's refusal (a full disk) still
+    ends the ``with`` block in that OSError, leaves no file and writes nothing after it."""
+    import contextlib
+    import errno
+
+    import emu.codec.pcap as pcap_mod
+
+    real, written = pcap_mod.atomic_file, []
+
+    @contextlib.contextmanager
+    def full_after_the_header(path, mode):
+        with real(path, mode) as fh:
+            class Full:
+                def write(self, data):
+                    if written:
+                        raise OSError(errno.ENOSPC, "No space left on device")
+                    written.append(len(data))
+                    return fh.write(data)
+            yield Full()
+
+    monkeypatch.setattr(pcap_mod, "atomic_file", full_after_the_header)
+    monkeypatch.setattr(pcap_mod, "_WRITE_BYTES", 100)  # a write per record or two
+    h = new_headers(64, dst_set=1, flags=Flags.SYNTH)
+    with pytest.raises(OSError, match="No space left"):
+        with CaptureWriter(tmp_path / "x.pcapng", format="pcapng") as w:
+            for _ in range(20):
+                w.write_headers(h, np.arange(len(h)))
+    assert len(written) == 1 and list(tmp_path.iterdir()) == []
+
+
 def test_writer_rejects_bad_input(tmp_path):
     h = new_headers(2, dst_set=1, flags=Flags.SYNTH)
     with CaptureWriter(tmp_path / "x.pcap") as w:

@@ -1,9 +1,10 @@
 """pcap and pcapng capture files: batched writing, streaming reading.
 
-Writing takes whole batches of frames (flat buffer + offsets, as the batch
-codec makes them) and issues one ``write`` per ~8 MB of records. Reading streams the file
-in chunks of ``batch_bytes`` and yields one ``CaptureBatch`` per chunk, so memory
-stays constant however many frames the file holds. Timestamps are integer
+Writing takes whole batches of frames (flat buffer + offsets, as the batch codec makes
+them, or frames the caller writes in place into the records) and issues one ``write`` per
+~8 MB of records, on a thread of its own so that the disk's time overlaps the caller's.
+Reading streams the file in chunks of ``batch_bytes`` and yields one ``CaptureBatch`` per
+chunk, so memory stays constant however many frames the file holds. Timestamps are integer
 nanoseconds throughout: pcap files use the nanosecond magic, pcapng files
 declare ``if_tsresol`` = 10^-9.
 """
@@ -12,7 +13,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import queue
 import struct
+import sys
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -72,6 +76,43 @@ def _pcapng_block(btype: int, body: bytes) -> bytes:
     return btype.to_bytes(4, "little") + total + body + total
 
 
+class _Spool:
+    """A file's writes on a thread of their own, in order and at most ``depth`` buffers behind:
+    the time the disk takes overlaps the caller's work (a replay's loop, for a capture). The
+    first error a write raises is raised again by the next ``write`` or by ``close``."""
+
+    def __init__(self, fh, depth: int = 4):
+        self._fh, self._error, self._drop = fh, None, False
+        self._queue: queue.Queue = queue.Queue(maxsize=depth)
+        self._thread = threading.Thread(target=self._run, name="mcf-emu capture writer", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while (buf := self._queue.get()) is not None:
+            if self._error is None and not self._drop:
+                try:
+                    self._fh.write(buf)
+                except BaseException as exc:  # handed to the caller
+                    self._error = exc
+
+    def write(self, buf) -> None:
+        """Queue ``buf``, which the caller no longer changes."""
+        self._raise()
+        self._queue.put(buf)
+
+    def close(self, write: bool = True) -> None:
+        """Wait for the queued writes (``write=False``: drop them), then raise their error if any."""
+        self._drop = not write
+        self._queue.put(None)
+        self._thread.join()
+        if write:
+            self._raise()
+
+    def _raise(self) -> None:
+        if self._error is not None:
+            raise self._error
+
+
 class CaptureWriter:
     """Writes frames to a pcap (nanosecond) or pcapng file; use as a context manager.
 
@@ -97,13 +138,22 @@ class CaptureWriter:
 
     def __enter__(self) -> "CaptureWriter":
         self._stack = contextlib.ExitStack()
-        self._fh = self._stack.enter_context(atomic_file(self.path, "wb"))
-        self._fh.write(self._file_header())
+        fh = self._stack.enter_context(atomic_file(self.path, "wb"))
+        fh.write(self._file_header())
+        self._fh = _Spool(fh)
         return self
 
     def __exit__(self, *exc) -> bool:
-        stack, self._stack, self._fh = self._stack, None, None
-        return stack.__exit__(*exc)
+        spool, stack, self._stack, self._fh = self._fh, self._stack, None, None
+        if exc[0] is not None:  # the file goes: what is still queued need not be written
+            spool.close(write=False)
+            return stack.__exit__(*exc)
+        try:
+            spool.close()  # the records still queued reach the file, or their error is raised here
+        except BaseException:
+            stack.__exit__(*sys.exc_info())
+            raise
+        return stack.__exit__(None, None, None)
 
     def _file_header(self) -> bytes:
         if self.format == "pcap":
@@ -128,14 +178,23 @@ class CaptureWriter:
         the snaplen are cut. ``iface``: each frame's interface (an index into
         ``interfaces``; pcapng only), default 0.
         """
-        if self._fh is None:
-            raise RuntimeError("CaptureWriter.write outside its with block")
         buf = as_uint8(buf)
         offsets = np.asarray(offsets, dtype=np.int64)
-        n = len(offsets) - 1
+        starts = offsets[:-1]
+        self.write_frames(np.diff(offsets), ts_ns, wirelen, iface,
+                          lambda out, at, cap, a, b: copy_segments(out, at, buf, starts[a:b], cap))
+
+    def write_frames(self, have, ts_ns, wirelen, iface, fill) -> None:
+        """Append frames of ``have`` bytes each that ``fill`` writes in place: ``fill(out, at, cap,
+        a, b)`` writes the first ``cap[j]`` bytes of frame ``a + j`` at ``out[at[j]:]`` for each j
+        of ``range(b - a)`` (``cap``: ``have`` cut at the snaplen). ``ts_ns``, ``wirelen`` and
+        ``iface`` as in ``write``."""
+        if self._fh is None:
+            raise RuntimeError("CaptureWriter.write outside its with block")
+        have = np.asarray(have, dtype=np.int64)
+        n = len(have)
         if n <= 0:
             return
-        have = np.diff(offsets)
         wire = have if wirelen is None else np.broadcast_to(np.asarray(wirelen, dtype=np.int64), (n,))
         ts = np.broadcast_to(np.asarray(ts_ns), (n,))
         if not np.issubdtype(ts.dtype, np.integer):
@@ -152,40 +211,62 @@ class CaptureWriter:
         size = np.cumsum(cap + 36)  # record bytes, at most 36 of framing each
         targets = np.arange(1, int(size[-1]) // _WRITE_BYTES + 1, dtype=np.int64) * _WRITE_BYTES
         cuts = np.unique(np.concatenate([[0], np.searchsorted(size, targets) + 1, [n]]).clip(0, n))
-        starts = offsets[:-1]
         for a, b in zip(cuts[:-1].tolist(), cuts[1:].tolist()):
-            out = records(buf, starts[a:b], cap[a:b], wire[a:b], ts[a:b], ifc[a:b])
+            c = cap[a:b]
+            out, at = records(int(c[0]) if (c == c[0]).all() else c, wire[a:b], ts[a:b], ifc[a:b])
+            fill(out, at, c, a, b)
             self._fh.write(memoryview(out))
         self.frames += n
 
-    def _pcap_records(self, buf, starts, cap, wire, ts, ifc) -> np.ndarray:
-        n = len(cap)
-        rec = np.empty(n, dtype=_PCAP_REC)
-        rec["sec"], rec["frac"] = np.divmod(ts, _NS)
-        rec["incl"], rec["orig"] = cap, wire
-        size = cap + 16
+    @staticmethod
+    def _records(head: np.dtype, fields: dict, cap, total=None):
+        """Records of a ``head`` (structured dtype) holding ``fields`` (name: a value per record,
+        or one for all), ``cap[j]`` bytes left for frame j and, with ``total`` (each record's
+        length: a pcapng block's), zero padding and ``total`` again (uint32) to close the
+        record. Returns the buffer and where each frame goes in it. ``cap`` is one int when
+        the frames are all as long (timing mode at the default snaplen): the records are then
+        one record copied, with the fields that differ written in place."""
+        n, h = max(len(v) for v in fields.values() if np.ndim(v)), head.itemsize
+        size = h + cap if total is None else total
+        if np.ndim(cap) == 0:
+            rec = int(size)
+            cols = [(x, *head.fields[x][:2]) for x in head.names]  # (name, type, offset)
+            if total is not None:
+                cols.append(("closing", np.dtype("<u4"), rec - 4))
+                fields = {**fields, "closing": total}
+            names, formats, offsets = zip(*cols)
+            layout = np.dtype(dict(names=names, formats=formats, offsets=offsets, itemsize=rec))
+            first = np.zeros(1, dtype=layout)  # zeros: the padding
+            for name, value in fields.items():
+                first[name] = value if np.ndim(value) == 0 else value[0]
+            out = np.empty((n, rec), dtype=np.uint8)
+            out[:] = first.view(np.uint8)
+            recs = out.reshape(-1).view(layout)
+            for name, value in fields.items():
+                if np.ndim(value):
+                    recs[name] = value
+            return out.reshape(-1), np.arange(n, dtype=np.int64) * rec + h
+        rows = np.empty(n, dtype=head)
+        for name, value in fields.items():
+            rows[name] = value
         at = np.cumsum(size) - size
         out = np.empty(int(size.sum()), dtype=np.uint8)
-        scatter_rows(out, at, rec.view(np.uint8).reshape(n, 16))
-        copy_segments(out, at + 16, buf, starts, cap)
-        return out
+        scatter_rows(out, at, rows.view(np.uint8).reshape(n, h))
+        if total is not None:
+            pad = total - h - cap - 4
+            scatter_rows(out, at + h + cap, np.zeros((n, 3), dtype=np.uint8), pad)
+            scatter_rows(out, at + h + cap + pad, total.astype("<u4").view(np.uint8).reshape(n, 4))
+        return out, at + h
 
-    def _pcapng_records(self, buf, starts, cap, wire, ts, ifc) -> np.ndarray:
-        n = len(cap)
-        pad = -cap % 4
-        total = 32 + cap + pad
-        head = np.empty(n, dtype=_EPB_HEAD)
-        head["type"], head["total"], head["iface"] = _EPB, total, ifc
-        head["ts_hi"], head["ts_lo"] = ts >> 32, ts & 0xFFFFFFFF
-        head["incl"], head["orig"] = cap, wire
-        at = np.cumsum(total) - total
+    def _pcap_records(self, cap, wire, ts, ifc):
+        sec, frac = np.divmod(ts, _NS)
+        return self._records(_PCAP_REC, dict(sec=sec, frac=frac, incl=cap, orig=wire), cap)
+
+    def _pcapng_records(self, cap, wire, ts, ifc):
         # block: head, data, 0-3 zero pad bytes, the block length again
-        out = np.empty(int(total.sum()), dtype=np.uint8)
-        scatter_rows(out, at, head.view(np.uint8).reshape(n, 28))
-        copy_segments(out, at + 28, buf, starts, cap)
-        scatter_rows(out, at + 28 + cap, np.zeros((n, 3), dtype=np.uint8), pad)
-        scatter_rows(out, at + 28 + cap + pad, total.astype("<u4").view(np.uint8).reshape(n, 4))
-        return out
+        total = 32 + cap + -cap % 4
+        return self._records(_EPB_HEAD, dict(type=_EPB, total=total, iface=ifc, ts_hi=ts >> 32, ts_lo=ts & 0xFFFFFFFF,
+                                             incl=cap, orig=wire), cap, total)
 
     def write_headers(self, headers, ts_ns, payload=None, *, eth_src=None) -> None:
         """Encode header rows (see ``batch.encode_frames``) at this file's snaplen and append them."""

@@ -6,12 +6,15 @@ takes about a minute of CPU, so scripts/install runs this once after installing:
 user's first ``emu replay`` then loads the cache instead. It replays the shipped MARS
 16K trace on the compiled loop (every trace gives the loop tables of the same types, so
 the same code serves them all), then a small replay with frame loss and a link failure,
-which also compiles the kernel entries a timeline change calls from Python.
+which also compiles the kernel entries a timeline change calls from Python, captured to a
+temporary file, which compiles a capture's frame kernels (emu.replay.capture_frames).
 """
 
 from __future__ import annotations
 
+import os
 import sys
+import tempfile
 import time
 
 from . import cache
@@ -33,8 +36,9 @@ def warm() -> float:
 
 def _replays(trace, replay) -> None:
     replay("mars_16k", engine="compiled")
-    replay(trace("mars", seq=1024, nodes=4, chunk=256, decode_tokens=1), engine="compiled", loss=0.01,
-           fail=("link 0-1 down at 1ms up at 2ms",), topology="full")
+    with tempfile.TemporaryDirectory(prefix="mcf-emu-warm-") as d:  # a capture's frame kernels too
+        replay(trace("mars", seq=1024, nodes=4, chunk=256, decode_tokens=1), engine="compiled", loss=0.01,
+               fail=("link 0-1 down at 1ms up at 2ms",), topology="full", capture=os.path.join(d, "warm.pcapng"))
 
 
 def main() -> int:

@@ -3,8 +3,9 @@
 Each frame is captured where the receiving node takes it (the time it hands the
 frame to its parser), once per hop, on the link it crossed; lost frames never
 reach a receiver and are not in the capture. Headers are the frames' real MCF
-headers (the message's Meta, fragment fields, sequence numbers) encoded by the
-codec; in timing mode the payload is not carried (SYNTH flag) and the default
+headers: the message's Meta encoded by the codec, the fields of each frame of its own
+(fragment fields, sequence number, ttl, hop) written in by ``capture_frames``, straight
+into the file's records; in timing mode the payload is not carried (SYNTH flag) and the default
 snap length keeps the headers only. ``ttl`` counts down one per link the frame
 actually crossed (after a re-route too).
 
@@ -23,11 +24,12 @@ from pathlib import Path
 
 import numpy as np
 
-from ..codec import FRAME_HEADER_LEN, CaptureWriter, Flags, Op, encode_frames, max_payload, new_headers
-from ..codec.mac import MAC_PREFIX
+from ..codec import FRAME_HEADER_LEN, HEADER_DTYPE, CaptureWriter, Flags, Op, check_headers, encode_frames, max_payload, new_headers
+from ..codec.mac import ETH_LEN
 from ..errors import ConfigError
 from ..net.kernel import LOG
 from ..units import parse_time
+from . import capture_frames as frames
 
 
 @dataclass(frozen=True)
@@ -123,54 +125,36 @@ class Capture:
         return row
 
     def __call__(self, rows: np.ndarray) -> None:
-        # one selection on the plain log rows (a structured view's masks cost several times more)
-        col = LOG.col
-        t = rows[:, col("arr")]
         f = self.filter
-        sel = (rows[:, col("fate")] == 0) & self.keep_link[rows[:, col("link")]] & (t >= f.t_from)
-        if f.t_to is not None:
-            sel &= t <= f.t_to
-        rows = LOG.records(rows[sel])  # fields by name
-        if not len(rows):
+        idx, mids, inv = frames.select(rows, self.keep_link, f.t_from, -1 if f.t_to is None else f.t_to)
+        if not len(idx):
             return
-        mids = rows["msg"]
-        uniq, inv = np.unique(mids, return_inverse=True)
         if self.messages is not None:  # the compiled loop's messages: header rows for all at once
-            heads, counts = self.messages.headers(uniq)
-            h, nfr = heads[inv], counts[inv]
+            heads, nfrags = self.messages.headers(mids)
         else:
-            h = np.concatenate([self._template(int(m)) for m in uniq])[inv]
-            nfr = np.array([self.net.messages[int(m)].nfrags for m in uniq], np.int64)[inv]
+            heads = np.concatenate([self._template(int(m)) for m in mids])
+            nfrags = np.array([self.net.messages[int(m)].nfrags for m in mids], np.int64)
         if f.ops:
-            keep = np.isin(h["op"], list(f.ops))
-            h, rows = h[keep], rows[keep]
-            if not len(rows):
+            keep = np.isin(heads["op"], list(f.ops))[inv]
+            idx, inv = idx[keep], inv[keep]
+            if not len(idx):
                 return
-        frag = rows["frag"]
-        if f.ops:
-            nfr = nfr[keep]
-        h["frag_idx"] = frag
-        h["frag_cnt"] = nfr
-        h["offset"] = frag * self.per
-        h["pay_len"] = rows["len"] - FRAME_HEADER_LEN
-        h["seq"] = (h["seq"].astype(np.int64) + frag) & 0xFFFFFFFF
-        h["flags"] |= np.where(rows["retx"] == 1, int(Flags.RETX), 0).astype(h["flags"].dtype)
-        # The source MAC is the node that put the frame on this link; ttl drops by one
-        # per link the frame crossed before this one.
-        link = rows["link"]
-        eth_src = self._src[link]
-        h["ttl"] = np.maximum(h["ttl"].astype(np.int64) - rows["hops"], 0)
-        buf, offsets = encode_frames(h, None, snaplen=self.snaplen, eth_src=eth_src)
-        if self.writer.format == "pcap":
-            # No interfaces: the destination MAC names the receiving node of the hop.
-            at = offsets[:-1]
-            dst = self._dst[link]
-            for k in range(4):
-                buf[at + k] = MAC_PREFIX[k]
-            buf[at + 4], buf[at + 5] = (dst >> 8) & 0xFF, dst & 0xFF
-        wire = rows["len"]
-        self.writer.write(buf, offsets, (rows["arr"] + 500) // 1000, wirelen=wire, iface=link)
-        self.frames += len(rows)
+        # each message's Ethernet and MCF headers as the codec encodes them (checking its fields)
+        buf, _ = encode_frames(heads, None, snaplen=FRAME_HEADER_LEN)
+        templates = np.zeros((len(nfrags), frames.ROW), np.uint8)
+        templates[:, :FRAME_HEADER_LEN] = buf.reshape(-1, FRAME_HEADER_LEN)
+        hop_macs = self.writer.format == "pcap"
+
+        def fill(out, at, cap, a, b):
+            bad = frames.stamp(rows, idx[a:b], inv[a:b], templates, nfrags, self.per, out, at, cap,
+                               self._src, self._dst, hop_macs)
+            if bad >= 0:  # raises the codec's FrameError naming the field
+                check_headers(out[at[bad] + ETH_LEN: at[bad] + FRAME_HEADER_LEN].view(HEADER_DTYPE))
+
+        col = LOG.col
+        wire = rows[idx, col("len")]
+        self.writer.write_frames(wire, (rows[idx, col("arr")] + 500) // 1000, wire, rows[idx, col("link")], fill)
+        self.frames += len(idx)
 
     def close(self) -> None:
         if getattr(self, "net", None) is not None:
