@@ -231,8 +231,8 @@ def test_serve_times_out_with_the_adaptive_rto_of_the_kr260_profile():
     # Karn: the probed message gives no sample; its ack only stops the timer
     now["t"] = 1_000 + cfg.rto_initial_ps + 10
     feed(d, fragment(M.control_meta(1, 2, Op.ack, msg_id=m0), data=b"")[0], None, 1)
-    assert not d.outgoing and d.proto.RT[1, T.SRTT] == T.NO_SAMPLE
-    assert d.proto.RT[1, T.RTO] == 2 * cfg.rto_initial_ps
+    assert not d.outgoing and d.proto.RT[1, T.RT_SRTT] == T.NO_SAMPLE
+    assert d.proto.RT[1, T.RT_RTO] == 2 * cfg.rto_initial_ps
     t1 = 5 * 10**9
     m1 = result(t1, kv=2)
     R = 30_000_000  # 30 us
@@ -240,7 +240,7 @@ def test_serve_times_out_with_the_adaptive_rto_of_the_kr260_profile():
     feed(d, fragment(M.control_meta(1, 2, Op.ack, msg_id=m1), data=b"")[0], None, 1)
     ref = RtoEstimator(cfg.rto_min_ps, cfg.rto_initial_ps, cfg.rto_max_ps)
     ref.sample(R)
-    assert (d.proto.RT[1, T.SRTT], d.proto.RT[1, T.RTTVAR], d.proto.RT[1, T.RTO]) == (R, R // 2, ref.rto)
+    assert (d.proto.RT[1, T.RT_SRTT], d.proto.RT[1, T.RT_RTTVAR], d.proto.RT[1, T.RT_RTO]) == (R, R // 2, ref.rto)
     assert ref.rto == max(cfg.rto_min_ps, 3 * R)
     t2 = 6 * 10**9
     result(t2, kv=3)
@@ -413,10 +413,10 @@ def test_the_sender_table_functions_follow_rfc6298_worked_by_hand(form):
     # RTTVAR (3 * 200 + |400 - 200|) / 4 = 200, SRTT (7 * 400 + 200) / 8 = 375, RTO 375 + 800
     assert rows()[0] == [375, 200, 1175]
     assert arm(OUT, OD, RT, 1, 20_200, retries) == 22_200       # board 2's 2000 now
-    assert timeout(OUT, OD, RT, 1, retries, hi) == 1 and RT[2, T.RTO] == 4000
-    assert timeout(OUT, OD, RT, 1, retries, hi) == 1 and RT[2, T.RTO] == 5000   # 8000: the ceiling
+    assert timeout(OUT, OD, RT, 1, retries, hi) == 1 and RT[2, T.RT_RTO] == 4000
+    assert timeout(OUT, OD, RT, 1, retries, hi) == 1 and RT[2, T.RT_RTO] == 5000   # 8000: the ceiling
     assert timeout(OUT, OD, RT, 1, retries, hi) == -1           # a third timeout: 2 retries used up
-    assert arm(OUT, OD, RT, 1, 30_000, retries) == -1 and RT[2, T.RTO] == 5000 and RT[1, T.RTO] == 1175
+    assert arm(OUT, OD, RT, 1, 30_000, retries) == -1 and RT[2, T.RT_RTO] == 5000 and RT[1, T.RT_RTO] == 1175
 
     # The estimator alone: a first sample of 3000 gives 3000 + 4 * 1500, above the ceiling;
     # a later one of 10 RTTVAR (3 * 1500 + 2990) / 4 = 1872, SRTT (21000 + 10) / 8 = 2626,
@@ -426,7 +426,7 @@ def test_the_sender_table_functions_follow_rfc6298_worked_by_hand(form):
     sample(RT, 0, 10, lo, hi)
     assert RT[0].tolist() == [2626, 1872, 5000]
     backoff(RT, 0, hi)
-    assert RT[0, T.RTO] == 5000
+    assert RT[0, T.RT_RTO] == 5000
     for _ in range(60):
         sample(RT, 0, 0, lo, hi)
     assert RT[0].tolist() == [0, 0, 100]

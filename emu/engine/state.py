@@ -54,7 +54,7 @@ REPLAY = ("RS", "OP", "OW", "PT", "SLOT", "NT", "RQ", "TR", "MX", "KB", "KR", "I
           # reliable delivery (emu.engine.reliable): the protocol's sender tables
           "OUT",    # per message: emu.nic.protocol's OUT_* columns
           "OD",     # per message destination (rows as MD): emu.nic.protocol's OD_* columns
-          "RT",     # per board, per peer: emu.nic.rto's SRTT, RTTVAR, RTO
+          "RT",     # per board, per peer: emu.nic.rto's RT_* columns
           "NKB")    # nack payloads (missing-fragment bitmaps), bytes
 FIELDS = KERNEL + REPLAY
 

@@ -9,7 +9,7 @@ import sys
 
 from .tables import render_file
 
-MODULES = ["emu/net/kernel.py", "emu/engine/layout.py", "emu/nic/protocol.py"]
+MODULES = ["emu/net/kernel.py", "emu/engine/layout.py", "emu/nic/protocol.py", "emu/nic/rto.py"]
 
 
 def main(argv: list[str]) -> None:

@@ -54,7 +54,7 @@ from ..codec import Collective, Op
 from ..net.tables import Table
 from .directory import State, replica_transition  # noqa: F401  (the directory's rule, re-exported)
 from ..topology.forwarding import tree_rows, unicast_rows  # noqa: F401  (the forwarding rule, re-exported)
-from .rto import RTO, rto_backoff, rto_sample, rto_table
+from .rto import RT_RTO, rto_backoff, rto_sample, rto_table
 
 # ---- parameters -------------------------------------------------------------------------------
 
@@ -137,7 +137,7 @@ def arm(OUT, OD, RT, s, now, max_retries):
         rto = -1
         for d in range(OUT[s, OUT_DPTR], OUT[s, OUT_DEND]):
             if OD[d, OD_ACKED] == 0:
-                rto = max(rto, RT[OD[d, OD_NODE], RTO])
+                rto = max(rto, RT[OD[d, OD_NODE], RT_RTO])
         if rto >= 0:
             due = now + rto
     OUT[s, OUT_DUE] = due
