@@ -105,13 +105,13 @@ class _Part:
         """When the last fragment left the wire (the timer's start)."""
         if self.slot < 0:
             return self.final[1]
-        t = int(self.proto.OUT[self.slot, P.O_LEFT_AT])
+        t = int(self.proto.OUT[self.slot, P.OUT_LEFT_AT])
         return None if t < 0 else t
 
     @property
     def retries(self) -> int:
         """Timeouts so far; > 0 means no RTT sample (Karn)."""
-        return int(self.proto.OUT[self.slot, P.O_RETRIES]) if self.slot >= 0 else self.final[2]
+        return int(self.proto.OUT[self.slot, P.OUT_RETRIES]) if self.slot >= 0 else self.final[2]
 
 
 class Cluster(Nics):
@@ -258,7 +258,7 @@ class Cluster(Nics):
             if not part.sent:
                 part.sent = True
                 self._part_left(part)
-            elif part.slot >= 0 and part.proto.OUT[part.slot, P.O_RESENDING]:
+            elif part.slot >= 0 and part.proto.OUT[part.slot, P.OUT_RESENDING]:
                 # The resends have left: the retransmission timer starts again from now.
                 self._act(part, part.proto.resend_left(part.slot, self.sim.now))
         elif kind == "done":

@@ -231,8 +231,8 @@ def test_serve_times_out_with_the_adaptive_rto_of_the_kr260_profile():
     # Karn: the probed message gives no sample; its ack only stops the timer
     now["t"] = 1_000 + cfg.rto_initial_ps + 10
     feed(d, fragment(M.control_meta(1, 2, Op.ack, msg_id=m0), data=b"")[0], None, 1)
-    assert not d.outgoing and d.proto.RT[1, T.SRTT] == T.NO_SAMPLE
-    assert d.proto.RT[1, T.RTO] == 2 * cfg.rto_initial_ps
+    assert not d.outgoing and d.proto.RT[1, T.RT_SRTT] == T.NO_SAMPLE
+    assert d.proto.RT[1, T.RT_RTO] == 2 * cfg.rto_initial_ps
     t1 = 5 * 10**9
     m1 = result(t1, kv=2)
     R = 30_000_000  # 30 us
@@ -240,7 +240,7 @@ def test_serve_times_out_with_the_adaptive_rto_of_the_kr260_profile():
     feed(d, fragment(M.control_meta(1, 2, Op.ack, msg_id=m1), data=b"")[0], None, 1)
     ref = RtoEstimator(cfg.rto_min_ps, cfg.rto_initial_ps, cfg.rto_max_ps)
     ref.sample(R)
-    assert (d.proto.RT[1, T.SRTT], d.proto.RT[1, T.RTTVAR], d.proto.RT[1, T.RTO]) == (R, R // 2, ref.rto)
+    assert (d.proto.RT[1, T.RT_SRTT], d.proto.RT[1, T.RT_RTTVAR], d.proto.RT[1, T.RT_RTO]) == (R, R // 2, ref.rto)
     assert ref.rto == max(cfg.rto_min_ps, 3 * R)
     t2 = 6 * 10**9
     result(t2, kv=3)
@@ -335,18 +335,18 @@ def _drive(arm, ack, timeout, nack_accepted, rto_sample, rto_backoff, seed):
     rng = np.random.default_rng(seed)
     lo, init, hi, retries = 100, 1000, 50_000, 4
     RT = T.rto_table(6, lo, init, hi)
-    OUT = np.zeros((8, P.O_COLS), np.int64)
-    OD = np.zeros((32, P.D_COLS), np.int64)
+    OUT = np.zeros((8, P.OUT_NCOLS), np.int64)
+    OD = np.zeros((32, P.OD_NCOLS), np.int64)
     for s in range(8):
         OUT[s] = (s, 10 * s, 3, 0, -1, -1, 0, 4 * s, 4 * s + 4, 1)
-        OD[4 * s : 4 * s + 4, P.D_NODE] = rng.choice(6, 4, replace=False)
+        OD[4 * s : 4 * s + 4, P.OD_NODE] = rng.choice(6, 4, replace=False)
     out, now = [], 0
     for _ in range(400):
         now += int(rng.integers(1, 300))
         s, node = int(rng.integers(8)), int(rng.integers(6))
         e = int(rng.integers(5))
         if e == 0:
-            OUT[s, P.O_LEFT_AT] = now
+            OUT[s, P.OUT_LEFT_AT] = now
             out.append(arm(OUT, OD, RT, s, now, retries))
         elif e == 1:
             out.append(ack(OUT, OD, RT, s, node, now, lo, hi))
@@ -387,15 +387,15 @@ def test_the_sender_table_functions_follow_rfc6298_worked_by_hand(form):
     sample, backoff = pick(T.rto_sample), pick(T.rto_backoff)
     lo, hi, retries = 100, 5000, 2
     RT = T.rto_table(3, lo, 1000, hi)
-    OUT = np.zeros((2, P.O_COLS), np.int64)
-    OD = np.zeros((4, P.D_COLS), np.int64)
+    OUT = np.zeros((2, P.OUT_NCOLS), np.int64)
+    OD = np.zeros((4, P.OD_NCOLS), np.int64)
     for s in (0, 1):
-        OUT[s, [P.O_LEFT_AT, P.O_DUE, P.O_DPTR, P.O_DEND]] = (-1, -1, 2 * s, 2 * s + 2)
-        OD[2 * s : 2 * s + 2, P.D_NODE] = (1, 2)
+        OUT[s, [P.OUT_LEFT_AT, P.OUT_DUE, P.OUT_DPTR, P.OUT_DEND]] = (-1, -1, 2 * s, 2 * s + 2)
+        OD[2 * s : 2 * s + 2, P.OD_NODE] = (1, 2)
     rows = lambda: RT[1:].tolist()  # noqa: E731  [SRTT, RTTVAR, RTO] of boards 1 and 2
 
     # Message 0 leaves at 10,000: before any sample each RTO is the initial 1000.
-    OUT[0, P.O_LEFT_AT] = 10_000
+    OUT[0, P.OUT_LEFT_AT] = 10_000
     assert arm(OUT, OD, RT, 0, 10_000, retries) == 11_000
     assert ack(OUT, OD, RT, 0, 1, 10_400, lo, hi) == 1          # R = 400 from board 1
     assert rows() == [[400, 200, 1200], [-1, 0, 1000]]          # 400 + 4 * 200
@@ -403,20 +403,20 @@ def test_the_sender_table_functions_follow_rfc6298_worked_by_hand(form):
     assert rows() == [[400, 200, 1200], [-1, 0, 2000]]          # only the silent one backs off
     assert arm(OUT, OD, RT, 0, 11_000, retries) == 13_000
     assert ack(OUT, OD, RT, 0, 2, 11_500, lo, hi) == 0          # Karn: probed, no sample
-    assert rows() == [[400, 200, 1200], [-1, 0, 2000]] and OUT[0, P.O_DUE] == -1
+    assert rows() == [[400, 200, 1200], [-1, 0, 2000]] and OUT[0, P.OUT_DUE] == -1
     assert ack(OUT, OD, RT, 0, 2, 11_600, lo, hi) == -1         # acked before: changes nothing
 
     # Message 1 leaves at 20,000: the timer waits for the largest RTO still silent.
-    OUT[1, P.O_LEFT_AT] = 20_000
+    OUT[1, P.OUT_LEFT_AT] = 20_000
     assert arm(OUT, OD, RT, 1, 20_000, retries) == 22_000
     assert ack(OUT, OD, RT, 1, 1, 20_200, lo, hi) == 1          # R = 200
     # RTTVAR (3 * 200 + |400 - 200|) / 4 = 200, SRTT (7 * 400 + 200) / 8 = 375, RTO 375 + 800
     assert rows()[0] == [375, 200, 1175]
     assert arm(OUT, OD, RT, 1, 20_200, retries) == 22_200       # board 2's 2000 now
-    assert timeout(OUT, OD, RT, 1, retries, hi) == 1 and RT[2, T.RTO] == 4000
-    assert timeout(OUT, OD, RT, 1, retries, hi) == 1 and RT[2, T.RTO] == 5000   # 8000: the ceiling
+    assert timeout(OUT, OD, RT, 1, retries, hi) == 1 and RT[2, T.RT_RTO] == 4000
+    assert timeout(OUT, OD, RT, 1, retries, hi) == 1 and RT[2, T.RT_RTO] == 5000   # 8000: the ceiling
     assert timeout(OUT, OD, RT, 1, retries, hi) == -1           # a third timeout: 2 retries used up
-    assert arm(OUT, OD, RT, 1, 30_000, retries) == -1 and RT[2, T.RTO] == 5000 and RT[1, T.RTO] == 1175
+    assert arm(OUT, OD, RT, 1, 30_000, retries) == -1 and RT[2, T.RT_RTO] == 5000 and RT[1, T.RT_RTO] == 1175
 
     # The estimator alone: a first sample of 3000 gives 3000 + 4 * 1500, above the ceiling;
     # a later one of 10 RTTVAR (3 * 1500 + 2990) / 4 = 1872, SRTT (21000 + 10) / 8 = 2626,
@@ -426,7 +426,7 @@ def test_the_sender_table_functions_follow_rfc6298_worked_by_hand(form):
     sample(RT, 0, 10, lo, hi)
     assert RT[0].tolist() == [2626, 1872, 5000]
     backoff(RT, 0, hi)
-    assert RT[0, T.RTO] == 5000
+    assert RT[0, T.RT_RTO] == 5000
     for _ in range(60):
         sample(RT, 0, 0, lo, hi)
     assert RT[0].tolist() == [0, 0, 100]

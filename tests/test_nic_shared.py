@@ -122,9 +122,9 @@ def test_the_compiled_loops_forwarding_rows_are_tree_rows_and_unicast_rows(schem
     assert np.array_equal(FW[: N * Vn], P.unicast_rows(rp.routes.next_hop, Vn, N, net.max_out, net._out_link))
     PT, OW = tables.state.table("PT"), tables.OW
     checked = set()
-    for part in np.flatnonzero(PT[:, L.P_ROUTE] >= 0).tolist():
-        route, src = int(PT[part, L.P_ROUTE]), int(PT[part, L.P_NODE])
-        dmask = int(OW[PT[part, L.P_OP], L.OW_DMASK]) & ~(1 << src)
+    for part in np.flatnonzero(PT[:, L.PT_ROUTE] >= 0).tolist():
+        route, src = int(PT[part, L.PT_ROUTE]), int(PT[part, L.PT_NODE])
+        dmask = int(OW[PT[part, L.PT_OP], L.OW_DMASK]) & ~(1 << src)
         members = [d for d in range(N) if (dmask >> d) & 1]
         if (route, src) in checked or len(members) < 2:
             continue

@@ -253,7 +253,7 @@ def test_tables_reliable_delivery_grows_start_at_one_row(traces, scheme, monkeyp
     assert _exercised(b)
     assert_same(a, b)
     (st,) = states
-    nmsg = int(st.table("RS")[L.R_NMSG])
+    nmsg = int(st.table("RS")[L.RS_NMSG])
     assert nmsg > 1000 and st.table("MS").shape[0] >= nmsg and st.table("OUT").shape[0] >= nmsg
     for name in grown:
         assert st.table(name).shape[0] > 1, name

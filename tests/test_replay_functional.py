@@ -194,7 +194,7 @@ def test_compiled_functional_merges_in_the_boards_fold_order(monkeypatch):
 
     def own_last(fn, op, group, ops):
         g = group.copy()
-        g[g[:, FF.L.G_PARENT] < 0, FF.L.G_FOLD_OWN] += 10**9  # the root's own state after its children's
+        g[g[:, FF.L.GP_PARENT] < 0, FF.L.GP_FOLD_OWN] += 10**9  # the root's own state after its children's
         real(fn, op, g, ops)
 
     monkeypatch.setattr(FF, "_merge", own_last)

@@ -3,7 +3,7 @@ d % 64 of word d // 64.
 
 An op's destinations (OW), and a transfer's destinations, the boards it was delivered at
 and the boards that never answered (TR) are such sets. ``W`` is ceil(boards / 64)
-(``words``, kept in RS[R_MASKW]), so any board count runs on the compiled loop; up to 64
+(``words``, kept in RS[RS_MASKW]), so any board count runs on the compiled loop; up to 64
 boards a set is one word, the header's dst_set (emu.codec.layer).
 
 The compiled helpers take the table, the row and the set's first column; the numpy

@@ -10,15 +10,15 @@ from __future__ import annotations
 
 from .directory import read_in_flight
 from .events import at
-from .layout import (DF_REPLICA, E_FINISH, N_BUSY, N_RQ, N_RQLEN, N_STALL, O_DEP, O_DEPEND, O_DST,
-                          O_DSTEND, OW_DUR, OW_KV, OW_START, R_NOW)
+from .layout import (DF_REPLICA, E_FINISH, NT_BUSY, NT_RQ, NT_RQLEN, NT_STALL, OPS_DEP, OPS_DEPEND, OPS_DST,
+                          OPS_DSTEND, OW_DUR, OW_KV, OW_START, RS_NOW)
 from .state import compiled, compiled_inline
 
 
 @compiled
 def slot_of(OP, IDX, op, node):
     """The (op, node) delivery slot, or -1 when ``node`` is not one of the op's destinations."""
-    for s in range(OP[op, O_DST], OP[op, O_DSTEND]):
+    for s in range(OP[op, OPS_DST], OP[op, OPS_DSTEND]):
         if IDX[s] == node:
             return s
     return -1
@@ -26,9 +26,9 @@ def slot_of(OP, IDX, op, node):
 
 @compiled_inline
 def ready_push(NT, RQ, node, op):
-    base = NT[node, N_RQ]
-    i = NT[node, N_RQLEN]
-    NT[node, N_RQLEN] = i + 1
+    base = NT[node, NT_RQ]
+    i = NT[node, NT_RQLEN]
+    NT[node, NT_RQLEN] = i + 1
     while i > 0:
         p = (i - 1) >> 1
         if RQ[base + p] <= op:
@@ -40,10 +40,10 @@ def ready_push(NT, RQ, node, op):
 
 @compiled_inline
 def ready_pop(NT, RQ, node):
-    base = NT[node, N_RQ]
+    base = NT[node, NT_RQ]
     top = RQ[base]
-    n = NT[node, N_RQLEN] - 1
-    NT[node, N_RQLEN] = n
+    n = NT[node, NT_RQLEN] - 1
+    NT[node, NT_RQLEN] = n
     x = RQ[base + n]
     i = 0
     while True:
@@ -65,14 +65,14 @@ def ready_pop(NT, RQ, node):
 @compiled
 def try_compute(s, node):
     RS, OP, OW, NT, RQ, IDX, DF = s.RS, s.OP, s.OW, s.NT, s.RQ, s.IDX, s.DF
-    if NT[node, N_BUSY] or NT[node, N_STALL] or NT[node, N_RQLEN] == 0:
+    if NT[node, NT_BUSY] or NT[node, NT_STALL] or NT[node, NT_RQLEN] == 0:
         return
     op = ready_pop(NT, RQ, node)
-    NT[node, N_BUSY] = 1
-    now = RS[R_NOW]
+    NT[node, NT_BUSY] = 1
+    now = RS[RS_NOW]
     OW[op, OW_START] = now
     # Attention reading a replica multicast here: the directory must still hold it.
-    for e in range(OP[op, O_DEP], OP[op, O_DEPEND]):
+    for e in range(OP[op, OPS_DEP], OP[op, OPS_DEPEND]):
         if DF[e] & DF_REPLICA:
             x = IDX[e]
             if slot_of(OP, IDX, x, node) >= 0:

@@ -14,9 +14,10 @@ words as ``Directory`` does.
 from __future__ import annotations
 
 from ..nic.directory import OP_DRAIN, OP_INVALIDATE, OP_KV_REPLICA, State, replica_transition
-from .layout import (ERR_DRAIN, ERR_INVALIDATE, ERR_READ, K_BYTES, K_OWNER, N_OWNER, N_REPLICA,
-                          N_TRANSIENT, R_KVMIN, R_LIVE_REP, R_NERR, R_NHIST, R_NKV, R_NOWNERS, RP_BYTES,
-                          RP_STATE, S_TRANS)
+from .layout import (DERR_DRAIN, DERR_INVALIDATE, DERR_READ, ERR_CODE, ERR_KV, ERR_NODE, ERR_STATE, ERR_T,
+                     HIST_BLOCKS, HIST_NODE, HIST_OWNER_BYTES, HIST_REPLICA_BYTES, HIST_REPLICAS, HIST_T_PS,
+                     HIST_TRANSIENT_BYTES, KB_BYTES, KB_OWNER, KR_BYTES, KR_STATE, NT_OWNER, NT_REPLICA,
+                     NT_TRANSIENT, RS_KVMIN, RS_LIVE_REP, RS_NERR, RS_NHIST, RS_NKV, RS_NOWNERS, SLOT_TRANS)
 from .state import compiled, compiled_inline, more_err, more_hist
 
 INVALID = int(State.INVALID)
@@ -27,122 +28,122 @@ DRAINING = int(State.DRAINING)
 @compiled
 def record(s, t, node):
     RS, NT = s.RS, s.NT
-    n = RS[R_NHIST]
+    n = RS[RS_NHIST]
     if n == s.HIST.shape[0]:
         more_hist(s, n + 1)
     h = s.HIST
-    h[n, 0] = t
-    h[n, 1] = node
-    h[n, 2] = NT[node, N_OWNER]
-    h[n, 3] = NT[node, N_REPLICA]
-    h[n, 4] = NT[node, N_TRANSIENT]
-    h[n, 5] = RS[R_NOWNERS]
-    h[n, 6] = RS[R_LIVE_REP]
-    RS[R_NHIST] = n + 1
+    h[n, HIST_T_PS] = t
+    h[n, HIST_NODE] = node
+    h[n, HIST_OWNER_BYTES] = NT[node, NT_OWNER]
+    h[n, HIST_REPLICA_BYTES] = NT[node, NT_REPLICA]
+    h[n, HIST_TRANSIENT_BYTES] = NT[node, NT_TRANSIENT]
+    h[n, HIST_BLOCKS] = RS[RS_NOWNERS]
+    h[n, HIST_REPLICAS] = RS[RS_LIVE_REP]
+    RS[RS_NHIST] = n + 1
 
 
 @compiled_inline
 def error(s, t, code, node, kv, state):
-    n = s.RS[R_NERR]
+    n = s.RS[RS_NERR]
     if n == s.ERR.shape[0]:
         more_err(s, n + 1)
     e = s.ERR
-    e[n, 0] = t
-    e[n, 1] = code
-    e[n, 2] = node
-    e[n, 3] = kv
-    e[n, 4] = state
-    s.RS[R_NERR] = n + 1
+    e[n, ERR_T] = t
+    e[n, ERR_CODE] = code
+    e[n, ERR_NODE] = node
+    e[n, ERR_KV] = kv
+    e[n, ERR_STATE] = state
+    s.RS[RS_NERR] = n + 1
 
 
 @compiled
 def add_owner(s, node, kv, nbytes, t):
     """``node`` owns block ``kv`` from now on; a previous owner (a PD handoff) frees its copy."""
     RS, NT, KB = s.RS, s.NT, s.KB
-    b = kv - RS[R_KVMIN]
-    prev = KB[b, K_OWNER]
+    b = kv - RS[RS_KVMIN]
+    prev = KB[b, KB_OWNER]
     if prev >= 0:
         if prev == node:
             return
-        NT[prev, N_OWNER] -= KB[b, K_BYTES]
+        NT[prev, NT_OWNER] -= KB[b, KB_BYTES]
         record(s, t, prev)
     else:
-        RS[R_NOWNERS] += 1
-    KB[b, K_OWNER] = node
-    KB[b, K_BYTES] = nbytes
-    NT[node, N_OWNER] += nbytes
+        RS[RS_NOWNERS] += 1
+    KB[b, KB_OWNER] = node
+    KB[b, KB_BYTES] = nbytes
+    NT[node, NT_OWNER] += nbytes
     record(s, t, node)
 
 
 @compiled_inline
 def owner_bytes(s, kv, default):
-    b = kv - s.RS[R_KVMIN]
-    return s.KB[b, K_BYTES] if s.KB[b, K_OWNER] >= 0 else default
+    b = kv - s.RS[RS_KVMIN]
+    return s.KB[b, KB_BYTES] if s.KB[b, KB_OWNER] >= 0 else default
 
 
 @compiled
 def _rep(s, node, kv):
-    return node * s.RS[R_NKV] + kv - s.RS[R_KVMIN]
+    return node * s.RS[RS_NKV] + kv - s.RS[RS_KVMIN]
 
 
 @compiled_inline
 def add_replica(s, node, kv, nbytes, t):
     KR = s.KR
     r = _rep(s, node, kv)
-    new, _ = replica_transition(KR[r, RP_STATE], OP_KV_REPLICA)
-    if new == KR[r, RP_STATE]:
+    new, _ = replica_transition(KR[r, KR_STATE], OP_KV_REPLICA)
+    if new == KR[r, KR_STATE]:
         return  # a duplicate copy changes nothing
-    KR[r, RP_STATE] = new
-    KR[r, RP_BYTES] = nbytes
-    s.NT[node, N_REPLICA] += nbytes
-    s.RS[R_LIVE_REP] += 1
+    KR[r, KR_STATE] = new
+    KR[r, KR_BYTES] = nbytes
+    s.NT[node, NT_REPLICA] += nbytes
+    s.RS[RS_LIVE_REP] += 1
     record(s, t, node)
 
 
 @compiled_inline
 def drain(s, node, kv, t):
     r = _rep(s, node, kv)
-    new, ok = replica_transition(s.KR[r, RP_STATE], OP_DRAIN)
+    new, ok = replica_transition(s.KR[r, KR_STATE], OP_DRAIN)
     if not ok:
-        error(s, t, ERR_DRAIN, node, kv, s.KR[r, RP_STATE])
+        error(s, t, DERR_DRAIN, node, kv, s.KR[r, KR_STATE])
         return
-    s.KR[r, RP_STATE] = new
+    s.KR[r, KR_STATE] = new
 
 
 @compiled_inline
 def invalidate(s, node, kv, t):
     KR = s.KR
     r = _rep(s, node, kv)
-    new, ok = replica_transition(KR[r, RP_STATE], OP_INVALIDATE)
+    new, ok = replica_transition(KR[r, KR_STATE], OP_INVALIDATE)
     if not ok:
-        error(s, t, ERR_INVALIDATE, node, kv, KR[r, RP_STATE])
+        error(s, t, DERR_INVALIDATE, node, kv, KR[r, KR_STATE])
         return
-    KR[r, RP_STATE] = new
-    s.NT[node, N_REPLICA] -= KR[r, RP_BYTES]
-    s.RS[R_LIVE_REP] -= 1
+    KR[r, KR_STATE] = new
+    s.NT[node, NT_REPLICA] -= KR[r, KR_BYTES]
+    s.RS[RS_LIVE_REP] -= 1
     record(s, t, node)
 
 
 @compiled_inline
 def read_in_flight(s, node, kv, t):
     """A read by attention already under way: an owner copy, a VALID or a DRAINING replica."""
-    if s.KB[kv - s.RS[R_KVMIN], K_OWNER] == node:
+    if s.KB[kv - s.RS[RS_KVMIN], KB_OWNER] == node:
         return
-    st = s.KR[_rep(s, node, kv), RP_STATE]
+    st = s.KR[_rep(s, node, kv), KR_STATE]
     if st == VALID or st == DRAINING:
         return
-    error(s, t, ERR_READ, node, kv, st)
+    error(s, t, DERR_READ, node, kv, st)
 
 
 @compiled_inline
 def add_transient(s, node, slot, nbytes, t):
-    s.SLOT[slot, S_TRANS] += nbytes
-    s.NT[node, N_TRANSIENT] += nbytes
+    s.SLOT[slot, SLOT_TRANS] += nbytes
+    s.NT[node, NT_TRANSIENT] += nbytes
     record(s, t, node)
 
 
 @compiled
 def free_transient(s, node, slot, t):
-    s.NT[node, N_TRANSIENT] -= s.SLOT[slot, S_TRANS]
-    s.SLOT[slot, S_TRANS] = 0
+    s.NT[node, NT_TRANSIENT] -= s.SLOT[slot, SLOT_TRANS]
+    s.SLOT[slot, SLOT_TRANS] = 0
     record(s, t, node)

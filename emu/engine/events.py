@@ -10,7 +10,7 @@ and the call on top, so work runs depth first in exactly the Python order.
 from __future__ import annotations
 
 from ..net import kernel as K
-from .layout import E_TIMER, E_WAKE, X_TIMER, R_NOW, R_NSIM, R_NWORK, R_SEQ, R_WAKE_AT, R_WAKE_SEQ
+from .layout import E_TIMER, E_WAKE, MX_TIMER, RS_NOW, RS_NSIM, RS_NWORK, RS_SEQ, RS_WAKE_AT, RS_WAKE_SEQ
 from .state import compiled, compiled_inline, more_sim, more_work
 
 
@@ -31,18 +31,18 @@ def _swap(H, i, j):
 def at(s, time, kind, a, b):
     """Schedule event ``kind(a, b)`` at ``time``; returns its sequence number."""
     RS = s.RS
-    n = RS[R_NSIM]
+    n = RS[RS_NSIM]
     if n == s.SIM.shape[0]:
         more_sim(s, n + 1)
     H = s.SIM
-    seq = RS[R_SEQ]
-    RS[R_SEQ] = seq + 1
+    seq = RS[RS_SEQ]
+    RS[RS_SEQ] = seq + 1
     H[n, 0] = time
     H[n, 1] = seq
     H[n, 2] = kind
     H[n, 3] = a
     H[n, 4] = b
-    RS[R_NSIM] = n + 1
+    RS[RS_NSIM] = n + 1
     while n > 0:
         p = (n - 1) >> 1
         if not _less(H, n, p):
@@ -56,8 +56,8 @@ def at(s, time, kind, a, b):
 def pop(s):
     """Remove the first event; the caller has read it at row 0."""
     H = s.SIM
-    n = s.RS[R_NSIM] - 1
-    s.RS[R_NSIM] = n
+    n = s.RS[RS_NSIM] - 1
+    s.RS[RS_NSIM] = n
     for c in range(5):
         H[0, c] = H[n, c]
     i = 0
@@ -80,16 +80,16 @@ def cancelled(s, row):
     stopped since (Event.cancel)."""
     kind = s.SIM[row, 2]
     if kind == E_WAKE:
-        return s.SIM[row, 1] != s.RS[R_WAKE_SEQ]
-    return kind == E_TIMER and s.MX[s.SIM[row, 3], X_TIMER] != s.SIM[row, 1] + 1
+        return s.SIM[row, 1] != s.RS[RS_WAKE_SEQ]
+    return kind == E_TIMER and s.MX[s.SIM[row, 3], MX_TIMER] != s.SIM[row, 1] + 1
 
 
 @compiled_inline
 def peek(s):
     """Time of the next live event (-1: none), dropping cancelled ones (Simulator.peek)."""
-    while s.RS[R_NSIM] > 0 and cancelled(s, 0):
+    while s.RS[RS_NSIM] > 0 and cancelled(s, 0):
         pop(s)
-    return s.SIM[0, 0] if s.RS[R_NSIM] > 0 else -1
+    return s.SIM[0, 0] if s.RS[RS_NSIM] > 0 else -1
 
 
 @compiled
@@ -98,16 +98,16 @@ def rearm(s):
     RS = s.RS
     if s.SC[K.SC_HEAP] == 0:
         return
-    nxt = max(s.HP[0, 0], RS[R_NOW])
-    if RS[R_WAKE_SEQ] >= 0 and RS[R_WAKE_AT] <= nxt:
+    nxt = max(s.HP[0, 0], RS[RS_NOW])
+    if RS[RS_WAKE_SEQ] >= 0 and RS[RS_WAKE_AT] <= nxt:
         return
-    RS[R_WAKE_AT] = nxt
-    RS[R_WAKE_SEQ] = at(s, nxt, E_WAKE, 0, 0)  # the old one, if any, is cancelled from here on
+    RS[RS_WAKE_AT] = nxt
+    RS[RS_WAKE_SEQ] = at(s, nxt, E_WAKE, 0, 0)  # the old one, if any, is cancelled from here on
 
 
 @compiled_inline
 def push(s, kind, a, b, c):
-    n = s.RS[R_NWORK]
+    n = s.RS[RS_NWORK]
     if n == s.WORK.shape[0]:
         more_work(s, n + 1)
     W = s.WORK
@@ -115,4 +115,4 @@ def push(s, kind, a, b, c):
     W[n, 1] = a
     W[n, 2] = b
     W[n, 3] = c
-    s.RS[R_NWORK] = n + 1
+    s.RS[RS_NWORK] = n + 1

@@ -1,210 +1,326 @@
-"""Named columns of the compiled replay's tables (emu.engine.loop, docs/engine.md).
+"""The compiled replay's tables (emu.engine.loop, docs/engine.md), declared as data.
 
 Every table is a 2-D int64 array (OP: int32, its wide values in OW), one row per op,
-part, delivery slot, node, transfer or message; the constants below name its columns. A *slot* is one
-(communication op, destination board) pair: the op's sorted destination list laid
-out flat, so slot ``dst_ptr[op] + j`` is the op's j-th destination.
+part, delivery slot, node, transfer or message; its ``Table`` below lists the columns in
+order with what each holds, and the column constants (one prefix per table: ``OPS_KIND``,
+``NT_BUSY``, ``RS_NOW``, ...) are rendered from it into this source by
+``python -m emu.net.render_tables`` (tests/test_tables.py checks they match). A *slot* is
+one (communication op, destination board) pair: the op's sorted destination list laid out
+flat, so slot ``dst_ptr[op] + j`` is the op's j-th destination. Tables whose width depends
+on the run (board sets of RS[RS_MASKW] words, emu.engine.boards) say so in their ``tail``.
+The kinds, flags and codes the tables hold (events, work items, callbacks, control
+frames, statuses, directory errors) are named at the end.
 """
 
+import numpy as np
+
+from ..net.tables import Table
+
 # ---- ops (OP): int32 where every value fits (kinds, nodes, positions in IDX, groups) ------
-O_KIND = 0
-O_NODE = 1
-O_MSGOP = 2
-O_RES = 3         # residency of what the op delivers
-O_PART = 4        # first part
-O_PEND = 5        # one past its last part
-O_DEP = 6         # its dependencies in IDX (the trace's dep list)
-O_DEPEND = 7
-O_DST = 8         # its sorted destinations in IDX; also its first slot
-O_DSTEND = 9
-O_SRC = 10        # its sources in IDX
-O_SRCEND = 11
-O_BLK = 12        # KV blocks a handoff names, in IDX
-O_BLKEND = 13
-O_DONE = 14       # parts released when it is done (finished / delivered everywhere), in IDX
-O_DONEEND = 15
-O_GRP = 16        # reduction / all-to-all group in the group table GP
-O_GRPEND = 17
-O_CHUNK = 18
-O_LAYER = 19
-O_NDLV = 20       # destinations it has been delivered at
-O_COMM = 21       # 1: communication or control (runs in the NICs)
-O_NCOLS = 22
+OPS = Table("ops (OP)", "OPS", (
+    ("kind", "emu.workload's op kind"),
+    ("node", "the node it runs at (compute) or its first source"),
+    ("msgop", "the wire op of what it sends (emu.codec.MsgOp)"),
+    ("res", "residency of what the op delivers"),
+    ("part", "first part"),
+    ("pend", "one past its last part"),
+    ("dep", "its dependencies in IDX (the trace's dep list)"),
+    ("depend", "end of its dependencies"),
+    ("dst", "its sorted destinations in IDX; also its first slot"),
+    ("dstend", "end of its destinations"),
+    ("src", "its sources in IDX"),
+    ("srcend", "end of its sources"),
+    ("blk", "KV blocks a handoff names, in IDX"),
+    ("blkend", "end of its blocks"),
+    ("done", "parts released when it is done (finished / delivered everywhere), in IDX"),
+    ("doneend", "end of those parts"),
+    ("grp", "reduction / all-to-all group in the group table GP"),
+    ("grpend", "end of its group"),
+    ("chunk", "the trace's chunk"),
+    ("layer", "the trace's layer"),
+    ("ndlv", "destinations it has been delivered at"),
+    ("comm", "1: communication or control (runs in the NICs)"),
+), dtype=np.int32)
+# OPS's columns, rendered from it by `python -m emu.net.render_tables` (do not edit)
+(OPS_KIND, OPS_NODE, OPS_MSGOP, OPS_RES, OPS_PART, OPS_PEND, OPS_DEP, OPS_DEPEND, OPS_DST,
+ OPS_DSTEND, OPS_SRC, OPS_SRCEND, OPS_BLK, OPS_BLKEND, OPS_DONE, OPS_DONEEND, OPS_GRP,
+ OPS_GRPEND, OPS_CHUNK, OPS_LAYER, OPS_NDLV, OPS_COMM) = range(22)
+OPS_NCOLS = 22
 
 # ---- ops' wide values (OW, int64): times in ps, byte counts, block ids, masks -----------
-OW_KV = 0
-OW_BYTES = 1
-OW_DUR = 2        # compute time (roofline + overhead), 0 for communication
-OW_START = 3
-OW_END = 4
-OW_DMASK = 5      # its destination boards: a board set of RS[R_MASKW] words (the table's last columns)
-OW_NCOLS = 6      # ... the table has OW_DMASK + W columns
+WIDE = Table("ops' wide values (OW)", "OW", (
+    ("kv", "KV block id"),
+    ("bytes", "payload bytes"),
+    ("dur", "compute time (roofline + overhead), 0 for communication"),
+    ("start", "when it started (-1: not yet)"),
+    ("end", "when it ended (-1: not yet)"),
+    ("dmask", "its destination boards: a board set, from here to the end of the row"),
+), tail="the board set is RS[RS_MASKW] words: the table has OW_DMASK + W columns")
+# WIDE's columns, rendered from it by `python -m emu.net.render_tables` (do not edit)
+(OW_KV, OW_BYTES, OW_DUR, OW_START, OW_END, OW_DMASK) = range(6)
+# the board set is RS[RS_MASKW] words: the table has OW_DMASK + W columns
+OW_NCOLS = 6
 
 # ---- parts (PT): an op at one place (compute: its node; communication: one source) ----
-P_OP = 0
-P_NODE = 1
-P_NEED = 2        # unmet dependencies
-P_ROUTE = 3       # route of its send to the op's other destinations (-1: none)
-P_NCOLS = 4
+PARTS = Table("parts (PT)", "PT", (
+    ("op", "the op"),
+    ("node", "where it runs"),
+    ("need", "unmet dependencies"),
+    ("route", "route of its send to the op's other destinations (-1: none)"),
+))
+# PARTS's columns, rendered from it by `python -m emu.net.render_tables` (do not edit)
+(PT_OP, PT_NODE, PT_NEED, PT_ROUTE) = range(4)
+PT_NCOLS = 4
 
 # ---- slots (SLOT): one (communication op, destination) ---------------------------------
-S_NODE = 0
-S_AT = 1          # parts released when the op is delivered here, in IDX
-S_ATEND = 2
-S_READERS = 3     # readers of the copy here still to finish (transient copies)
-S_GOT = 4         # sources' payloads arrived here
-S_TIME = 5        # when the op was delivered here (-1: not yet)
-S_TRANS = 6       # transient bytes held here for this op
-S_NCOLS = 7
+SLOTS = Table("delivery slots (SLOT)", "SLOT", (
+    ("node", "the destination"),
+    ("at", "parts released when the op is delivered here, in IDX"),
+    ("atend", "end of those parts"),
+    ("readers", "readers of the copy here still to finish (transient copies)"),
+    ("got", "sources' payloads arrived here"),
+    ("time", "when the op was delivered here (-1: not yet)"),
+    ("trans", "transient bytes held here for this op"),
+))
+# SLOTS's columns, rendered from it by `python -m emu.net.render_tables` (do not edit)
+(SLOT_NODE, SLOT_AT, SLOT_ATEND, SLOT_READERS, SLOT_GOT, SLOT_TIME, SLOT_TRANS) = range(7)
+SLOT_NCOLS = 7
+
+# ---- groups (GP): members of reductions and all-to-all exchanges ---------------------
+GROUPS = Table("group members (GP)", "GP", (
+    ("member", "the member's board"),
+    ("parent", "reductions: the member it reports to (-1: the root)"),
+    ("wait", "reductions: contributions still to come (its own + its children's)"),
+    ("fold_own", "reductions: when its own contribution folded at it, in RS_NFOLD's count (-1: not yet)"),
+    ("fold_up", "reductions: when its result folded at its parent, in RS_NFOLD's count (-1: not yet)"),
+))
+# GROUPS's columns, rendered from it by `python -m emu.net.render_tables` (do not edit)
+(GP_MEMBER, GP_PARENT, GP_WAIT, GP_FOLD_OWN, GP_FOLD_UP) = range(5)
+GP_NCOLS = 5
+
+# ---- nodes (NT) --------------------------------------------------------------------
+NODE_STATE = Table("nodes (NT)", "NT", (
+    ("busy", "compute engine running an op"),
+    ("stall", "sends waiting for the packetizer (the compute engine stalls)"),
+    ("fifo_b", "packetizer payload bytes in use"),
+    ("fifo_e", "packetizer metadata entries in use"),
+    ("qhead", "transfers waiting for room (linked through TR_NEXT)"),
+    ("qtail", "the last of them"),
+    ("owner", "KV memory: owner bytes"),
+    ("replica", "KV memory: replica bytes"),
+    ("transient", "KV memory: transient bytes"),
+    ("rq", "its ready queue: a binary min-heap of op ids in RQ[NT_RQ : NT_RQ + capacity]"),
+    ("rqlen", "ops in its ready queue"),
+    ("msgid", "the NIC's message id counter (a header field)"),
+    ("seq", "the NIC's sequence counter (a header field)"),
+))
+# NODE_STATE's columns, rendered from it by `python -m emu.net.render_tables` (do not edit)
+(NT_BUSY, NT_STALL, NT_FIFO_B, NT_FIFO_E, NT_QHEAD, NT_QTAIL, NT_OWNER, NT_REPLICA,
+ NT_TRANSIENT, NT_RQ, NT_RQLEN, NT_MSGID, NT_SEQ) = range(13)
+NT_NCOLS = 13
+
+# ---- transfers (TR): one send handed to a NIC -----------------------------------------
+TRANSFERS = Table("transfers (TR)", "TR", (
+    ("src", "source board"),
+    ("nbytes", "payload bytes"),
+    ("msgop", "the wire op of its messages"),
+    ("kv", "KV block id"),
+    ("cb", "who hears of its deliveries: CB_* below"),
+    ("op", "the trace op it serves"),
+    ("arg", "CB_SEND: its source; CB_A2A: member index"),
+    ("arg2", "CB_A2A: step"),
+    ("m0", "its messages (kernel rows) m0..m1-1"),
+    ("m1", "one past its last message"),
+    ("sent", "messages fully sent"),
+    ("next", "next transfer waiting for the same packetizer"),
+    ("accepted", "when the packetizer took it (-1: still waiting)"),
+    ("route", "route of its messages to the boards other than its source"),
+    ("fail_retries", "1 + the retries it had when reliable delivery gave up (0: not failed; -1: no route)"),
+    ("dmask", "its board sets, from here to the end of the row"),
+), sets=(
+    ("dests", "its destinations (the source too when it is one)"),
+    ("delivered", "the boards it was delivered at"),
+    ("failed", "the boards it failed at"),
+), tail="set k is RS[RS_MASKW] = W words at TR_DMASK + k W: the table has TR_DMASK + TR_SETS W columns")
+# TRANSFERS's columns, rendered from it by `python -m emu.net.render_tables` (do not edit)
+(TR_SRC, TR_NBYTES, TR_MSGOP, TR_KV, TR_CB, TR_OP, TR_ARG, TR_ARG2, TR_M0, TR_M1, TR_SENT,
+ TR_NEXT, TR_ACCEPTED, TR_ROUTE, TR_FAIL_RETRIES, TR_DMASK) = range(16)
+(TR_SET_DESTS, TR_SET_DELIVERED, TR_SET_FAILED) = range(3)
+TR_SETS = 3
+# set k is RS[RS_MASKW] = W words at TR_DMASK + k W: the table has TR_DMASK + TR_SETS W columns
+TR_NCOLS = 16
+
+# ---- messages (MX, beside the kernel's MS rows) -----------------------------------------
+MESSAGE_STATE = Table("messages (MX, beside the kernel's MS rows)", "MX", (
+    ("tr", "its transfer"),
+    ("sent", "every stream of it has left the packetizer"),
+    ("timer", "reliable delivery: 1 + sequence number of its live retransmission timer (0: none)"),
+    ("ctrl", "what it is: a data message (CTRL_DATA) or a control frame of the NICs (CTRL_*)"),
+    ("about", "a control frame: the data message it is about"),
+    ("peer", "a control frame: the receiver of that message it concerns (acker, probed, nacker)"),
+    ("nack", "a nack: offset of its payload (the missing-fragment bitmap) in NKB"),
+))
+# MESSAGE_STATE's columns, rendered from it by `python -m emu.net.render_tables` (do not edit)
+(MX_TR, MX_SENT, MX_TIMER, MX_CTRL, MX_ABOUT, MX_PEER, MX_NACK) = range(7)
+MX_NCOLS = 7
+
+# ---- KV blocks (KB: owner per block; KR: replica per (node, block)) ---------------------
+KV_BLOCKS = Table("KV blocks (KB)", "KB", (
+    ("owner", "owning node (-1: none)"),
+    ("bytes", "the block's bytes"),
+    ("snap_owner", "functional mode only: the owner when the first reduction contribution started"),
+    ("snap_bytes", "functional mode only: the bytes then"),
+), tail="only functional mode (emu.replay.functional_feed) has the snap columns: others KB_SNAP_OWNER")
+# KV_BLOCKS's columns, rendered from it by `python -m emu.net.render_tables` (do not edit)
+(KB_OWNER, KB_BYTES, KB_SNAP_OWNER, KB_SNAP_BYTES) = range(4)
+# only functional mode (emu.replay.functional_feed) has the snap columns: others KB_SNAP_OWNER
+KB_NCOLS = 4
+
+KV_REPLICAS = Table("KV replicas (KR, one row per (node, block))", "KR", (
+    ("state", "INVALID 0, VALID 1, DRAINING 2 (emu.nic.directory.State)"),
+    ("bytes", "the replica's bytes"),
+))
+# KV_REPLICAS's columns, rendered from it by `python -m emu.net.render_tables` (do not edit)
+(KR_STATE, KR_BYTES) = range(2)
+KR_NCOLS = 2
+
+# ---- run state (RS, int64, one row) ---------------------------------------------------
+RUN = Table("run state (RS, one row)", "RS", (
+    ("now", "simulated time, ps"),
+    ("seq", "next event sequence number (events at one time run in this order)"),
+    ("wake_seq", "sequence number of the pending network wake-up (-1: none)"),
+    ("wake_at", "its time"),
+    ("upcall_ev", "1: a hand-over of upcalls is scheduled"),
+    ("in_run", "1: inside the network's frame loop (resumes there after a buffer growth)"),
+    ("kv_bytes", "KV bytes held"),
+    ("done_ops", "ops done"),
+    ("ntr", "transfers created"),
+    ("nmsg", "messages created (kernel MS rows)"),
+    ("nmd", "MD rows used"),
+    ("nbits", "BITS bytes used"),
+    ("live_rep", "live replicas (directory)"),
+    ("nowners", "blocks with an owner"),
+    ("nsim", "event heap size"),
+    ("nwork", "work stack size"),
+    ("nhist", "HIST rows used"),
+    ("nerr", "ERR rows used"),
+    ("nodes", "boards"),
+    ("v", "nodes of the topology (boards and switches)"),
+    ("margin", "room advance() keeps in its buffers"),
+    ("per", "payload bytes per frame"),
+    ("hdr", "frame header bytes"),
+    ("chunk", "payload bytes per message (MAX_FRAGS fragments)"),
+    ("fifo_b", "packetizer capacity: bytes ..."),
+    ("fifo_e", "... and entries"),
+    ("layers", "the model's layers"),
+    ("kvmin", "KV block ids are dense from here"),
+    ("nkv", "KV blocks"),
+    ("progress", "report progress to Python every this many ops (0: never)"),
+    ("prog_next", "ops done at the next report"),
+    ("ctrl_drain", "control frames put on the wire: drains ..."),
+    ("ctrl_inv", "... and invalidates"),
+    ("events", "events processed"),
+    ("reliable", "1: reliable delivery (emu.engine.reliable; NicConfig.reliable)"),
+    ("max_retries", "reliable delivery's retries"),
+    ("rto_min", "its least RTO, ps"),
+    ("rto_max", "its largest RTO, ps"),
+    ("retx", "fragments resent (the summary's retransmitted_frames)"),
+    ("ctrl_ack", "control frames put on the wire: acks, ..."),
+    ("ctrl_nack", "... nacks ..."),
+    ("ctrl_probe", "... and probes"),
+    ("nsl", "SL entries used (resend fragment lists)"),
+    ("nnkb", "NKB bytes used (nack payloads)"),
+    ("chg_t", "a timeline's first pending change: time (INF: none) ..."),
+    ("chg_key", "... and its point of that instant (emu.net.network.Network.schedule_change)"),
+    ("in_chg", "1: applying the changes due now (Network._changes_due)"),
+    ("started", "1: drive() has started the replay"),
+    ("nfold", "reduction contributions folded so far (orders the GP_FOLD_* columns)"),
+    ("snapped", "1: the directory's owners are in KB's KB_SNAP_* columns (functional mode)"),
+    ("maskw", "words of a board set (emu.engine.boards)"),
+))
+# RUN's columns, rendered from it by `python -m emu.net.render_tables` (do not edit)
+(RS_NOW, RS_SEQ, RS_WAKE_SEQ, RS_WAKE_AT, RS_UPCALL_EV, RS_IN_RUN, RS_KV_BYTES, RS_DONE_OPS,
+ RS_NTR, RS_NMSG, RS_NMD, RS_NBITS, RS_LIVE_REP, RS_NOWNERS, RS_NSIM, RS_NWORK, RS_NHIST,
+ RS_NERR, RS_NODES, RS_V, RS_MARGIN, RS_PER, RS_HDR, RS_CHUNK, RS_FIFO_B, RS_FIFO_E, RS_LAYERS,
+ RS_KVMIN, RS_NKV, RS_PROGRESS, RS_PROG_NEXT, RS_CTRL_DRAIN, RS_CTRL_INV, RS_EVENTS,
+ RS_RELIABLE, RS_MAX_RETRIES, RS_RTO_MIN, RS_RTO_MAX, RS_RETX, RS_CTRL_ACK, RS_CTRL_NACK,
+ RS_CTRL_PROBE, RS_NSL, RS_NNKB, RS_CHG_T, RS_CHG_KEY, RS_IN_CHG, RS_STARTED, RS_NFOLD,
+ RS_SNAPPED, RS_MASKW) = range(51)
+RS_NCOLS = 51
+
+# ---- the event heap (SIM), the work stack (WORK), the directory's history and errors ----
+EVENT_HEAP = Table("event heap (SIM), ordered by (time, seq)", "SIM", (
+    ("time", "when it is due, ps"),
+    ("seq", "scheduling sequence number"),
+    ("kind", "E_* below"),
+    ("a", "its first argument"),
+    ("b", "its second argument"),
+))
+# EVENT_HEAP's columns, rendered from it by `python -m emu.net.render_tables` (do not edit)
+(SIM_TIME, SIM_SEQ, SIM_KIND, SIM_A, SIM_B) = range(5)
+SIM_NCOLS = 5
+
+CALLBACKS = Table("work stack (WORK): the replay's callbacks, run depth first", "WORK", (
+    ("kind", "W_* below"),
+    ("a", "its first argument"),
+    ("b", "its second argument"),
+    ("c", "its third argument"),
+))
+# CALLBACKS's columns, rendered from it by `python -m emu.net.render_tables` (do not edit)
+(WORK_KIND, WORK_A, WORK_B, WORK_C) = range(4)
+WORK_NCOLS = 4
+
+HISTORY = Table("directory history (HIST): one row per change of a node's KV memory", "HIST", (
+    ("t_ps", "when"),
+    ("node", "the node"),
+    ("owner_bytes", "its owner bytes then"),
+    ("replica_bytes", "its replica bytes"),
+    ("transient_bytes", "its transient bytes"),
+    ("blocks", "blocks with an owner (all nodes)"),
+    ("replicas", "live replicas (all nodes)"),
+))
+# HISTORY's columns, rendered from it by `python -m emu.net.render_tables` (do not edit)
+(HIST_T_PS, HIST_NODE, HIST_OWNER_BYTES, HIST_REPLICA_BYTES, HIST_TRANSIENT_BYTES, HIST_BLOCKS,
+ HIST_REPLICAS) = range(7)
+HIST_NCOLS = 7
+
+ERRORS = Table("directory errors (ERR)", "ERR", (
+    ("t", "when"),
+    ("code", "DERR_* below"),
+    ("node", "the node"),
+    ("kv", "the KV block (dense index)"),
+    ("state", "the replica's state then"),
+))
+# ERRORS's columns, rendered from it by `python -m emu.net.render_tables` (do not edit)
+(ERR_T, ERR_CODE, ERR_NODE, ERR_KV, ERR_STATE) = range(5)
+ERR_NCOLS = 5
 
 # ---- dependency flags (DF, per entry of the dep list) --------------------------------
 DF_READS = 1      # the dependent op reads the delivery's data (keeps a transient copy)
 DF_REPLICA = 2    # the dependency is a KV replica multicast (attention reads a replica)
 
-# ---- groups (GP): members of reductions and all-to-all exchanges ---------------------
-G_MEMBER = 0
-G_PARENT = 1      # reductions: the member it reports to (-1: the root)
-G_WAIT = 2        # reductions: contributions still to come (its own + its children's)
-G_FOLD_OWN = 3    # reductions: when its own contribution folded at it, in R_NFOLD's count (-1: not yet)
-G_FOLD_UP = 4     # reductions: when its result folded at its parent, in R_NFOLD's count (-1: not yet)
-G_NCOLS = 5
-
-# ---- nodes (NT) --------------------------------------------------------------------
-N_BUSY = 0        # compute engine running an op
-N_STALL = 1       # sends waiting for the packetizer (the compute engine stalls)
-N_FIFO_B = 2      # packetizer payload bytes in use
-N_FIFO_E = 3      # packetizer metadata entries in use
-N_QHEAD = 4       # transfers waiting for room (linked through T_NEXT)
-N_QTAIL = 5
-N_OWNER = 6       # KV memory: owner, replica and transient bytes
-N_REPLICA = 7
-N_TRANSIENT = 8
-N_RQ = 9          # its ready queue: a binary min-heap of op ids in RQ[N_RQ : N_RQ + capacity]
-N_RQLEN = 10
-N_MSGID = 11      # the NIC's message id and sequence counters (header fields)
-N_SEQ = 12
-N_NCOLS = 13
-
-# ---- transfers (TR): one send handed to a NIC -----------------------------------------
-T_SRC = 0
-T_NBYTES = 1
-T_MSGOP = 2
-T_KV = 3
-T_CB = 4          # who hears of its deliveries: CB_* below
-T_OP = 5          # the trace op it serves
-T_ARG = 6         # CB_SEND: its source; CB_A2A: member index
-T_ARG2 = 7        # CB_A2A: step
-T_M0 = 8          # its messages (kernel rows) m0..m1-1
-T_M1 = 9
-T_SENT = 10       # messages fully sent
-T_NEXT = 11       # next transfer waiting for the same packetizer
-T_ACCEPTED = 12   # when the packetizer took it (-1: still waiting)
-T_ROUTE = 13      # route of its messages to the boards other than its source
-T_FAIL_RETRIES = 14  # 1 + the retries it had when reliable delivery gave up (0: not failed; -1: no route)
-T_DMASK = 15      # board sets (emu.engine.boards), RS[R_MASKW] words each, from here, set k
-                  # at T_DMASK + k W: ...
-T_DESTS = 0       # ... its destinations (the source too when it is one),
-T_DELIVERED = 1   # ... the boards it was delivered at,
-T_FAILED = 2      # ... the boards it failed at
-T_SETS = 3
-T_NCOLS = 16      # ... the table has T_DMASK + T_SETS W columns
-
+# ---- who hears of a transfer's deliveries (TR_CB) ----------------------------------------
 CB_SEND = 0       # a communication op's part: the op counts its sources' payloads
 CB_CTRL = 1       # a drain or invalidate: delivered to the op at once
 CB_RED = 2        # a reduction's partial result: folds at the receiving member
 CB_A2A = 3        # one pair of an all-to-all: the member's next step follows
 
-# ---- messages (MX, beside the kernel's MS rows) -----------------------------------------
-X_TR = 0          # its transfer
-X_SENT = 1        # every stream of it has left the packetizer
-X_TIMER = 2       # reliable delivery: 1 + sequence number of its live retransmission timer (0: none)
-X_CTRL = 3        # what it is: a data message (CTRL_DATA) or a control frame of the NICs (CTRL_*)
-X_ABOUT = 4       # a control frame: the data message it is about
-X_PEER = 5        # a control frame: the receiver of that message it concerns (acker, probed, nacker)
-X_NACK = 6        # a nack: offset of its payload (the missing-fragment bitmap) in NKB
-X_NCOLS = 7
+# ---- what a message is (MX_CTRL) ---------------------------------------------------------
 CTRL_DATA = 0
 CTRL_ACK = 1
 CTRL_PROBE = 2
 CTRL_NACK = 3
 
-# ---- KV blocks (KB: owner per block; KR: replica per (node, block)) ---------------------
-K_OWNER = 0       # owning node (-1: none)
-K_BYTES = 1
-K_NCOLS = 2
-# functional mode only (emu.replay.functional_feed): KB has these two more columns, the
-# owner and bytes of each block when the first reduction contribution started
-K_SNAP_OWNER = 2
-K_SNAP_BYTES = 3
-K_FN_NCOLS = 4
-RP_STATE = 0       # INVALID 0, VALID 1, DRAINING 2 (emu.nic.directory.State)
-RP_BYTES = 1
-RP_NCOLS = 2
-
-# ---- run state (RS, int64) ----------------------------------------------------------
-R_NOW = 0
-R_SEQ = 1         # next event sequence number (events at one time run in this order)
-R_WAKE_SEQ = 2    # sequence number of the pending network wake-up (-1: none)
-R_WAKE_AT = 3
-R_UPCALL_EV = 4   # 1: a hand-over of upcalls is scheduled
-R_IN_RUN = 5      # 1: inside the network's frame loop (resumes there after a buffer growth)
-R_KV_BYTES = 6
-R_DONE_OPS = 7
-R_NTR = 8         # transfers created
-R_NMSG = 9        # messages created (kernel MS rows)
-R_NMD = 10        # MD rows used
-R_NBITS = 11      # BITS bytes used
-R_LIVE_REP = 12   # live replicas (directory)
-R_NOWNERS = 13    # blocks with an owner
-R_NSIM = 14       # event heap size
-R_NWORK = 15      # work stack size
-R_NHIST = 16
-R_NERR = 17
-R_NODES = 18      # boards
-R_V = 19          # nodes of the topology (boards and switches)
-R_MARGIN = 20     # room advance() keeps in its buffers
-R_PER = 21        # payload bytes per frame
-R_HDR = 22        # frame header bytes
-R_CHUNK = 23      # payload bytes per message (MAX_FRAGS fragments)
-R_FIFO_B = 24     # packetizer capacity: bytes ...
-R_FIFO_E = 25     # ... and entries
-R_LAYERS = 26
-R_KVMIN = 27      # KV block ids are dense from here
-R_NKV = 28
-R_PROGRESS = 29   # report progress to Python every this many ops (0: never)
-R_PROG_NEXT = 30
-R_CTRL_DRAIN = 31  # control frames put on the wire: drains ...
-R_CTRL_INV = 32    # ... and invalidates
-R_EVENTS = 33     # events processed
-R_RELIABLE = 34   # 1: reliable delivery (emu.engine.reliable; NicConfig.reliable)
-R_MAX_RETRIES = 35
-R_RTO_MIN = 36
-R_RTO_MAX = 37
-R_RETX = 38       # fragments resent (the summary's retransmitted_frames)
-R_CTRL_ACK = 39   # control frames put on the wire: acks, ...
-R_CTRL_NACK = 40  # ... nacks ...
-R_CTRL_PROBE = 41  # ... and probes
-R_NSL = 42        # SL entries used (resend fragment lists)
-R_NNKB = 43       # NKB bytes used (nack payloads)
-R_CHG_T = 44      # a timeline's first pending change: time (INF: none) ...
-R_CHG_KEY = 45    # ... and its point of that instant (emu.net.network.Network.schedule_change)
-R_IN_CHG = 46     # 1: applying the changes due now (Network._changes_due)
-R_STARTED = 47    # 1: drive() has started the replay
-R_NFOLD = 48      # reduction contributions folded so far (orders the GP G_FOLD_* columns)
-R_SNAPPED = 49    # 1: the directory's owners are in KB's K_SNAP_* columns (functional mode)
-R_MASKW = 50      # words of a board set (emu.engine.boards)
-R_NCOLS = 51
-
-# ---- events (kinds in GT_SIM) ----------------------------------------------------------
+# ---- events (SIM_KIND) ----------------------------------------------------------------
 E_FINISH = 0      # a compute op ends (a = op, b = node)
 E_WAKE = 1        # the network's next frame event is due
 E_UPCALLS = 2     # the kernel's upcalls of a later instant are due
 E_LOCAL = 3       # a send's copy for its own source (a = transfer, b = node)
-E_TIMER = 4       # a message's retransmission timer (a = message; live while MX[a, X_TIMER] names it)
+E_TIMER = 4       # a message's retransmission timer (a = message; live while MX[a, MX_TIMER] names it)
 E_CHANGE = 5      # a timeline's changes are due (Network._changes_due)
 E_PARTLEFT = 6    # a message with no first hop counts as sent (a = message; Cluster._part_left)
 
-# ---- work items (kinds in GT_WORK): the replay's callbacks, run depth first ---------------
+# ---- work items (WORK_KIND) -----------------------------------------------------------------
 W_RELEASE = 0     # release IDX[a:b] one part at a time
 W_READY = 1       # part a has all it needs
 W_TRY = 2         # node a's compute engine looks for work
@@ -216,13 +332,12 @@ W_PART_DLV = 7    # one source's payload of op a reached node b
 W_OP_DLV = 8      # op a is delivered at node b
 
 # ---- statuses of drive() ---------------------------------------------------------------
-D_DONE = 0        # no events left
-D_PROGRESS = 1    # R_PROGRESS more ops are done (Python draws the bar and calls again)
-D_CHANGE = 8      # a timeline change is due now: Python applies it to the kernel tables and calls again
+DRIVE_DONE = 0        # no events left
+DRIVE_PROGRESS = 1    # RS_PROGRESS more ops are done (Python draws the bar and calls again)
+DRIVE_CHANGE = 8      # a timeline change is due now: Python applies it to the kernel tables and calls again
 # anything else: the kernel's ST_NEED_* (Python grows or flushes that buffer and calls again)
 
-# ---- directory error codes (rows of ERR) -----------------------------------------------------
-ERR_READ = 0
-ERR_DRAIN = 1
-ERR_INVALIDATE = 2
-
+# ---- directory error codes (ERR_CODE) -----------------------------------------------------
+DERR_READ = 0
+DERR_DRAIN = 1
+DERR_INVALIDATE = 2

@@ -28,15 +28,15 @@ from ..workload.enums import KV_OPS_MASK, Kind, Residency
 from .compute import ready_push, slot_of, try_compute
 from .directory import add_owner, add_transient, free_transient, owner_bytes
 from .events import at, cancelled, peek, pop, push, rearm
-from .layout import (CB_CTRL, CB_SEND, D_CHANGE, D_DONE, D_PROGRESS, DF_READS, E_CHANGE, E_FINISH, E_LOCAL,
-                          E_PARTLEFT, E_TIMER, E_UPCALLS, E_WAKE, G_WAIT, K_BYTES, K_NCOLS, K_OWNER,
-                          K_SNAP_BYTES, K_SNAP_OWNER, R_CHG_KEY, R_CHG_T, R_IN_CHG, R_SNAPPED,
-                          N_BUSY, N_STALL, O_BLK, O_BLKEND, OW_BYTES, O_CHUNK, O_COMM, O_DEP, O_DEPEND,
-                          O_DONE, O_DONEEND, O_DST, O_DSTEND, OW_END, O_GRP, O_KIND, OW_KV, O_LAYER, O_MSGOP,
-                          O_NDLV, O_NODE, O_PART, O_PEND, O_RES, O_SRC, O_SRCEND, OW_START, P_NEED, P_NODE,
-                          P_OP, P_ROUTE, R_DONE_OPS, R_IN_RUN, R_KV_BYTES, R_LAYERS, R_MARGIN, R_NODES, R_NOW,
-                          R_NSIM, R_NWORK, R_PROG_NEXT, R_PROGRESS, R_STARTED, R_UPCALL_EV, R_WAKE_SEQ, S_AT, S_ATEND,
-                          S_GOT, S_READERS, S_TIME, W_A2A_STEP, W_CONSUMED, W_DELIVERED, W_OP_DLV,
+from .layout import (CB_CTRL, CB_SEND, DRIVE_CHANGE, DRIVE_DONE, DRIVE_PROGRESS, DF_READS, E_CHANGE, E_FINISH, E_LOCAL,
+                          E_PARTLEFT, E_TIMER, E_UPCALLS, E_WAKE, GP_WAIT, KB_BYTES, KB_SNAP_OWNER, KB_OWNER,
+                          KB_SNAP_BYTES, RS_CHG_KEY, RS_CHG_T, RS_IN_CHG, RS_SNAPPED,
+                          NT_BUSY, NT_STALL, OPS_BLK, OPS_BLKEND, OW_BYTES, OPS_CHUNK, OPS_COMM, OPS_DEP, OPS_DEPEND,
+                          OPS_DONE, OPS_DONEEND, OPS_DST, OPS_DSTEND, OW_END, OPS_GRP, OPS_KIND, OW_KV, OPS_LAYER, OPS_MSGOP,
+                          OPS_NDLV, OPS_NODE, OPS_PART, OPS_PEND, OPS_RES, OPS_SRC, OPS_SRCEND, OW_START, PT_NEED, PT_NODE,
+                          PT_OP, PT_ROUTE, RS_DONE_OPS, RS_IN_RUN, RS_KV_BYTES, RS_LAYERS, RS_MARGIN, RS_NODES, RS_NOW,
+                          RS_NSIM, RS_NWORK, RS_PROG_NEXT, RS_PROGRESS, RS_STARTED, RS_UPCALL_EV, RS_WAKE_SEQ, SLOT_AT, SLOT_ATEND,
+                          SLOT_GOT, SLOT_READERS, SLOT_TIME, W_A2A_STEP, W_CONSUMED, W_DELIVERED, W_OP_DLV,
                           W_PART_DLV, W_READY, W_RELEASE, W_TRY, W_UPCALLS)
 from .nic import a2a_step, delivered, fold, message_done, message_sent, part_left, send
 from .reliable import timer_due
@@ -53,11 +53,11 @@ TRANSIENT, OWNER = int(Residency.transient), int(Residency.owner)
 def ready(s, p):
     """Part ``p`` has all it needs: a compute op joins its node's queue, a communication part starts."""
     PT, OP = s.PT, s.OP
-    op = PT[p, P_OP]
-    if OP[op, O_COMM]:
+    op = PT[p, PT_OP]
+    if OP[op, OPS_COMM]:
         start_comm(s, op, p)
     else:
-        node = np.int64(OP[op, O_NODE])  # an int64 argument, as everywhere else (one compiled try_compute)
+        node = np.int64(OP[op, OPS_NODE])  # an int64 argument, as everywhere else (one compiled try_compute)
         ready_push(s.NT, s.RQ, node, op)
         try_compute(s, node)
 
@@ -65,65 +65,65 @@ def ready(s, p):
 @compiled_inline
 def start_comm(s, op, p):
     RS, OP, OW, PT, NT = s.RS, s.OP, s.OW, s.PT, s.NT
-    src = PT[p, P_NODE]
+    src = PT[p, PT_NODE]
     if OW[op, OW_START] < 0:
-        OW[op, OW_START] = RS[R_NOW]
-    kind = OP[op, O_KIND]
+        OW[op, OW_START] = RS[RS_NOW]
+    kind = OP[op, OPS_KIND]
     if kind == REDUCE:
-        if s.GP[OP[op, O_GRP], G_WAIT] < 0:
+        if s.GP[OP[op, OPS_GRP], GP_WAIT] < 0:
             raise ValueError("compiled replay: a reduction tree the re-route could not build")
-        if RS[R_SNAPPED] == 0 and s.KB.shape[1] > K_NCOLS:
+        if RS[RS_SNAPPED] == 0 and s.KB.shape[1] > KB_SNAP_OWNER:
             snapshot_owners(s)  # functional mode: the layout its first contribution finds
         push(s, W_CONSUMED, op, src, 0)  # after the contribution and what it completes
         fold(s, op, src, src)
         return
     if kind == DRAIN or kind == INVALIDATE:
-        send(s, src, op, -1, 0, OP[op, O_MSGOP], OW[op, OW_KV], CB_CTRL, op, src, 0, PT[p, P_ROUTE])
+        send(s, src, op, -1, 0, OP[op, OPS_MSGOP], OW[op, OW_KV], CB_CTRL, op, src, 0, PT[p, PT_ROUTE])
         return
     if kind == ALL_TO_ALL:
-        g = OP[op, O_GRP]
+        g = OP[op, OPS_GRP]
         while s.GP[g, 0] != src:
             g += 1
-        a2a_step(s, op, g - OP[op, O_GRP], 1)
+        a2a_step(s, op, g - OP[op, OPS_GRP], 1)
         consumed(s, op, src)
         return
-    NT[src, N_STALL] += 1  # the compute engine waits until the packetizer takes the payload
-    send(s, src, op, -1, OW[op, OW_BYTES], OP[op, O_MSGOP], max(OW[op, OW_KV], 0), CB_SEND, op, src,
-         0, PT[p, P_ROUTE])
+    NT[src, NT_STALL] += 1  # the compute engine waits until the packetizer takes the payload
+    send(s, src, op, -1, OW[op, OW_BYTES], OP[op, OPS_MSGOP], max(OW[op, OW_KV], 0), CB_SEND, op, src,
+         0, PT[p, PT_ROUTE])
     consumed(s, op, src)
 
 
 @compiled
 def snapshot_owners(s):
-    """Each block's owner and bytes now, into KB's K_SNAP_* columns (once)."""
+    """Each block's owner and bytes now, into KB's KB_SNAP_* columns (once)."""
     KB = s.KB
     for b in range(KB.shape[0]):
-        KB[b, K_SNAP_OWNER] = KB[b, K_OWNER]
-        KB[b, K_SNAP_BYTES] = KB[b, K_BYTES]
-    s.RS[R_SNAPPED] = 1
+        KB[b, KB_SNAP_OWNER] = KB[b, KB_OWNER]
+        KB[b, KB_SNAP_BYTES] = KB[b, KB_BYTES]
+    s.RS[RS_SNAPPED] = 1
 
 
 @compiled
 def consumed(s, op, node):
     """A reader of transient copies at ``node`` is done with them (Replay._consumed)."""
     RS, OP, SLOT, IDX, DF = s.RS, s.OP, s.SLOT, s.IDX, s.DF
-    for e in range(OP[op, O_DEP], OP[op, O_DEPEND]):
+    for e in range(OP[op, OPS_DEP], OP[op, OPS_DEPEND]):
         if DF[e] & DF_READS:
             x = IDX[e]
             sl = slot_of(OP, IDX, x, node)
             if sl >= 0:
-                SLOT[sl, S_READERS] -= 1
-                if SLOT[sl, S_READERS] == 0 and OP[x, O_RES] == TRANSIENT:
-                    free_transient(s, node, sl, RS[R_NOW])
+                SLOT[sl, SLOT_READERS] -= 1
+                if SLOT[sl, SLOT_READERS] == 0 and OP[x, OPS_RES] == TRANSIENT:
+                    free_transient(s, node, sl, RS[RS_NOW])
 
 
 @compiled_inline
 def finish_compute(s, op, node):
     RS, OP, OW, NT = s.RS, s.OP, s.OW, s.NT
-    now = RS[R_NOW]
+    now = RS[RS_NOW]
     OW[op, OW_END] = now
-    NT[node, N_BUSY] = 0
-    kind = OP[op, O_KIND]
+    NT[node, NT_BUSY] = 0
+    kind = OP[op, OPS_KIND]
     if (kind == QKV or kind == DECODE_QKV) and OW[op, OW_KV] >= 0 and OW[op, OW_BYTES] > 0:
         add_owner(s, node, OW[op, OW_KV], OW[op, OW_BYTES], now)
     consumed(s, op, node)
@@ -134,8 +134,8 @@ def finish_compute(s, op, node):
 @compiled
 def op_done(s, op):
     RS, OP = s.RS, s.OP
-    RS[R_DONE_OPS] += 1
-    push(s, W_RELEASE, OP[op, O_DONE], OP[op, O_DONEEND], 0)
+    RS[RS_DONE_OPS] += 1
+    push(s, W_RELEASE, OP[op, OPS_DONE], OP[op, OPS_DONEEND], 0)
 
 
 @compiled_inline
@@ -143,14 +143,14 @@ def part_delivered(s, op, node):
     """One source's payload reached ``node``; the op is delivered there when every source's has."""
     OP, SLOT, IDX = s.OP, s.SLOT, s.IDX
     sl = slot_of(OP, IDX, op, node)
-    SLOT[sl, S_GOT] += 1
-    nsrc = OP[op, O_PEND] - OP[op, O_PART]
-    if OP[op, O_KIND] == ALL_TO_ALL:
-        for e in range(OP[op, O_SRC], OP[op, O_SRCEND]):
+    SLOT[sl, SLOT_GOT] += 1
+    nsrc = OP[op, OPS_PEND] - OP[op, OPS_PART]
+    if OP[op, OPS_KIND] == ALL_TO_ALL:
+        for e in range(OP[op, OPS_SRC], OP[op, OPS_SRCEND]):
             if IDX[e] == node:
                 nsrc -= 1
                 break
-    if SLOT[sl, S_GOT] == nsrc:
+    if SLOT[sl, SLOT_GOT] == nsrc:
         op_delivered(s, op, node)
 
 
@@ -158,49 +158,49 @@ def part_delivered(s, op, node):
 def op_delivered(s, op, node):
     """Replay._delivered up to releasing what waits for the delivery here (W_DELIVERED goes on)."""
     RS, OP, OW, SLOT, IDX = s.RS, s.OP, s.OW, s.SLOT, s.IDX
-    now = RS[R_NOW]
-    kind = OP[op, O_KIND]
+    now = RS[RS_NOW]
+    kind = OP[op, OPS_KIND]
     nbytes = OW[op, OW_BYTES]
-    nsrcs = OP[op, O_SRCEND] - OP[op, O_SRC]
+    nsrcs = OP[op, OPS_SRCEND] - OP[op, OPS_SRC]
     if kind == ALL_TO_ALL:  # one block from every other source
         here = 0
-        for e in range(OP[op, O_SRC], OP[op, O_SRCEND]):
+        for e in range(OP[op, OPS_SRC], OP[op, OPS_SRCEND]):
             if IDX[e] == node:
                 here = 1
                 break
-        nbytes *= (OP[op, O_PEND] - OP[op, O_PART]) - here
-    if (KV_OPS_MASK >> OP[op, O_MSGOP]) & 1:
-        RS[R_KV_BYTES] += nbytes
+        nbytes *= (OP[op, OPS_PEND] - OP[op, OPS_PART]) - here
+    if (KV_OPS_MASK >> OP[op, OPS_MSGOP]) & 1:
+        RS[RS_KV_BYTES] += nbytes
     sl = slot_of(OP, IDX, op, node)
-    res = OP[op, O_RES]
+    res = OP[op, OPS_RES]
     if res == TRANSIENT:
         add_transient(s, node, sl, nbytes, now)
-        if SLOT[sl, S_READERS] == 0:
+        if SLOT[sl, SLOT_READERS] == 0:
             free_transient(s, node, sl, now)
     elif res == OWNER and kind == ALL_TO_ALL:
         # a head shard: node owns block (chunk, node, layer), its own part included
-        kv = (OP[op, O_CHUNK] * RS[R_NODES] + node) * RS[R_LAYERS] + OP[op, O_LAYER]
+        kv = (OP[op, OPS_CHUNK] * RS[RS_NODES] + node) * RS[RS_LAYERS] + OP[op, OPS_LAYER]
         add_owner(s, node, kv, OW[op, OW_BYTES] * nsrcs, now)
     elif res == OWNER and OW[op, OW_KV] >= 0:
-        nb = OP[op, O_BLKEND] - OP[op, O_BLK]
+        nb = OP[op, OPS_BLKEND] - OP[op, OPS_BLK]
         if nb:  # a bulk handoff: each block moves with the size its owner holds
-            for e in range(OP[op, O_BLK], OP[op, O_BLKEND]):
+            for e in range(OP[op, OPS_BLK], OP[op, OPS_BLKEND]):
                 kv = IDX[e]
                 add_owner(s, node, kv, owner_bytes(s, kv, nbytes // nb), now)
         else:
             add_owner(s, node, OW[op, OW_KV], nbytes, now)
     push(s, W_DELIVERED, op, node, 0)
-    push(s, W_RELEASE, SLOT[sl, S_AT], SLOT[sl, S_ATEND], 0)
+    push(s, W_RELEASE, SLOT[sl, SLOT_AT], SLOT[sl, SLOT_ATEND], 0)
 
 
 @compiled_inline
 def delivered_tail(s, op, node):
     RS, OP, SLOT = s.RS, s.OP, s.SLOT
     sl = slot_of(OP, s.IDX, op, node)
-    SLOT[sl, S_TIME] = RS[R_NOW]
-    OP[op, O_NDLV] += 1
-    if OP[op, O_NDLV] == OP[op, O_DSTEND] - OP[op, O_DST]:
-        s.OW[op, OW_END] = RS[R_NOW]
+    SLOT[sl, SLOT_TIME] = RS[RS_NOW]
+    OP[op, OPS_NDLV] += 1
+    if OP[op, OPS_NDLV] == OP[op, OPS_DSTEND] - OP[op, OPS_DST]:
+        s.OW[op, OW_END] = RS[RS_NOW]
         op_done(s, op)
 
 
@@ -218,18 +218,18 @@ def upcall(s, i):
 def work(s):
     """Run the work stack until it is empty."""
     RS, PT, IDX = s.RS, s.PT, s.IDX
-    while RS[R_NWORK] > 0:
-        n = RS[R_NWORK] - 1
+    while RS[RS_NWORK] > 0:
+        n = RS[RS_NWORK] - 1
         W = s.WORK
         kind, a, b, c = W[n, 0], W[n, 1], W[n, 2], W[n, 3]
-        RS[R_NWORK] = n
+        RS[RS_NWORK] = n
         if kind == W_RELEASE:
             if a < b:
                 if a + 1 < b:
                     push(s, W_RELEASE, a + 1, b, 0)
                 p = IDX[a]
-                PT[p, P_NEED] -= 1
-                if PT[p, P_NEED] == 0:
+                PT[p, PT_NEED] -= 1
+                if PT[p, PT_NEED] == 0:
                     ready(s, p)
         elif kind == W_UPCALLS:
             if a + 1 < b:
@@ -293,18 +293,18 @@ def net_run_to(s, stop_t, stop_key):
     """Network._run(stop_t, stop_key): the kernel up to the earliest of that point, the next
     replay event and the first pending timeline change."""
     RS = s.RS
-    now = RS[R_NOW]
+    now = RS[RS_NOW]
     while True:
         nxt = peek(s)
         limit, key = stop_t, stop_key
         if nxt >= 0 and (nxt < limit or (nxt == limit and K.KEY_ALL < key)):
             limit, key = nxt, K.KEY_ALL
-        if RS[R_CHG_T] < limit or (RS[R_CHG_T] == limit and RS[R_CHG_KEY] < key):
-            limit, key = RS[R_CHG_T], RS[R_CHG_KEY]
+        if RS[RS_CHG_T] < limit or (RS[RS_CHG_T] == limit and RS[RS_CHG_KEY] < key):
+            limit, key = RS[RS_CHG_T], RS[RS_CHG_KEY]
         status, t = K.advance_binned(s.SC, s.LK, s.LF, s.LR, s.LD, s.ND, s.NS,
                                      s.DL, s.FP, s.FREE, s.HP, s.LG, s.FW, s.MS,
                                      s.MD, s.BITS, s.UP, s.SP, s.SL, s.SFREE, s.LB,
-                                     limit, key, RS[R_MARGIN])
+                                     limit, key, RS[RS_MARGIN])
         if (status == K.ST_NEED_FRAMES or status == K.ST_NEED_UPCALLS or status == K.ST_NEED_HEAP
                 or status == K.ST_NEED_BINS):
             grow_buffer(s, status, t)
@@ -312,13 +312,13 @@ def net_run_to(s, stop_t, stop_key):
         if status == K.ST_NEED_LOG:
             return status
         if status == K.ST_UPCALLS:
-            if t == now and RS[R_IN_CHG] == 0 and RS[R_CHG_T] != now:
+            if t == now and RS[RS_IN_CHG] == 0 and RS[RS_CHG_T] != now:
                 # The application runs after the grants of its instant; what it sends
                 # now is considered in a further round of grants at now.
                 flush_upcalls(s)
                 continue
-            if t > now and RS[R_UPCALL_EV] == 0:
-                RS[R_UPCALL_EV] = 1
+            if t > now and RS[RS_UPCALL_EV] == 0:
+                RS[RS_UPCALL_EV] = 1
                 at(s, t, E_UPCALLS, 0, 0)
             return 0
         rearm(s)
@@ -327,7 +327,7 @@ def net_run_to(s, stop_t, stop_key):
 
 @compiled
 def drive(s, parts):
-    """Run events until none are left (D_DONE), progress is due (D_PROGRESS) or the log is full (ST_NEED_LOG).
+    """Run events until none are left (DRIVE_DONE), progress is due (DRIVE_PROGRESS) or the log is full (ST_NEED_LOG).
 
     The first call starts the replay: the parts with no dependencies, in order, at time 0,
     then the network's first wake-up. The one function Python calls: every compiled
@@ -336,62 +336,62 @@ def drive(s, parts):
     loop is inlined into it.
     """
     RS = s.RS
-    if RS[R_STARTED] == 0:
-        RS[R_STARTED] = 1
+    if RS[RS_STARTED] == 0:
+        RS[RS_STARTED] = 1
         for p in parts:
             ready(s, p)
             work(s)
         rearm(s)
     while True:
         changing = False
-        if RS[R_IN_CHG]:
+        if RS[RS_IN_CHG]:
             # Network._changes_due: each change due now runs at its point of the instant
-            if RS[R_CHG_T] <= RS[R_NOW]:
+            if RS[RS_CHG_T] <= RS[RS_NOW]:
                 changing = True
             else:
-                RS[R_IN_CHG] = 0
-                RS[R_IN_RUN] = 1
-        if changing or RS[R_IN_RUN]:
+                RS[RS_IN_CHG] = 0
+                RS[RS_IN_RUN] = 1
+        if changing or RS[RS_IN_RUN]:
             # one call site of the (inlined) frame loop: up to the change's point, or on
             stop_t, stop_key = K.INF, K.KEY_ALL
             if changing:
-                stop_t, stop_key = RS[R_NOW], RS[R_CHG_KEY]
+                stop_t, stop_key = RS[RS_NOW], RS[RS_CHG_KEY]
             status = net_run_to(s, stop_t, stop_key)
             if changing:
-                return status if status else D_CHANGE  # Python applies it and calls again
+                return status if status else DRIVE_CHANGE  # Python applies it and calls again
             if status:
                 return status  # Python flushes the log; the frame loop resumes where it stopped
-            RS[R_IN_RUN] = 0
-        if RS[R_PROGRESS] and RS[R_DONE_OPS] >= RS[R_PROG_NEXT]:
-            RS[R_PROG_NEXT] = RS[R_DONE_OPS] + RS[R_PROGRESS]
-            return D_PROGRESS
-        if RS[R_NSIM] == 0:
-            return D_DONE
+            RS[RS_IN_RUN] = 0
+        if RS[RS_PROGRESS] and RS[RS_DONE_OPS] >= RS[RS_PROG_NEXT]:
+            RS[RS_PROG_NEXT] = RS[RS_DONE_OPS] + RS[RS_PROGRESS]
+            return DRIVE_PROGRESS
+        if RS[RS_NSIM] == 0:
+            return DRIVE_DONE
         H = s.SIM
         time, kind, a, b = H[0, 0], H[0, 2], H[0, 3], H[0, 4]
         dead = cancelled(s, 0)
         pop(s)
         if dead:
             continue
-        RS[R_NOW] = time
+        RS[RS_NOW] = time
         if kind == E_FINISH:
             finish_compute(s, a, b)
             work(s)
         elif kind == E_WAKE:
-            RS[R_WAKE_SEQ] = -1
-            RS[R_IN_RUN] = 1
+            RS[RS_WAKE_SEQ] = -1
+            RS[RS_IN_RUN] = 1
         elif kind == E_UPCALLS:
-            RS[R_UPCALL_EV] = 0
-            if RS[R_CHG_T] != time:
+            RS[RS_UPCALL_EV] = 0
+            if RS[RS_CHG_T] != time:
                 flush_upcalls(s)  # all frame events of this instant are done
-            RS[R_IN_RUN] = 1
+            RS[RS_IN_RUN] = 1
         elif kind == E_LOCAL:
             delivered(s, a, b)
             work(s)
         elif kind == E_TIMER:
             timer_due(s, a)  # a retransmission timer (reliable delivery)
         elif kind == E_CHANGE:
-            RS[R_IN_CHG] = 1
+            RS[RS_IN_CHG] = 1
         elif kind == E_PARTLEFT:
             part_left(s, a)
 

@@ -35,14 +35,14 @@ from .directory import add_replica, drain, invalidate
 from .events import at, push, rearm
 from .reliable import (complete, control_done, first_hop_streams, first_hops, frame_sizes, message_room, resent,
                             sent, source_drop, track)
-from .layout import (CB_A2A, CB_CTRL, CB_RED, CB_SEND, E_LOCAL, G_FOLD_OWN, G_FOLD_UP, G_MEMBER, G_PARENT,
-                          G_WAIT, N_FIFO_B, OW_DMASK, R_MASKW,
-                          N_FIFO_E, N_QHEAD, N_QTAIL, N_STALL, OW_BYTES, O_GRP, O_GRPEND, O_MSGOP, R_CHUNK,
-                          R_CTRL_DRAIN, R_CTRL_INV, R_FIFO_B, R_FIFO_E, R_HDR, R_NBITS, R_NFOLD, R_NMD, R_NMSG, R_NODES, R_NOW,
-                          R_NTR, R_PER, R_V, T_ACCEPTED, T_ARG, T_ARG2, T_CB, T_DELIVERED, T_DMASK, T_FAILED, T_KV, T_M0, T_M1,
-                          T_MSGOP, T_NBYTES, T_NEXT, T_OP, T_ROUTE, T_SENT, T_SRC, W_A2A_STEP, W_OP_DLV,
-                          W_PART_DLV, X_SENT, X_TR, CTRL_DATA, E_PARTLEFT, R_RELIABLE, T_FAIL_RETRIES,
-                          X_CTRL, X_TIMER)
+from .layout import (CB_A2A, CB_CTRL, CB_RED, CB_SEND, E_LOCAL, GP_FOLD_OWN, GP_FOLD_UP, GP_MEMBER, GP_PARENT,
+                          GP_WAIT, NT_FIFO_B, OW_DMASK, RS_MASKW,
+                          NT_FIFO_E, NT_QHEAD, NT_QTAIL, NT_STALL, OW_BYTES, OPS_GRP, OPS_GRPEND, OPS_MSGOP, RS_CHUNK,
+                          RS_CTRL_DRAIN, RS_CTRL_INV, RS_FIFO_B, RS_FIFO_E, RS_HDR, RS_NBITS, RS_NFOLD, RS_NMD, RS_NMSG, RS_NODES, RS_NOW,
+                          RS_NTR, RS_PER, RS_V, TR_ACCEPTED, TR_ARG, TR_ARG2, TR_CB, TR_SET_DELIVERED, TR_DMASK, TR_SET_FAILED, TR_KV, TR_M0, TR_M1,
+                          TR_MSGOP, TR_NBYTES, TR_NEXT, TR_OP, TR_ROUTE, TR_SENT, TR_SRC, W_A2A_STEP, W_OP_DLV,
+                          W_PART_DLV, MX_SENT, MX_TR, CTRL_DATA, E_PARTLEFT, RS_RELIABLE, TR_FAIL_RETRIES,
+                          MX_CTRL, MX_TIMER)
 from . import boards
 from .state import compiled, compiled_inline
 
@@ -54,35 +54,35 @@ def send(s, src, dop, dnode, nbytes, msgop, kv, cb, op, arg, arg2, route):
     """Cluster.send: hand a payload to ``src``'s NIC, for op ``dop``'s destinations (dop >= 0)
     or board ``dnode``; returns the transfer."""
     RS, NT, TR = s.RS, s.NT, s.TR
-    tr = RS[R_NTR]
-    RS[R_NTR] = tr + 1
-    w = RS[R_MASKW]
-    TR[tr, T_SRC] = src
-    TR[tr, T_NBYTES] = nbytes
+    tr = RS[RS_NTR]
+    RS[RS_NTR] = tr + 1
+    w = RS[RS_MASKW]
+    TR[tr, TR_SRC] = src
+    TR[tr, TR_NBYTES] = nbytes
     if dop >= 0:
-        boards.copy(TR, tr, T_DMASK, s.OW, dop, OW_DMASK, w)
+        boards.copy(TR, tr, TR_DMASK, s.OW, dop, OW_DMASK, w)
     else:
-        boards.clear(TR, tr, T_DMASK, w)
-        boards.add(TR, tr, T_DMASK, dnode)
-    boards.clear(TR, tr, T_DMASK + T_DELIVERED * w, w)
-    TR[tr, T_MSGOP] = msgop
-    TR[tr, T_KV] = kv
-    TR[tr, T_CB] = cb
-    TR[tr, T_OP] = op
-    TR[tr, T_ARG] = arg
-    TR[tr, T_ARG2] = arg2
-    TR[tr, T_ROUTE] = route
-    TR[tr, T_M0] = 0
-    TR[tr, T_M1] = 0
-    TR[tr, T_SENT] = 0
-    TR[tr, T_NEXT] = -1
-    TR[tr, T_ACCEPTED] = -1
-    tail = NT[src, N_QTAIL]
+        boards.clear(TR, tr, TR_DMASK, w)
+        boards.add(TR, tr, TR_DMASK, dnode)
+    boards.clear(TR, tr, TR_DMASK + TR_SET_DELIVERED * w, w)
+    TR[tr, TR_MSGOP] = msgop
+    TR[tr, TR_KV] = kv
+    TR[tr, TR_CB] = cb
+    TR[tr, TR_OP] = op
+    TR[tr, TR_ARG] = arg
+    TR[tr, TR_ARG2] = arg2
+    TR[tr, TR_ROUTE] = route
+    TR[tr, TR_M0] = 0
+    TR[tr, TR_M1] = 0
+    TR[tr, TR_SENT] = 0
+    TR[tr, TR_NEXT] = -1
+    TR[tr, TR_ACCEPTED] = -1
+    tail = NT[src, NT_QTAIL]
     if tail == -1:
-        NT[src, N_QHEAD] = tr
+        NT[src, NT_QHEAD] = tr
     else:
-        TR[tail, T_NEXT] = tr
-    NT[src, N_QTAIL] = tr
+        TR[tail, TR_NEXT] = tr
+    NT[src, NT_QTAIL] = tr
     admit(s, src)
     return tr
 
@@ -91,22 +91,22 @@ def send(s, src, dop, dnode, nbytes, msgop, kv, cb, op, arg, arg2, route):
 def admit(s, node):
     """Move sends from the packetizer's wait line into it while they fit."""
     RS, NT, TR = s.RS, s.NT, s.TR
-    while NT[node, N_QHEAD] != -1:
-        tr = NT[node, N_QHEAD]
-        size = TR[tr, T_NBYTES]
-        e = NT[node, N_FIFO_E]
-        if e and (e + 1 > RS[R_FIFO_E] or NT[node, N_FIFO_B] + size > RS[R_FIFO_B]):
+    while NT[node, NT_QHEAD] != -1:
+        tr = NT[node, NT_QHEAD]
+        size = TR[tr, TR_NBYTES]
+        e = NT[node, NT_FIFO_E]
+        if e and (e + 1 > RS[RS_FIFO_E] or NT[node, NT_FIFO_B] + size > RS[RS_FIFO_B]):
             return  # full: the compute engine stalls until a send has left
-        nxt = TR[tr, T_NEXT]
-        NT[node, N_QHEAD] = nxt
+        nxt = TR[tr, TR_NEXT]
+        NT[node, NT_QHEAD] = nxt
         if nxt == -1:
-            NT[node, N_QTAIL] = -1
-        NT[node, N_FIFO_E] = e + 1
-        NT[node, N_FIFO_B] += size
-        TR[tr, T_ACCEPTED] = RS[R_NOW]
-        if TR[tr, T_CB] == CB_SEND:
+            NT[node, NT_QTAIL] = -1
+        NT[node, NT_FIFO_E] = e + 1
+        NT[node, NT_FIFO_B] += size
+        TR[tr, TR_ACCEPTED] = RS[RS_NOW]
+        if TR[tr, TR_CB] == CB_SEND:
             # The packetization buffer took the payload: the compute engine may go on.
-            NT[node, N_STALL] -= 1
+            NT[node, NT_STALL] -= 1
             try_compute(s, node)
         launch(s, tr)
 
@@ -114,23 +114,23 @@ def admit(s, node):
 @compiled_inline
 def launch(s, tr):
     RS, NT, TR = s.RS, s.NT, s.TR
-    src = TR[tr, T_SRC]
-    if boards.has(TR, tr, T_DMASK, src):
-        at(s, RS[R_NOW], E_LOCAL, tr, src)
-    TR[tr, T_M0] = RS[R_NMSG]
-    TR[tr, T_M1] = RS[R_NMSG]
-    if not boards.beyond(TR, tr, T_DMASK, RS[R_MASKW], src):
+    src = TR[tr, TR_SRC]
+    if boards.has(TR, tr, TR_DMASK, src):
+        at(s, RS[RS_NOW], E_LOCAL, tr, src)
+    TR[tr, TR_M0] = RS[RS_NMSG]
+    TR[tr, TR_M1] = RS[RS_NMSG]
+    if not boards.beyond(TR, tr, TR_DMASK, RS[RS_MASKW], src):
         # Nothing for the wire: its room is free at once (Cluster._left; the admit loop goes on).
-        NT[src, N_FIFO_E] -= 1
-        NT[src, N_FIFO_B] -= TR[tr, T_NBYTES]
+        NT[src, NT_FIFO_E] -= 1
+        NT[src, NT_FIFO_B] -= TR[tr, TR_NBYTES]
         return
-    nbytes = TR[tr, T_NBYTES]
-    chunk = RS[R_CHUNK]
+    nbytes = TR[tr, TR_NBYTES]
+    chunk = RS[RS_CHUNK]
     off = 0
     while off < max(nbytes, 1):
         send_part(s, tr, min(chunk, nbytes - off))
         off += chunk
-    TR[tr, T_M1] = RS[R_NMSG]
+    TR[tr, TR_M1] = RS[RS_NMSG]
 
 
 @compiled_inline
@@ -138,32 +138,32 @@ def send_part(s, tr, size):
     """One message of a transfer: header arithmetic (emu.net.ethernet.frame_sizes), then the wire."""
     RS, TR = s.RS, s.TR
     nfrags, full, last = frame_sizes(s, size)
-    src, route = TR[tr, T_SRC], TR[tr, T_ROUTE]
+    src, route = TR[tr, TR_SRC], TR[tr, TR_ROUTE]
     if route < 0:
         raise ValueError("compiled replay: a multicast tree the re-route could not build")
-    streams = first_hops(s.FW, route * RS[R_V] + src)
-    if TR[tr, T_MSGOP] == OP_DRAIN:
-        RS[R_CTRL_DRAIN] += nfrags * streams
-    elif TR[tr, T_MSGOP] == OP_INVALIDATE:
-        RS[R_CTRL_INV] += nfrags * streams
+    streams = first_hops(s.FW, route * RS[RS_V] + src)
+    if TR[tr, TR_MSGOP] == OP_DRAIN:
+        RS[RS_CTRL_DRAIN] += nfrags * streams
+    elif TR[tr, TR_MSGOP] == OP_INVALIDATE:
+        RS[RS_CTRL_INV] += nfrags * streams
     mid = net_send(s, tr, src, nfrags, full, last, route)
     MX = s.MX  # reliable delivery may have grown it
-    MX[mid, X_TR] = tr
-    MX[mid, X_SENT] = 0
-    if RS[R_RELIABLE]:
-        MX[mid, X_TIMER] = 0
-        MX[mid, X_CTRL] = CTRL_DATA
+    MX[mid, MX_TR] = tr
+    MX[mid, MX_SENT] = 0
+    if RS[RS_RELIABLE]:
+        MX[mid, MX_TIMER] = 0
+        MX[mid, MX_CTRL] = CTRL_DATA
         if streams:
             track(s, mid)
     if streams == 0:
         # No way out (a failure cut the source off): the send fails, its part counts as sent
         # now and leaves the packetizer at an event of its own (Cluster._send_part).
-        w = RS[R_MASKW]
-        boards.copy_without(TR, tr, T_DMASK + T_FAILED * w, TR, tr, T_DMASK, w, src)
-        TR[tr, T_FAIL_RETRIES] = -1
-        MX[mid, X_SENT] = 1
-        TR[tr, T_SENT] += 1
-        at(s, RS[R_NOW], E_PARTLEFT, mid, 0)
+        w = RS[RS_MASKW]
+        boards.copy_without(TR, tr, TR_DMASK + TR_SET_FAILED * w, TR, tr, TR_DMASK, w, src)
+        TR[tr, TR_FAIL_RETRIES] = -1
+        MX[mid, MX_SENT] = 1
+        TR[tr, TR_SENT] += 1
+        at(s, RS[RS_NOW], E_PARTLEFT, mid, 0)
 
 
 @compiled_inline
@@ -171,22 +171,22 @@ def net_send(s, tr, src, nfrags, full, last, route):
     """Network.send: transfer ``tr``'s boards other than ``src``, its kernel rows (tracked with
     reliable delivery) and a stream per first-hop port."""
     RS = s.RS
-    if RS[R_RELIABLE]:  # control frames take message rows the tables did not count
-        message_room(s, RS[R_NODES], RS[R_NODES] * ((nfrags + 7) // 8))
+    if RS[RS_RELIABLE]:  # control frames take message rows the tables did not count
+        message_room(s, RS[RS_NODES], RS[RS_NODES] * ((nfrags + 7) // 8))
     MS, MD = s.MS, s.MD
-    mid = RS[R_NMSG]
-    RS[R_NMSG] = mid + 1
-    nmd = RS[R_NMD]
+    mid = RS[RS_NMSG]
+    RS[RS_NMSG] = mid + 1
+    nmd = RS[RS_NMD]
     nd = 0
     TR = s.TR
-    for d in range(RS[R_NODES]):  # destinations in ascending order, as Cluster hands them over
-        if d != src and boards.has(TR, tr, T_DMASK, d):
+    for d in range(RS[RS_NODES]):  # destinations in ascending order, as Cluster hands them over
+        if d != src and boards.has(TR, tr, TR_DMASK, d):
             MD[nmd + nd, K.D_NODE] = d
             nd += 1
-    flags = K.MF_TRACK if RS[R_RELIABLE] else 0
-    RS[R_NBITS] += K.open_message(MS, MD, mid, src, nfrags, full, last, flags, nmd, nd, RS[R_NBITS])
-    RS[R_NMD] = nmd + nd
-    hops = first_hop_streams(s, route * RS[R_V] + src, mid, route, nfrags, -1, RS[R_RELIABLE])
+    flags = K.MF_TRACK if RS[RS_RELIABLE] else 0
+    RS[RS_NBITS] += K.open_message(MS, MD, mid, src, nfrags, full, last, flags, nmd, nd, RS[RS_NBITS])
+    RS[RS_NMD] = nmd + nd
+    hops = first_hop_streams(s, route * RS[RS_V] + src, mid, route, nfrags, -1, RS[RS_RELIABLE])
     if hops == 0:  # every fragment is a no_route drop at the source
         source_drop(s, src, nfrags, (nfrags - 1) * full + last)
     rearm(s)
@@ -199,21 +199,21 @@ def message_sent(s, mid, live):
     if live:
         return
     TR, MX = s.TR, s.MX
-    if MX[mid, X_SENT]:
-        if s.RS[R_RELIABLE]:
+    if MX[mid, MX_SENT]:
+        if s.RS[RS_RELIABLE]:
             resent(s, mid)  # a resend has left (nothing for a control frame)
         return
-    MX[mid, X_SENT] = 1
-    tr = MX[mid, X_TR]
-    TR[tr, T_SENT] += 1
-    if TR[tr, T_SENT] == TR[tr, T_M1] - TR[tr, T_M0]:
+    MX[mid, MX_SENT] = 1
+    tr = MX[mid, MX_TR]
+    TR[tr, TR_SENT] += 1
+    if TR[tr, TR_SENT] == TR[tr, TR_M1] - TR[tr, TR_M0]:
         # Every frame of the send is out of the packetizer: its FIFO room is free again.
         NT = s.NT
-        src = TR[tr, T_SRC]
-        NT[src, N_FIFO_E] -= 1
-        NT[src, N_FIFO_B] -= TR[tr, T_NBYTES]
+        src = TR[tr, TR_SRC]
+        NT[src, NT_FIFO_E] -= 1
+        NT[src, NT_FIFO_B] -= TR[tr, TR_NBYTES]
         admit(s, src)
-    if s.RS[R_RELIABLE]:
+    if s.RS[RS_RELIABLE]:
         sent(s, mid)  # its retransmission timer starts
 
 
@@ -222,13 +222,13 @@ def part_left(s, mid):
     """A message with no first hop has left (Cluster._part_left): the send's FIFO room is
     freed once all its messages count as sent."""
     TR = s.TR
-    tr = s.MX[mid, X_TR]
+    tr = s.MX[mid, MX_TR]
     # its messages fail one after another, each with an event: the last one frees the room
-    if mid == TR[tr, T_M1] - 1 and TR[tr, T_SENT] == TR[tr, T_M1] - TR[tr, T_M0]:
+    if mid == TR[tr, TR_M1] - 1 and TR[tr, TR_SENT] == TR[tr, TR_M1] - TR[tr, TR_M0]:
         NT = s.NT
-        src = TR[tr, T_SRC]
-        NT[src, N_FIFO_E] -= 1
-        NT[src, N_FIFO_B] -= TR[tr, T_NBYTES]
+        src = TR[tr, TR_SRC]
+        NT[src, NT_FIFO_E] -= 1
+        NT[src, NT_FIFO_B] -= TR[tr, TR_NBYTES]
         admit(s, src)
 
 
@@ -243,14 +243,14 @@ def _whole(MS, MD, m, node):
 @compiled_inline
 def message_done(s, mid, node):
     """UP_DONE: message ``mid`` is whole at ``node``; its send is when all its messages are."""
-    if s.RS[R_RELIABLE]:
-        if s.MX[mid, X_CTRL] != CTRL_DATA:
+    if s.RS[RS_RELIABLE]:
+        if s.MX[mid, MX_CTRL] != CTRL_DATA:
             control_done(s, mid)  # an ack, probe or nack
             return
         complete(s, mid, node)  # the receiver acks first (Cluster._delivered_part)
     TR = s.TR
-    tr = s.MX[mid, X_TR]
-    m0, m1 = TR[tr, T_M0], TR[tr, T_M1]
+    tr = s.MX[mid, MX_TR]
+    m0, m1 = TR[tr, TR_M0], TR[tr, TR_M1]
     if m1 - m0 > 1:
         MS, MD = s.MS, s.MD
         for m in range(m0, m1):
@@ -263,56 +263,56 @@ def message_done(s, mid, node):
 def delivered(s, tr, node):
     """Cluster._delivered: the directory follows the Meta of what arrived; the owner hears of it."""
     RS, TR = s.RS, s.TR
-    dlv = T_DMASK + T_DELIVERED * RS[R_MASKW]
+    dlv = TR_DMASK + TR_SET_DELIVERED * RS[RS_MASKW]
     if boards.has(TR, tr, dlv, node):
         return
     boards.add(TR, tr, dlv, node)
-    now = RS[R_NOW]
-    mop, kv = TR[tr, T_MSGOP], TR[tr, T_KV]
+    now = RS[RS_NOW]
+    mop, kv = TR[tr, TR_MSGOP], TR[tr, TR_KV]
     if mop == OP_KV_REPLICA:
-        add_replica(s, node, kv, TR[tr, T_NBYTES], now)
+        add_replica(s, node, kv, TR[tr, TR_NBYTES], now)
     elif mop == OP_DRAIN:
         drain(s, node, kv, now)
     elif mop == OP_INVALIDATE:
         invalidate(s, node, kv, now)
-    cb, op = TR[tr, T_CB], TR[tr, T_OP]
+    cb, op = TR[tr, TR_CB], TR[tr, TR_OP]
     if cb == CB_SEND:
         push(s, W_PART_DLV, op, node, 0)
     elif cb == CB_CTRL:
         push(s, W_OP_DLV, op, node, 0)
     elif cb == CB_RED:
-        fold(s, op, node, TR[tr, T_SRC])
+        fold(s, op, node, TR[tr, TR_SRC])
     else:
-        push(s, W_A2A_STEP, op, TR[tr, T_ARG], TR[tr, T_ARG2] + 1)  # one step in flight per member
+        push(s, W_A2A_STEP, op, TR[tr, TR_ARG], TR[tr, TR_ARG2] + 1)  # one step in flight per member
         push(s, W_PART_DLV, op, node, 0)
 
 
 @compiled
 def fold(s, op, node, src):
     """``src``'s contribution to reduction ``op`` is in at member ``node`` (its own, src ==
-    node, or a child's result). Each fold is numbered in the contributor's row (G_FOLD_*): the
+    node, or a child's result). Each fold is numbered in the contributor's row (GP_FOLD_*): the
     order the board folds them in, which functional mode's merges follow."""
     RS, OP, GP = s.RS, s.OP, s.GP
-    g0 = OP[op, O_GRP]
+    g0 = OP[op, OPS_GRP]
     g = g0
-    while GP[g, G_MEMBER] != node:
+    while GP[g, GP_MEMBER] != node:
         g += 1
     if src == node:
-        GP[g, G_FOLD_OWN] = RS[R_NFOLD]
+        GP[g, GP_FOLD_OWN] = RS[RS_NFOLD]
     else:
         c = g0
-        while GP[c, G_MEMBER] != src:
+        while GP[c, GP_MEMBER] != src:
             c += 1
-        GP[c, G_FOLD_UP] = RS[R_NFOLD]
-    RS[R_NFOLD] += 1
-    GP[g, G_WAIT] -= 1
+        GP[c, GP_FOLD_UP] = RS[RS_NFOLD]
+    RS[RS_NFOLD] += 1
+    GP[g, GP_WAIT] -= 1
     expected = 1  # its own and each child's in the reduction tree
-    for c in range(g0, OP[op, O_GRPEND]):
-        if GP[c, G_PARENT] == node:
+    for c in range(g0, OP[op, OPS_GRPEND]):
+        if GP[c, GP_PARENT] == node:
             expected += 1
-    if not reduction_complete(expected - GP[g, G_WAIT], expected):
+    if not reduction_complete(expected - GP[g, GP_WAIT], expected):
         return
-    parent = GP[g, G_PARENT]
+    parent = GP[g, GP_PARENT]
     mop, where = reduction_next(parent < 0, COLL_REDUCE)  # the board protocol's rule
     if where == RED_HERE:
         push(s, W_OP_DLV, op, node, 0)  # the root has the result
@@ -326,15 +326,15 @@ def fold(s, op, node, src):
 def a2a_step(s, op, i, step):
     """Member ``i`` of all-to-all ``op`` sends its block for member i + step, skipping pairs outside it."""
     OP, GP, IDX = s.OP, s.GP, s.IDX
-    g0 = OP[op, O_GRP]
-    n = OP[op, O_GRPEND] - g0
-    a = GP[g0 + i, G_MEMBER]
+    g0 = OP[op, OPS_GRP]
+    n = OP[op, OPS_GRPEND] - g0
+    a = GP[g0 + i, GP_MEMBER]
     b = -1
     while step < n:
-        b = GP[g0 + (i + step) % n, G_MEMBER]
+        b = GP[g0 + (i + step) % n, GP_MEMBER]
         if b != a and slot_of(OP, IDX, op, b) >= 0:
             break
         step += 1
     if step >= n:
         return
-    send(s, a, -1, b, s.OW[op, OW_BYTES], OP[op, O_MSGOP], 0, CB_A2A, op, i, step, b)
+    send(s, a, -1, b, s.OW[op, OW_BYTES], OP[op, OPS_MSGOP], 0, CB_A2A, op, i, step, b)

@@ -14,7 +14,7 @@ table per board, ``RT[board]``), the control frames as kernel messages, timers a
 of the loop's heap, resends as kernel streams over a fragment list (SL), and the counters
 of the summary.
 
-A timer is an ``E_TIMER`` event; ``MX[m, X_TIMER]`` holds 1 + the sequence number of the
+A timer is an ``E_TIMER`` event; ``MX[m, MX_TIMER]`` holds 1 + the sequence number of the
 live one, so re-arming or stopping it leaves the old event in the heap as a cancelled
 one (emu.engine.events.cancelled), as ``Event.cancel`` does.
 
@@ -29,14 +29,14 @@ from __future__ import annotations
 
 from ..net import kernel as K
 from ..net.framing import fragments
-from ..nic.protocol import (D_ACKED, D_NODE, O_DEND, O_DPTR, O_LEFT_AT, O_LIVE, O_MSG_ID, O_NFRAGS,
-                            O_RESENDING, O_RETRIES, O_SEQ, O_DUE, ack, arm, left_wire, nack_accepted,
+from ..nic.protocol import (OD_ACKED, OD_NODE, OUT_DEND, OUT_DPTR, OUT_LEFT_AT, OUT_LIVE, OUT_MSG_ID, OUT_NFRAGS,
+                            OUT_RESENDING, OUT_RETRIES, OUT_SEQ, OUT_DUE, ack, arm, left_wire, nack_accepted,
                             nack_bitmap, nack_named, resend_left, resend_started, timeout)
 from .events import at, rearm
-from .layout import (CTRL_ACK, CTRL_NACK, CTRL_PROBE, E_TIMER, R_CTRL_ACK, R_CTRL_NACK, R_CTRL_PROBE,
-                          R_HDR, R_MARGIN, R_MAX_RETRIES, R_NBITS, R_NMD, R_NMSG, R_NNKB, R_NODES, R_NOW,
-                          R_NSL, R_PER, R_RETX, R_RTO_MAX, R_RTO_MIN, R_V, T_DMASK, T_FAILED, T_FAIL_RETRIES, R_MASKW, X_ABOUT,
-                          X_CTRL, X_NACK, X_PEER, X_SENT, X_TIMER, X_TR)
+from .layout import (CTRL_ACK, CTRL_NACK, CTRL_PROBE, E_TIMER, RS_CTRL_ACK, RS_CTRL_NACK, RS_CTRL_PROBE,
+                          RS_HDR, RS_MARGIN, RS_MAX_RETRIES, RS_NBITS, RS_NMD, RS_NMSG, RS_NNKB, RS_NODES, RS_NOW,
+                          RS_NSL, RS_PER, RS_RETX, RS_RTO_MAX, RS_RTO_MIN, RS_V, TR_DMASK, TR_SET_FAILED, TR_FAIL_RETRIES, RS_MASKW, MX_ABOUT,
+                          MX_CTRL, MX_NACK, MX_PEER, MX_SENT, MX_TIMER, MX_TR)
 from . import boards
 from .state import allocating, compiled, compiled_inline, doubled_pool, grown, more_heap
 
@@ -59,9 +59,9 @@ def message_room(s, nd, nbits):
     """Rows for one more message of at most ``nd`` destinations and ``nbits`` bitmap bytes
     (MS, MD, MX, OUT, OD, BITS may be replaced: read them from ``s`` after)."""
     RS = s.RS
-    n = RS[R_NMSG] + 1
-    m = RS[R_NMD] + nd
-    b = RS[R_NBITS] + nbits
+    n = RS[RS_NMSG] + 1
+    m = RS[RS_NMD] + nd
+    b = RS[RS_NBITS] + nbits
     if (n > s.MS.shape[0] or n > s.MX.shape[0] or n > s.OUT.shape[0] or m > s.MD.shape[0]
             or m > s.OD.shape[0] or b > s.BITS.shape[0]):
         more_messages(s, n, m, b)
@@ -83,14 +83,14 @@ def stream_room(s):
     SP, SFREE, HP may be replaced: read them from ``s`` after)."""
     if s.SC[K.SC_SFREE] == 0:
         more_streams(s)
-    if s.SC[K.SC_HEAP] + s.RS[R_MARGIN] > s.HP.shape[0]:
+    if s.SC[K.SC_HEAP] + s.RS[RS_MARGIN] > s.HP.shape[0]:
         more_heap(s)
 
 
 @compiled_inline
 def frame_sizes(s, size):
     """emu.net.framing.fragments at the run's MTU: (fragments, full frame bytes, last frame bytes)."""
-    return fragments(size, s.RS[R_PER], s.RS[R_HDR])
+    return fragments(size, s.RS[RS_PER], s.RS[RS_HDR])
 
 
 @compiled_inline
@@ -110,7 +110,7 @@ def first_hop_streams(s, row, m, key, n, lst, room):
     with ``room``, first room for each (reliable delivery's streams were not counted). Returns
     how many ports took one."""
     FW = s.FW
-    now = s.RS[R_NOW]
+    now = s.RS[RS_NOW]
     hops = 0
     for k in range(1, FW.shape[1]):
         link = FW[row, k]
@@ -140,27 +140,27 @@ def track(s, m):
     MS, MD, OUT, OD = s.MS, s.MD, s.OUT, s.OD
     d0, d1 = MS[m, K.M_DPTR], MS[m, K.M_DEND]
     for d in range(d0, d1):
-        OD[d, D_NODE] = MD[d, K.D_NODE]
-        OD[d, D_ACKED] = 0
-    OUT[m, O_MSG_ID] = m
-    OUT[m, O_SEQ] = 0
-    OUT[m, O_NFRAGS] = MS[m, K.M_NFRAGS]
-    OUT[m, O_RETRIES] = 0
-    OUT[m, O_LEFT_AT] = -1
-    OUT[m, O_DUE] = -1
-    OUT[m, O_RESENDING] = 0
-    OUT[m, O_DPTR] = d0
-    OUT[m, O_DEND] = d1
-    OUT[m, O_LIVE] = 1
+        OD[d, OD_NODE] = MD[d, K.D_NODE]
+        OD[d, OD_ACKED] = 0
+    OUT[m, OUT_MSG_ID] = m
+    OUT[m, OUT_SEQ] = 0
+    OUT[m, OUT_NFRAGS] = MS[m, K.M_NFRAGS]
+    OUT[m, OUT_RETRIES] = 0
+    OUT[m, OUT_LEFT_AT] = -1
+    OUT[m, OUT_DUE] = -1
+    OUT[m, OUT_RESENDING] = 0
+    OUT[m, OUT_DPTR] = d0
+    OUT[m, OUT_DEND] = d1
+    OUT[m, OUT_LIVE] = 1
 
 
 @compiled
 def set_timer(s, m, due):
     """The protocol's ARM: the old timer (if any) is cancelled, a new one runs if due >= 0."""
     if due >= 0:
-        s.MX[m, X_TIMER] = at(s, due, E_TIMER, m, 0) + 1
+        s.MX[m, MX_TIMER] = at(s, due, E_TIMER, m, 0) + 1
     else:
-        s.MX[m, X_TIMER] = 0
+        s.MX[m, MX_TIMER] = 0
 
 
 @compiled_inline
@@ -168,8 +168,8 @@ def sent(s, m):
     """Every first-hop stream of data message ``m`` has left the wire: its timer starts
     (Cluster._part_left)."""
     OUT, RS = s.OUT, s.RS
-    if OUT[m, O_LIVE]:  # (not if every receiver acked already)
-        set_timer(s, m, left_wire(OUT, s.OD, s.RT[s.MS[m, K.M_SRC]], m, RS[R_NOW], RS[R_MAX_RETRIES]))
+    if OUT[m, OUT_LIVE]:  # (not if every receiver acked already)
+        set_timer(s, m, left_wire(OUT, s.OD, s.RT[s.MS[m, K.M_SRC]], m, RS[RS_NOW], RS[RS_MAX_RETRIES]))
 
 
 @compiled_inline
@@ -177,8 +177,8 @@ def resent(s, m):
     """A resend of data message ``m`` has left the wire: its timer starts again (the "sent"
     of a resend; nothing for a control frame, which has no sender row)."""
     OUT, RS = s.OUT, s.RS
-    if OUT[m, O_LIVE] and OUT[m, O_RESENDING]:
-        set_timer(s, m, resend_left(OUT, s.OD, s.RT[s.MS[m, K.M_SRC]], m, RS[R_NOW], RS[R_MAX_RETRIES]))
+    if OUT[m, OUT_LIVE] and OUT[m, OUT_RESENDING]:
+        set_timer(s, m, resend_left(OUT, s.OD, s.RT[s.MS[m, K.M_SRC]], m, RS[RS_NOW], RS[RS_MAX_RETRIES]))
 
 
 @compiled_inline
@@ -186,65 +186,65 @@ def timer_due(s, m):
     """Message ``m``'s timer expired (BoardProtocol.timer_due, Cluster._act): probe each silent
     receiver and re-arm, or give up after max_retries."""
     RS, MS, MX, OUT, OD = s.RS, s.MS, s.MX, s.OUT, s.OD
-    MX[m, X_TIMER] = 0
+    MX[m, MX_TIMER] = 0
     src = MS[m, K.M_SRC]
     rt = s.RT[src]
-    r = timeout(OUT, OD, rt, m, RS[R_MAX_RETRIES], RS[R_RTO_MAX])
+    r = timeout(OUT, OD, rt, m, RS[RS_MAX_RETRIES], RS[RS_RTO_MAX])
     if r == 0:
         return
-    d0, d1 = OUT[m, O_DPTR], OUT[m, O_DEND]
+    d0, d1 = OUT[m, OUT_DPTR], OUT[m, OUT_DEND]
     if r < 0:
-        tr, w = MX[m, X_TR], RS[R_MASKW]
-        silent = T_DMASK + T_FAILED * w
+        tr, w = MX[m, MX_TR], RS[RS_MASKW]
+        silent = TR_DMASK + TR_SET_FAILED * w
         boards.clear(s.TR, tr, silent, w)
         for d in range(d0, d1):
-            if OD[d, D_ACKED] == 0:
-                boards.add(s.TR, tr, silent, OD[d, D_NODE])
-        s.TR[tr, T_FAIL_RETRIES] = OUT[m, O_RETRIES]  # 1 + the retries it had
+            if OD[d, OD_ACKED] == 0:
+                boards.add(s.TR, tr, silent, OD[d, OD_NODE])
+        s.TR[tr, TR_FAIL_RETRIES] = OUT[m, OUT_RETRIES]  # 1 + the retries it had
         return
     for d in range(d0, d1):
         # s.OD, not OD: a probe's message row may have replaced it (and OUT)
-        if s.OD[d, D_ACKED] == 0:
-            peer = s.OD[d, D_NODE]
+        if s.OD[d, OD_ACKED] == 0:
+            peer = s.OD[d, OD_NODE]
             control(s, src, peer, CTRL_PROBE, m, peer, 0, -1)
-    set_timer(s, m, arm(s.OUT, s.OD, rt, m, RS[R_NOW], RS[R_MAX_RETRIES]))
+    set_timer(s, m, arm(s.OUT, s.OD, rt, m, RS[RS_NOW], RS[RS_MAX_RETRIES]))
 
 
 @compiled_inline
 def acked(s, m, node):
     """An ack of ``m`` from ``node`` reached the source (Cluster._acked)."""
     OUT, OD, RS = s.OUT, s.OD, s.RS
-    if OUT[m, O_LIVE] == 0:
+    if OUT[m, OUT_LIVE] == 0:
         return  # every receiver had acked already
-    left = ack(OUT, OD, s.RT[s.MS[m, K.M_SRC]], m, node, RS[R_NOW], RS[R_RTO_MIN], RS[R_RTO_MAX])
+    left = ack(OUT, OD, s.RT[s.MS[m, K.M_SRC]], m, node, RS[RS_NOW], RS[RS_RTO_MIN], RS[RS_RTO_MAX])
     if left == 0:
-        s.MX[m, X_TIMER] = 0
-    for d in range(OUT[m, O_DPTR], OUT[m, O_DEND]):
-        if OD[d, D_ACKED] == 0:
+        s.MX[m, MX_TIMER] = 0
+    for d in range(OUT[m, OUT_DPTR], OUT[m, OUT_DEND]):
+        if OD[d, OD_ACKED] == 0:
             return
-    OUT[m, O_LIVE] = 0  # released
+    OUT[m, OUT_LIVE] = 0  # released
 
 
 @compiled_inline
 def nacked(s, m, node, c):
     """Nack ``c`` of ``m`` from ``node`` reached the source: resend exactly what it names (Cluster._nacked)."""
     RS, MS, OUT = s.RS, s.MS, s.OUT
-    if OUT[m, O_LIVE] == 0:
+    if OUT[m, OUT_LIVE] == 0:
         return  # an ack overtook this nack
     src = MS[m, K.M_SRC]
-    routed = first_hops(s.FW, node * RS[R_V] + src) > 0
+    routed = first_hops(s.FW, node * RS[RS_V] + src) > 0
     if not nack_accepted(OUT, s.OD, m, node):
         return
     nfr = MS[m, K.M_NFRAGS]
-    off = RS[R_NSL]
+    off = RS[RS_NSL]
     if off + nfr > s.SL.shape[0]:
         more_sl(s, off + nfr)
-    n = nack_named(s.NKB, s.MX[c, X_NACK], (nfr + 7) // 8, nfr, s.SL, off)
+    n = nack_named(s.NKB, s.MX[c, MX_NACK], (nfr + 7) // 8, nfr, s.SL, off)
     if n == 0:
         return
-    due = resend_started(OUT, s.OD, s.RT[src], m, RS[R_NOW], routed, RS[R_MAX_RETRIES])
-    RS[R_RETX] += n
-    RS[R_NSL] = off + n
+    due = resend_started(OUT, s.OD, s.RT[src], m, RS[RS_NOW], routed, RS[RS_MAX_RETRIES])
+    RS[RS_RETX] += n
+    RS[RS_NSL] = off + n
     resend(s, m, src, node, off, n)
     set_timer(s, m, due)
 
@@ -253,7 +253,7 @@ def nacked(s, m, node, c):
 def resend(s, m, src, dst, off, n):
     """Network.resend: fragments SL[off:off+n] of ``m`` again, unicast towards ``dst``."""
     RS = s.RS
-    if first_hop_streams(s, dst * RS[R_V] + src, m, dst, n, off, 1) == 0:
+    if first_hop_streams(s, dst * RS[RS_V] + src, m, dst, n, off, 1) == 0:
         MS, SL = s.MS, s.SL
         nb = 0
         for i in range(off, off + n):
@@ -293,10 +293,10 @@ def probed(s, m, node):
         control(s, node, src, CTRL_ACK, m, node, 0, -1)
         return
     nb = (nfr + 7) // 8
-    off = RS[R_NNKB]
+    off = RS[RS_NNKB]
     if off + nb > s.NKB.shape[0]:
         more_nkb(s, off + nb)
-    RS[R_NNKB] = off + nack_bitmap(s.BITS, MD[d, K.D_BITS], nfr, s.NKB, off)
+    RS[RS_NNKB] = off + nack_bitmap(s.BITS, MD[d, K.D_BITS], nfr, s.NKB, off)
     control(s, node, src, CTRL_NACK, m, node, nb, off)
 
 
@@ -304,7 +304,7 @@ def probed(s, m, node):
 def control_done(s, c):
     """Control frame ``c`` arrived whole where it was sent."""
     MX = s.MX
-    kind, m, peer = MX[c, X_CTRL], MX[c, X_ABOUT], MX[c, X_PEER]
+    kind, m, peer = MX[c, MX_CTRL], MX[c, MX_ABOUT], MX[c, MX_PEER]
     if kind == CTRL_ACK:
         acked(s, m, peer)
     elif kind == CTRL_PROBE:
@@ -321,28 +321,28 @@ def control(s, src, dst, kind, about, peer, plen, nack):
     about message ``about``, an untracked unicast message (Network.send)."""
     RS = s.RS
     nfrags, full, last = frame_sizes(s, plen)
-    hops = first_hops(s.FW, dst * RS[R_V] + src)
+    hops = first_hops(s.FW, dst * RS[RS_V] + src)
     if kind == CTRL_ACK:
-        RS[R_CTRL_ACK] += nfrags * hops
+        RS[RS_CTRL_ACK] += nfrags * hops
     elif kind == CTRL_PROBE:
-        RS[R_CTRL_PROBE] += nfrags * hops
+        RS[RS_CTRL_PROBE] += nfrags * hops
     else:
-        RS[R_CTRL_NACK] += nfrags * hops
+        RS[RS_CTRL_NACK] += nfrags * hops
     message_room(s, 1, 0)
     MS, MD, MX = s.MS, s.MD, s.MX
-    mid = RS[R_NMSG]
-    RS[R_NMSG] = mid + 1
-    nmd = RS[R_NMD]
+    mid = RS[RS_NMSG]
+    RS[RS_NMSG] = mid + 1
+    nmd = RS[RS_NMD]
     MD[nmd, K.D_NODE] = dst
-    RS[R_NBITS] += K.open_message(MS, MD, mid, src, nfrags, full, last, 0, nmd, 1, RS[R_NBITS])
-    RS[R_NMD] = nmd + 1
-    MX[mid, X_TR] = -1
-    MX[mid, X_SENT] = 1  # its "sent" means nothing to the NIC
-    MX[mid, X_TIMER] = 0
-    MX[mid, X_CTRL] = kind
-    MX[mid, X_ABOUT] = about
-    MX[mid, X_PEER] = peer
-    MX[mid, X_NACK] = nack
-    if first_hop_streams(s, dst * RS[R_V] + src, mid, dst, nfrags, -1, 1) == 0:
+    RS[RS_NBITS] += K.open_message(MS, MD, mid, src, nfrags, full, last, 0, nmd, 1, RS[RS_NBITS])
+    RS[RS_NMD] = nmd + 1
+    MX[mid, MX_TR] = -1
+    MX[mid, MX_SENT] = 1  # its "sent" means nothing to the NIC
+    MX[mid, MX_TIMER] = 0
+    MX[mid, MX_CTRL] = kind
+    MX[mid, MX_ABOUT] = about
+    MX[mid, MX_PEER] = peer
+    MX[mid, MX_NACK] = nack
+    if first_hop_streams(s, dst * RS[RS_V] + src, mid, dst, nfrags, -1, 1) == 0:
         source_drop(s, src, nfrags, (nfrags - 1) * full + last)
     rearm(s)

@@ -43,18 +43,18 @@ class DirectoryView:
 
     def __init__(self, tables: Tables):
         RS, NT, st = tables.RS, tables.NT, tables.state
-        self.nodes = int(RS[L.R_NODES])
+        self.nodes = int(RS[L.RS_NODES])
         self.memory = [NodeMemory(int(o), int(r), int(t)) for o, r, t in
-                       NT[:, [L.N_OWNER, L.N_REPLICA, L.N_TRANSIENT]].tolist()]
-        self._hist = st.table("HIST")[: RS[L.R_NHIST]].copy()
-        err = st.table("ERR")[: RS[L.R_NERR]].copy()
+                       NT[:, [L.NT_OWNER, L.NT_REPLICA, L.NT_TRANSIENT]].tolist()]
+        self._hist = st.table("HIST")[: RS[L.RS_NHIST]].copy()
+        err = st.table("ERR")[: RS[L.RS_NERR]].copy()
         err[:, 3] = tables.block_id(err[:, 3])  # t, code, node, kv, state
         self.errors = [_error_text(*row) for row in err.tolist()]
-        self.blocks, self.live_replicas = int(RS[L.R_NOWNERS]), int(RS[L.R_LIVE_REP])
+        self.blocks, self.live_replicas = int(RS[L.RS_NOWNERS]), int(RS[L.RS_LIVE_REP])
         KB = tables.KB
-        owned = np.flatnonzero(KB[:, L.K_OWNER] >= 0)
+        owned = np.flatnonzero(KB[:, L.KB_OWNER] >= 0)
         # kv_id -> (node, bytes), in block order
-        self.owners = {int(tables.kv_ids[b]): (int(KB[b, L.K_OWNER]), int(KB[b, L.K_BYTES])) for b in owned}
+        self.owners = {int(tables.kv_ids[b]): (int(KB[b, L.KB_OWNER]), int(KB[b, L.KB_BYTES])) for b in owned}
 
     def owner_only(self) -> bool:
         return all(m.replica == 0 and m.transient == 0 for m in self.memory)
@@ -67,9 +67,9 @@ class DirectoryView:
 
 
 def _error_text(t, code, node, kv, state) -> str:
-    if code == L.ERR_READ:
+    if code == L.DERR_READ:
         return f"t={t}ps: node {node} read block {kv} in state {State(state).name}"
-    if code == L.ERR_DRAIN:
+    if code == L.DERR_DRAIN:
         return f"t={t}ps: drain of block {kv} at node {node}, which holds no valid replica"
     return f"t={t}ps: invalidate of block {kv} at node {node}, which holds no replica"
 
@@ -84,18 +84,18 @@ class ClusterView:
         self.directory = DirectoryView(tables)
         self._block_id = tables.block_id
         self.control_frames_by_op = dict.fromkeys(CONTROL_OPS, 0)
-        self.control_frames_by_op["drain"] = int(RS[L.R_CTRL_DRAIN])
-        self.control_frames_by_op["invalidate"] = int(RS[L.R_CTRL_INV])
-        self.control_frames_by_op["ack"] = int(RS[L.R_CTRL_ACK])
-        self.control_frames_by_op["nack"] = int(RS[L.R_CTRL_NACK])
-        self.control_frames_by_op["probe"] = int(RS[L.R_CTRL_PROBE])
-        self.retransmitted_frames = int(RS[L.R_RETX])
-        self._tr = TR[: RS[L.R_NTR]]
-        self._w = int(RS[L.R_MASKW])
+        self.control_frames_by_op["drain"] = int(RS[L.RS_CTRL_DRAIN])
+        self.control_frames_by_op["invalidate"] = int(RS[L.RS_CTRL_INV])
+        self.control_frames_by_op["ack"] = int(RS[L.RS_CTRL_ACK])
+        self.control_frames_by_op["nack"] = int(RS[L.RS_CTRL_NACK])
+        self.control_frames_by_op["probe"] = int(RS[L.RS_CTRL_PROBE])
+        self.retransmitted_frames = int(RS[L.RS_RETX])
+        self._tr = TR[: RS[L.RS_NTR]]
+        self._w = int(RS[L.RS_MASKW])
 
     def _cols(self, which: int) -> slice:
-        """The columns of set ``which`` (L.T_DESTS, T_DELIVERED, T_FAILED) in the transfer table."""
-        first = L.T_DMASK + which * self._w
+        """The columns of set ``which`` (L.TR_SET_DESTS, TR_SET_DELIVERED, TR_SET_FAILED) in the transfer table."""
+        first = L.TR_DMASK + which * self._w
         return slice(first, first + self._w)
 
     def _set(self, i: int, which: int) -> list[int]:
@@ -105,11 +105,11 @@ class ClusterView:
     def _failed(self, i: int) -> str | None:
         """Cluster's Transfer.failed: send ``i`` had no route, or reliable delivery gave up on it."""
         tr = self._tr
-        if not tr[i, L.T_FAIL_RETRIES]:
+        if not tr[i, L.TR_FAIL_RETRIES]:
             return None
-        if tr[i, L.T_FAIL_RETRIES] < 0:
-            return f"no route from node {int(tr[i, L.T_SRC])} to {self._set(i, L.T_FAILED)}"
-        return f"no acknowledgement from {self._set(i, L.T_FAILED)} after {int(tr[i, L.T_FAIL_RETRIES]) - 1} retries"
+        if tr[i, L.TR_FAIL_RETRIES] < 0:
+            return f"no route from node {int(tr[i, L.TR_SRC])} to {self._set(i, L.TR_SET_FAILED)}"
+        return f"no acknowledgement from {self._set(i, L.TR_SET_FAILED)} after {int(tr[i, L.TR_FAIL_RETRIES]) - 1} retries"
 
     @property
     def control_frames(self) -> int:
@@ -118,14 +118,14 @@ class ClusterView:
     def incomplete(self) -> list[str]:
         tr = self._tr
         out = []
-        short = (tr[:, self._cols(L.T_DELIVERED)] != tr[:, self._cols(L.T_DESTS)]).any(axis=1)
+        short = (tr[:, self._cols(L.TR_SET_DELIVERED)] != tr[:, self._cols(L.TR_SET_DESTS)]).any(axis=1)
         for i in np.flatnonzero(short).tolist():
-            got = set(self._set(i, L.T_DELIVERED))
-            missing = [d for d in self._set(i, L.T_DESTS) if d not in got]
-            why = self._failed(i) or ("still waiting for the packetizer" if tr[i, L.T_ACCEPTED] < 0
+            got = set(self._set(i, L.TR_SET_DELIVERED))
+            missing = [d for d in self._set(i, L.TR_SET_DESTS) if d not in got]
+            why = self._failed(i) or ("still waiting for the packetizer" if tr[i, L.TR_ACCEPTED] < 0
                                       else "frames lost")
-            out.append(f"send {i} (op {Op(int(tr[i, L.T_MSGOP])).name}, kv {int(self._block_id(tr[i, L.T_KV]))}) from node "
-                       f"{int(tr[i, L.T_SRC])} never reached {missing}: {why}")
+            out.append(f"send {i} (op {Op(int(tr[i, L.TR_MSGOP])).name}, kv {int(self._block_id(tr[i, L.TR_KV]))}) from node "
+                       f"{int(tr[i, L.TR_SRC])} never reached {missing}: {why}")
         return out
 
 
@@ -139,16 +139,16 @@ class _LoopSim:
 
     @property
     def now(self) -> int:
-        return int(self.RS[L.R_NOW])
+        return int(self.RS[L.RS_NOW])
 
     def at(self, time: int, fn, *args):
         net, RS = self.net, self.RS
         if fn == net._wake:
-            RS[L.R_WAKE_AT] = time
-            RS[L.R_WAKE_SEQ] = schedule(self.st, int(time), L.E_WAKE)
+            RS[L.RS_WAKE_AT] = time
+            RS[L.RS_WAKE_SEQ] = schedule(self.st, int(time), L.E_WAKE)
             return _Wake(RS)
         if fn == net._upcalls_due:
-            RS[L.R_UPCALL_EV] = 1
+            RS[L.RS_UPCALL_EV] = 1
             schedule(self.st, int(time), L.E_UPCALLS)
             return True
         if fn == net._changes_due:
@@ -164,7 +164,7 @@ class _Wake:
         self.RS = RS
 
     def cancel(self) -> None:
-        self.RS[L.R_WAKE_SEQ] = -1
+        self.RS[L.RS_WAKE_SEQ] = -1
 
 
 class _Messages:
@@ -192,9 +192,9 @@ def _apply_change(rp, tables: Tables) -> None:
     _to_network(st, net)
     sim, msgs = net.sim, net.messages
     net.sim, net.messages = _LoopSim(tables, net), _Messages(st)
-    net._wake_ev = _Wake(RS) if RS[L.R_WAKE_SEQ] >= 0 else None
-    net._wake_at = int(RS[L.R_WAKE_AT]) if RS[L.R_WAKE_SEQ] >= 0 else None
-    net._upcall_ev = True if RS[L.R_UPCALL_EV] else None
+    net._wake_ev = _Wake(RS) if RS[L.RS_WAKE_SEQ] >= 0 else None
+    net._wake_at = int(RS[L.RS_WAKE_AT]) if RS[L.RS_WAKE_SEQ] >= 0 else None
+    net._upcall_ev = True if RS[L.RS_UPCALL_EV] else None
     _t, key, _seq, fn = heapq.heappop(net._changes)
     net._in_change, net._change_key = True, key
     try:
@@ -203,7 +203,7 @@ def _apply_change(rp, tables: Tables) -> None:
         net._in_change, net._change_key = False, K.KEY_ALL
         net.sim, net.messages = sim, msgs
     set_kernel(st, *(getattr(net, name) for name in KERNEL))
-    RS[L.R_CHG_T], RS[L.R_CHG_KEY] = net._changes[0][:2] if net._changes else (K.INF, K.KEY_ALL)
+    RS[L.RS_CHG_T], RS[L.RS_CHG_KEY] = net._changes[0][:2] if net._changes else (K.INF, K.KEY_ALL)
 
 
 def _reroute(rp, tables: Tables):
@@ -233,7 +233,7 @@ def _reroute(rp, tables: Tables):
             moved[route] = new
         # Sends still to start, and those waiting for their packetizer (Cluster._launch picks
         # the route when the packetizer takes the send), go on the new trees.
-        for col, table in ((L.P_ROUTE, PT), (L.T_ROUTE, TR)):
+        for col, table in ((L.PT_ROUTE, PT), (L.TR_ROUTE, TR)):
             r = table[:, col]
             hit = np.flatnonzero(np.isin(r, list(moved)))
             r[hit] = [moved[int(x)] for x in r[hit]]
@@ -242,11 +242,11 @@ def _reroute(rp, tables: Tables):
                 try:
                     parent = cluster.board_tree(root, group)
                 except ConfigError as e:  # no tree now: starting it stops the run (the Python path raises)
-                    GP[g, L.G_WAIT] = -1
+                    GP[g, L.GP_WAIT] = -1
                     tables.unroutable.append(e)
                     continue
                 for j, m in enumerate(group):
-                    GP[g + j, : L.G_FOLD_OWN] = (m, parent.get(m, -1), 1 + sum(1 for c in group if parent.get(c) == m))
+                    GP[g + j, : L.GP_FOLD_OWN] = (m, parent.get(m, -1), 1 + sum(1 for c in group if parent.get(c) == m))
 
     return reroute
 
@@ -278,7 +278,7 @@ def _run(rp) -> None:
     tables = Tables(rp)
     st, RS, net = tables.state, tables.RS, rp.net
     if rp.opt.progress:
-        RS[L.R_PROGRESS] = RS[L.R_PROG_NEXT] = REPLAY_STEP_OPS
+        RS[L.RS_PROGRESS] = RS[L.RS_PROG_NEXT] = REPLAY_STEP_OPS
     rp._progress()  # 0 %: the replay is under way (what a reader of the stream waits for)
     if rp.timeline is not None:
         rp.timeline.on_reroute[:] = [_reroute(rp, tables)]
@@ -286,7 +286,7 @@ def _run(rp) -> None:
         from ..replay.capture import Capture
 
         if isinstance(sink, Capture):
-            sink.messages = WireMessages(st, rp.trace, bool(RS[L.R_RELIABLE]), tables.block_id)
+            sink.messages = WireMessages(st, rp.trace, bool(RS[L.RS_RELIABLE]), tables.block_id)
     # The first drive() starts the replay (the parts with no dependencies, the network's
     # first wake-up); a later call, after a change or a log flush, goes on where it stopped.
     tables.unroutable = []  # why a re-route could not build a tree, in the order it failed
@@ -297,13 +297,13 @@ def _run(rp) -> None:
             if tables.unroutable:  # a send on such a tree stopped the loop: the Python path's error
                 raise tables.unroutable[0] from None
             raise
-        if status == L.D_DONE:
+        if status == L.DRIVE_DONE:
             break
-        if status == L.D_CHANGE:
+        if status == L.DRIVE_CHANGE:
             _apply_change(rp, tables)
-        elif status == L.D_PROGRESS:
-            rp.done_ops = int(RS[L.R_DONE_OPS])
-            rp.sim.now = int(RS[L.R_NOW])
+        elif status == L.DRIVE_PROGRESS:
+            rp.done_ops = int(RS[L.RS_DONE_OPS])
+            rp.sim.now = int(RS[L.RS_NOW])
             rp._progress()
         elif status == K.ST_NEED_LOG:
             net.flush_log()  # the log table is the network's own; the loop never replaces it
@@ -315,14 +315,14 @@ def _run(rp) -> None:
     OP, OW = tables.OP, tables.OW
     rp.start = OW[:, L.OW_START].copy()
     rp.end = OW[:, L.OW_END].copy()
-    rp.kv_bytes = int(RS[L.R_KV_BYTES])
-    rp.done_ops = int(RS[L.R_DONE_OPS])
-    rp.sim.now = int(RS[L.R_NOW])
+    rp.kv_bytes = int(RS[L.RS_KV_BYTES])
+    rp.done_ops = int(RS[L.RS_DONE_OPS])
+    rp.sim.now = int(RS[L.RS_NOW])
     rp.cluster = ClusterView(tables, rp.cluster)
     SLOT = tables.SLOT
-    got = np.flatnonzero(SLOT[:, L.S_TIME] >= 0)
-    slot_op = np.repeat(np.arange(rp.trace.n_ops), OP[:, L.O_DSTEND] - OP[:, L.O_DST])
-    rp._deliveries = np.stack([slot_op[got], SLOT[got, L.S_NODE], SLOT[got, L.S_TIME]], axis=1)
+    got = np.flatnonzero(SLOT[:, L.SLOT_TIME] >= 0)
+    slot_op = np.repeat(np.arange(rp.trace.n_ops), OP[:, L.OPS_DSTEND] - OP[:, L.OPS_DST])
+    rp._deliveries = np.stack([slot_op[got], SLOT[got, L.SLOT_NODE], SLOT[got, L.SLOT_TIME]], axis=1)
     if rp.functional is not None:  # the payloads and merges, after the timing they do not change
         feed(rp.functional, tables, rp.trace)
     rp._progress(end=True)

@@ -43,15 +43,18 @@ allocating = njit(cache=True, _nrt=True)
 KERNEL = ("SC", "LK", "LF", "LR", "LD", "ND", "NS", "DL", "FP", "FREE", "HP", "LG", "FW", "MS", "MD", "BITS",
           "UP", "SP", "SL", "SFREE",
           "LB")     # per-link statistics bins, accumulated in the frame loop
+# The replay's tables; those with columns are declared in emu.engine.layout (OP: OPS_*,
+# the others by their own name: OW_*, PT_*, ..., SIM_*, WORK_*, HIST_*, ERR_*); RQ, IDX, DF and
+# NKB are flat.
 REPLAY = ("RS", "OP", "OW", "PT", "SLOT", "NT", "RQ", "TR", "MX", "KB", "KR", "IDX", "DF", "GP",
-          "SIM",    # the event heap: time, seq, kind, a, b
-          "WORK",   # the work stack: kind, a, b, c
-          "HIST",   # directory history: t, node, owner, replica, transient, blocks, replicas
-          "ERR",    # directory errors: t, code, node, kv, state
+          "SIM",    # the event heap
+          "WORK",   # the work stack
+          "HIST",   # directory history
+          "ERR",    # directory errors
           # reliable delivery (emu.engine.reliable): the protocol's sender tables
-          "OUT",    # per message: emu.nic.protocol's O_* columns
-          "OD",     # per message destination (rows as MD): node, acked
-          "RT",     # per board, per peer: emu.nic.rto's SRTT, RTTVAR, RTO
+          "OUT",    # per message: emu.nic.protocol's OUT_* columns
+          "OD",     # per message destination (rows as MD): emu.nic.protocol's OD_* columns
+          "RT",     # per board, per peer: emu.nic.rto's RT_* columns
           "NKB")    # nack payloads (missing-fragment bitmaps), bytes
 FIELDS = KERNEL + REPLAY
 

@@ -17,7 +17,7 @@ import numpy as np
 from ..codec import FRAME_HEADER_LEN, max_payload
 from ..codec.fragment import MAX_FRAGS
 from ..net import kernel as K
-from ..nic.protocol import D_COLS, O_COLS
+from ..nic.protocol import OD_NCOLS, OUT_NCOLS
 from ..nic.rto import rto_table
 from ..topology import multicast_tree
 from ..workload.enums import COMM_KINDS, CONTROL_KINDS, Kind, MsgOp
@@ -196,7 +196,7 @@ class Tables:
             gp_rows.extend(rows)
             grp[op] = (g, g + len(rows))
             g += len(rows)
-        GP = np.array(gp_rows, np.int64).reshape(-1, L.G_NCOLS)
+        GP = np.array(gp_rows, np.int64).reshape(-1, L.GP_NCOLS)
 
         # IDX: destinations (slots) | dependencies | sources | blocks | done lists | at lists.
         b_dep = nslots
@@ -218,37 +218,37 @@ class Tables:
         OW[:, L.OW_END] = -1
         OW[:, L.OW_DMASK:] = dmask.view(np.int64)
 
-        cols = {L.O_KIND: kind, L.O_NODE: node, L.O_MSGOP: msgop, L.O_RES: ops["residency"],
-                L.O_PART: part_ptr[:-1], L.O_PEND: part_ptr[1:],
-                L.O_DEP: b_dep + tr.dep_ptr[:-1], L.O_DEPEND: b_dep + tr.dep_ptr[1:],
-                L.O_DST: tr.dst_ptr[:-1], L.O_DSTEND: tr.dst_ptr[1:],
-                L.O_SRC: b_src + tr.src_ptr[:-1], L.O_SRCEND: b_src + tr.src_ptr[1:],
-                L.O_BLK: b_blk + tr.blk_ptr[:-1], L.O_BLKEND: b_blk + tr.blk_ptr[1:],
-                L.O_DONE: b_done + done_ptr[:-1], L.O_DONEEND: b_done + done_ptr[1:],
-                L.O_GRP: grp[:, 0], L.O_GRPEND: grp[:, 1], L.O_CHUNK: ops["chunk"], L.O_LAYER: ops["layer"],
-                L.O_COMM: is_comm}
-        OP = _table(n, L.O_NCOLS, cols)
+        cols = {L.OPS_KIND: kind, L.OPS_NODE: node, L.OPS_MSGOP: msgop, L.OPS_RES: ops["residency"],
+                L.OPS_PART: part_ptr[:-1], L.OPS_PEND: part_ptr[1:],
+                L.OPS_DEP: b_dep + tr.dep_ptr[:-1], L.OPS_DEPEND: b_dep + tr.dep_ptr[1:],
+                L.OPS_DST: tr.dst_ptr[:-1], L.OPS_DSTEND: tr.dst_ptr[1:],
+                L.OPS_SRC: b_src + tr.src_ptr[:-1], L.OPS_SRCEND: b_src + tr.src_ptr[1:],
+                L.OPS_BLK: b_blk + tr.blk_ptr[:-1], L.OPS_BLKEND: b_blk + tr.blk_ptr[1:],
+                L.OPS_DONE: b_done + done_ptr[:-1], L.OPS_DONEEND: b_done + done_ptr[1:],
+                L.OPS_GRP: grp[:, 0], L.OPS_GRPEND: grp[:, 1], L.OPS_CHUNK: ops["chunk"], L.OPS_LAYER: ops["layer"],
+                L.OPS_COMM: is_comm}
+        OP = _table(n, L.OPS_NCOLS, cols)
 
-        PT = np.zeros((nparts, L.P_NCOLS), np.int64)
-        PT[:, L.P_OP] = part_op
-        PT[:, L.P_NODE] = part_node
-        PT[:, L.P_NEED] = need
-        PT[:, L.P_ROUTE] = part_route
+        PT = np.zeros((nparts, L.PT_NCOLS), np.int64)
+        PT[:, L.PT_OP] = part_op
+        PT[:, L.PT_NODE] = part_node
+        PT[:, L.PT_NEED] = need
+        PT[:, L.PT_ROUTE] = part_route
 
-        SLOT = np.zeros((nslots, L.S_NCOLS), np.int64)
-        SLOT[:, L.S_NODE] = dst
-        SLOT[:, L.S_AT] = b_at + at_ptr[:-1]
-        SLOT[:, L.S_ATEND] = b_at + at_ptr[1:]
-        SLOT[:, L.S_READERS] = readers
-        SLOT[:, L.S_TIME] = -1
+        SLOT = np.zeros((nslots, L.SLOT_NCOLS), np.int64)
+        SLOT[:, L.SLOT_NODE] = dst
+        SLOT[:, L.SLOT_AT] = b_at + at_ptr[:-1]
+        SLOT[:, L.SLOT_ATEND] = b_at + at_ptr[1:]
+        SLOT[:, L.SLOT_READERS] = readers
+        SLOT[:, L.SLOT_TIME] = -1
 
         # Compute engines: a ready queue per node with room for all its compute ops.
         comp = ~is_comm
         per_node = np.bincount(node[comp], minlength=N)
-        NT = np.zeros((N, L.N_NCOLS), np.int64)
-        NT[:, L.N_QHEAD] = -1
-        NT[:, L.N_QTAIL] = -1
-        NT[1:, L.N_RQ] = np.cumsum(per_node)[:-1]
+        NT = np.zeros((N, L.NT_NCOLS), np.int64)
+        NT[:, L.NT_QHEAD] = -1
+        NT[:, L.NT_QTAIL] = -1
+        NT[1:, L.NT_RQ] = np.cumsum(per_node)[:-1]
         RQ = np.zeros(max(int(comp.sum()), 1), np.int64)
 
         # Sizes: transfers, messages, destination rows and bitmap bytes of the whole run.
@@ -272,12 +272,12 @@ class Tables:
         if cfg.reliable:  # every message is tracked: a bitmap at each destination
             n_bits = int(((send_parts * nd_of + transfers - send_parts) * (frags_of // 8 + msgs_of)).sum()) + 1
 
-        TR = np.zeros((n_tr, L.T_DMASK + L.T_SETS * W), np.int64)
-        MX = np.zeros((n_msg, L.X_NCOLS), np.int64)
+        TR = np.zeros((n_tr, L.TR_DMASK + L.TR_SETS * W), np.int64)
+        MX = np.zeros((n_msg, L.MX_NCOLS), np.int64)
         nkv = len(self.kv_ids)
-        KB = np.zeros((nkv, L.K_FN_NCOLS if rp.opt.functional else L.K_NCOLS), np.int64)
-        KB[:, L.K_OWNER] = -1
-        KR = np.zeros((N * nkv, L.RP_NCOLS), np.int64)
+        KB = np.zeros((nkv, L.KB_NCOLS if rp.opt.functional else L.KB_SNAP_OWNER), np.int64)
+        KB[:, L.KB_OWNER] = -1
+        KR = np.zeros((N * nkv, L.KR_NCOLS), np.int64)
 
         # The kernel: message tables for the whole run; a stream pool for what the packetizers
         # can hold at once (entries x messages per send x first hops); buffers with room for
@@ -299,50 +299,50 @@ class Tables:
             net.flush_log()
             net.LG = np.zeros((2 * margin, K.G_NCOLS), np.int64)
 
-        RS = np.zeros(L.R_NCOLS, np.int64)
-        RS[L.R_WAKE_SEQ] = -1
-        RS[L.R_NODES] = N
-        RS[L.R_MASKW] = W
-        RS[L.R_V] = V
-        RS[L.R_MARGIN] = margin
-        RS[L.R_PER] = per
-        RS[L.R_HDR] = FRAME_HEADER_LEN
-        RS[L.R_CHUNK] = chunk
-        RS[L.R_FIFO_B] = cfg.fifo_bytes
-        RS[L.R_FIFO_E] = cfg.fifo_entries
-        RS[L.R_LAYERS] = int(rp.model["layers"])
-        RS[L.R_KVMIN] = kv_lo
-        RS[L.R_NKV] = nkv
-        RS[L.R_RELIABLE] = int(cfg.reliable)
-        RS[L.R_MAX_RETRIES] = cfg.max_retries
-        RS[L.R_RTO_MIN] = cfg.rto_min_ps
-        RS[L.R_RTO_MAX] = cfg.rto_max_ps
+        RS = np.zeros(L.RS_NCOLS, np.int64)
+        RS[L.RS_WAKE_SEQ] = -1
+        RS[L.RS_NODES] = N
+        RS[L.RS_MASKW] = W
+        RS[L.RS_V] = V
+        RS[L.RS_MARGIN] = margin
+        RS[L.RS_PER] = per
+        RS[L.RS_HDR] = FRAME_HEADER_LEN
+        RS[L.RS_CHUNK] = chunk
+        RS[L.RS_FIFO_B] = cfg.fifo_bytes
+        RS[L.RS_FIFO_E] = cfg.fifo_entries
+        RS[L.RS_LAYERS] = int(rp.model["layers"])
+        RS[L.RS_KVMIN] = kv_lo
+        RS[L.RS_NKV] = nkv
+        RS[L.RS_RELIABLE] = int(cfg.reliable)
+        RS[L.RS_MAX_RETRIES] = cfg.max_retries
+        RS[L.RS_RTO_MIN] = cfg.rto_min_ps
+        RS[L.RS_RTO_MAX] = cfg.rto_max_ps
         # The protocol's sender tables (emu.nic.protocol): a row per message and per message
         # destination (rows as MS and MD), an RTO table per board.
         rel_rows = (n_msg, n_md) if cfg.reliable else (1, 1)
-        OUT = np.zeros((rel_rows[0], O_COLS), np.int64)
-        OD = np.zeros((rel_rows[1], D_COLS), np.int64)
+        OUT = np.zeros((rel_rows[0], OUT_NCOLS), np.int64)
+        OD = np.zeros((rel_rows[1], OD_NCOLS), np.int64)
         RT = np.stack([rto_table(N, cfg.rto_min_ps, cfg.rto_initial_ps, cfg.rto_max_ps) for _ in range(N)])
 
         # Events already in the Python simulator: a timeline's changes (Network.schedule_change),
         # with their sequence numbers; a sorted array is a heap.
-        SIM = np.zeros((max(256, 2 * len(rp.sim._heap)), 5), np.int64)
+        SIM = np.zeros((max(256, 2 * len(rp.sim._heap)), L.SIM_NCOLS), np.int64)
         pending = sorted((t, q) for t, q, ev in rp.sim._heap if not ev.cancelled)
         if any(ev.fn != net._changes_due for _t, _q, ev in rp.sim._heap):
             raise ValueError("compiled replay: the simulator holds events other than timeline changes")
         for i, (t, q) in enumerate(pending):
-            SIM[i, :3] = (t, q, L.E_CHANGE)
-        RS[L.R_NSIM] = len(pending)
-        RS[L.R_SEQ] = rp.sim._seq
-        RS[L.R_CHG_T], RS[L.R_CHG_KEY] = net._changes[0][:2] if net._changes else (K.INF, K.KEY_ALL)
+            SIM[i, [L.SIM_TIME, L.SIM_SEQ, L.SIM_KIND]] = (t, q, L.E_CHANGE)
+        RS[L.RS_NSIM] = len(pending)
+        RS[L.RS_SEQ] = rp.sim._seq
+        RS[L.RS_CHG_T], RS[L.RS_CHG_KEY] = net._changes[0][:2] if net._changes else (K.INF, K.KEY_ALL)
 
         # The directory's history: about 1.0-1.3 rows an op in the shipped and generated traces;
         # room for 1.5 saves doubling a large table near its end (a transient of twice its size).
         self.state = State(
             **{name: getattr(net, name) for name in KERNEL},
             RS=RS, OP=OP, OW=OW, PT=PT, SLOT=SLOT, NT=NT, RQ=RQ, TR=TR, MX=MX, KB=KB, KR=KR, IDX=IDX, DF=DF, GP=GP,
-            SIM=SIM, WORK=np.zeros((1024, 4), np.int64),
-            HIST=np.zeros((max(1024, n + n // 2), 7), np.int64), ERR=np.zeros((16, 5), np.int64),
+            SIM=SIM, WORK=np.zeros((1024, L.WORK_NCOLS), np.int64),
+            HIST=np.zeros((max(1024, n + n // 2), L.HIST_NCOLS), np.int64), ERR=np.zeros((16, L.ERR_NCOLS), np.int64),
             OUT=OUT, OD=OD, RT=RT, NKB=np.zeros(1024, np.uint8))
         # Python's own references, read back after the run
         self.RS, self.OP, self.OW, self.SLOT, self.NT, self.TR, self.KB = RS, OP, OW, SLOT, NT, TR, KB

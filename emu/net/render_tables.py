@@ -1,5 +1,6 @@
 """``python -m emu.net.render_tables [FILE ...]``: write the column constants of each module's
-Tables into its source (default: the kernel), after a Table's columns change."""
+Tables into its source (default: every module that declares tables, MODULES), after a Table's
+columns change."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import sys
 
 from .tables import render_file
 
-MODULES = ["emu/net/kernel.py"]
+MODULES = ["emu/net/kernel.py", "emu/engine/layout.py", "emu/nic/protocol.py", "emu/nic/rto.py"]
 
 
 def main(argv: list[str]) -> None:

@@ -184,15 +184,15 @@ class Directory:
         return history_frame(self._history)
 
 
-HISTORY_COLUMNS = ("t_ps", "node", "owner_bytes", "replica_bytes", "transient_bytes", "blocks", "replicas")
-
-
 def history_frame(rows) -> pd.DataFrame:
-    """A directory's history rows (HISTORY_COLUMNS, one per change at a node) as a table with
-    the replica factor then: copies per owned block, 1.0 owner-only (or no block yet)."""
+    """A directory's history rows (the columns of emu.engine.layout.HISTORY, one row per change
+    at a node) as a table with the replica factor then: copies per owned block, 1.0
+    owner-only (or no block yet)."""
     import pandas as pd  # only results read it: a replay's import need not load pandas
 
-    cols = list(HISTORY_COLUMNS)
+    from ..engine.layout import HISTORY  # the one declaration of the history's columns
+
+    cols = list(HISTORY.columns)
     df = pd.DataFrame(np.asarray(rows, np.int64).reshape(-1, len(cols)), columns=cols)
     df["replica_factor"] = np.where(df.blocks > 0, (df.blocks + df.replicas) / df.blocks.clip(lower=1), 1.0)
     return df

@@ -33,7 +33,7 @@ directory's state change; ``nack_payload`` / ``nack_frags`` the nack bitmap;
 calls these same dispatchers.
 
 State lives in plain int64 tables: the sender's messages (``OUT``, one row per message
-awaiting acks: columns ``O_*``), their receivers (``OD``: node, acked) and the RTO table
+awaiting acks: columns ``OUT_*``), their receivers (``OD``: ``OD_NODE``, ``OD_ACKED``) and the RTO table
 of ``emu.nic.rto`` (one row per peer). The module-level functions that change them
 (``arm``, ``ack``, ``timeout``, ``nack_accepted``) take tables and scalars only and are
 compiled with numba, so a compiled loop calls the very functions the drivers call
@@ -51,9 +51,10 @@ from numba import njit
 
 from .. import compiled_cache  # noqa: F401  (before any cached function: their cache stamp)
 from ..codec import Collective, Op
+from ..net.tables import Table
 from .directory import State, replica_transition  # noqa: F401  (the directory's rule, re-exported)
 from ..topology.forwarding import tree_rows, unicast_rows  # noqa: F401  (the forwarding rule, re-exported)
-from .rto import RTO, rto_backoff, rto_sample, rto_table
+from .rto import RT_RTO, rto_backoff, rto_sample, rto_table
 
 # ---- parameters -------------------------------------------------------------------------------
 
@@ -92,19 +93,38 @@ EVICTED = "evicted"      # (EVICTED, key): the oldest waiting reduction dropped 
 
 # ---- the sender's tables ----------------------------------------------------------------------
 
-O_MSG_ID, O_SEQ, O_NFRAGS, O_RETRIES, O_LEFT_AT, O_DUE, O_RESENDING, O_DPTR, O_DEND, O_LIVE = range(10)
-O_COLS = 10
-D_NODE, D_ACKED = 0, 1
-D_COLS = 2
+OUTSTANDING = Table("the sender's messages awaiting acks (OUT)", "OUT", (
+    ("msg_id", "the message's id (header field)"),
+    ("seq", "its sequence number (header field)"),
+    ("nfrags", "its fragments"),
+    ("retries", "timeouts so far (past max_retries: given up)"),
+    ("left_at", "when its last fragment left the wire (-1: not yet)"),
+    ("due", "when its timer is due (-1: not armed)"),
+    ("resending", "1: a resend of it is on its way out"),
+    ("dptr", "its receivers: rows dptr..dend-1 of OD"),
+    ("dend", "one past its last receiver"),
+    ("live", "1: the row is in use"),
+))
+# OUTSTANDING's columns, rendered from it by `python -m emu.net.render_tables` (do not edit)
+(OUT_MSG_ID, OUT_SEQ, OUT_NFRAGS, OUT_RETRIES, OUT_LEFT_AT, OUT_DUE, OUT_RESENDING, OUT_DPTR,
+ OUT_DEND, OUT_LIVE) = range(10)
+OUT_NCOLS = 10
+RECEIVERS = Table("the receivers of those messages (OD)", "OD", (
+    ("node", "the receiver"),
+    ("acked", "1: it has acked"),
+))
+# RECEIVERS's columns, rendered from it by `python -m emu.net.render_tables` (do not edit)
+(OD_NODE, OD_ACKED) = range(2)
+OD_NCOLS = 2
 
 
 def waiting(OUT, OD, s):
     """Receivers of message ``s`` that have not acked, in the order they were given."""
-    d0, d1 = OUT[s, O_DPTR], OUT[s, O_DEND]
+    d0, d1 = OUT[s, OUT_DPTR], OUT[s, OUT_DEND]
     out = []
     for d in range(d0, d1):
-        if OD[d, D_ACKED] == 0:
-            out.append(OD[d, D_NODE])
+        if OD[d, OD_ACKED] == 0:
+            out.append(OD[d, OD_NODE])
     return out
 
 
@@ -113,14 +133,14 @@ def arm(OUT, OD, RT, s, now, max_retries):
     """(Re)start message ``s``'s timer: the largest RTO of the receivers still silent.
     Returns the due time, -1 when nothing is to be timed (all acked, or retries used up)."""
     due = -1
-    if OUT[s, O_RETRIES] <= max_retries:
+    if OUT[s, OUT_RETRIES] <= max_retries:
         rto = -1
-        for d in range(OUT[s, O_DPTR], OUT[s, O_DEND]):
-            if OD[d, D_ACKED] == 0:
-                rto = max(rto, RT[OD[d, D_NODE], RTO])
+        for d in range(OUT[s, OUT_DPTR], OUT[s, OUT_DEND]):
+            if OD[d, OD_ACKED] == 0:
+                rto = max(rto, RT[OD[d, OD_NODE], RT_RTO])
         if rto >= 0:
             due = now + rto
-    OUT[s, O_DUE] = due
+    OUT[s, OUT_DUE] = due
     return due
 
 
@@ -129,19 +149,19 @@ def ack(OUT, OD, RT, s, node, now, min_ps, max_ps):
     """An ack of message ``s`` from ``node`` arrived at ``now``. Returns how many receivers
     are still silent, or -1 if it changes nothing (not a receiver, or acked before).
     Karn: only a message never probed nor resent gives an RTT sample."""
-    for d in range(OUT[s, O_DPTR], OUT[s, O_DEND]):
-        if OD[d, D_NODE] == node:
-            if OD[d, D_ACKED]:
+    for d in range(OUT[s, OUT_DPTR], OUT[s, OUT_DEND]):
+        if OD[d, OD_NODE] == node:
+            if OD[d, OD_ACKED]:
                 return -1
-            OD[d, D_ACKED] = 1
-            if OUT[s, O_RETRIES] == 0 and OUT[s, O_LEFT_AT] >= 0:
-                rto_sample(RT, node, now - OUT[s, O_LEFT_AT], min_ps, max_ps)
+            OD[d, OD_ACKED] = 1
+            if OUT[s, OUT_RETRIES] == 0 and OUT[s, OUT_LEFT_AT] >= 0:
+                rto_sample(RT, node, now - OUT[s, OUT_LEFT_AT], min_ps, max_ps)
             left = 0
-            for e in range(OUT[s, O_DPTR], OUT[s, O_DEND]):
-                if OD[e, D_ACKED] == 0:
+            for e in range(OUT[s, OUT_DPTR], OUT[s, OUT_DEND]):
+                if OD[e, OD_ACKED] == 0:
                     left += 1
             if left == 0:
-                OUT[s, O_DUE] = -1
+                OUT[s, OUT_DUE] = -1
             return left
     return -1
 
@@ -151,20 +171,20 @@ def timeout(OUT, OD, RT, s, max_retries, max_ps):
     """Message ``s``'s timer expired. Returns 0 if nobody is silent, -1 if the retries are
     used up (the message fails; its timer is never armed again), 1 if the silent receivers
     are to be probed (their RTO doubled, the retry counted)."""
-    OUT[s, O_DUE] = -1
+    OUT[s, OUT_DUE] = -1
     silent = 0
-    for d in range(OUT[s, O_DPTR], OUT[s, O_DEND]):
-        if OD[d, D_ACKED] == 0:
+    for d in range(OUT[s, OUT_DPTR], OUT[s, OUT_DEND]):
+        if OD[d, OD_ACKED] == 0:
             silent += 1
     if silent == 0:
         return 0
-    if OUT[s, O_RETRIES] >= max_retries:
-        OUT[s, O_RETRIES] += 1  # past max_retries: arm never starts the timer again
+    if OUT[s, OUT_RETRIES] >= max_retries:
+        OUT[s, OUT_RETRIES] += 1  # past max_retries: arm never starts the timer again
         return -1
-    OUT[s, O_RETRIES] += 1
-    for d in range(OUT[s, O_DPTR], OUT[s, O_DEND]):
-        if OD[d, D_ACKED] == 0:
-            rto_backoff(RT, OD[d, D_NODE], max_ps)
+    OUT[s, OUT_RETRIES] += 1
+    for d in range(OUT[s, OUT_DPTR], OUT[s, OUT_DEND]):
+        if OD[d, OD_ACKED] == 0:
+            rto_backoff(RT, OD[d, OD_NODE], max_ps)
     return 1
 
 
@@ -172,9 +192,9 @@ def timeout(OUT, OD, RT, s, max_retries, max_ps):
 def nack_accepted(OUT, OD, s, node):
     """Whether a nack of message ``s`` from ``node`` is acted on: not once it has acked
     (an ack overtook the nack: the receiver has everything)."""
-    for d in range(OUT[s, O_DPTR], OUT[s, O_DEND]):
-        if OD[d, D_NODE] == node:
-            return OD[d, D_ACKED] == 0
+    for d in range(OUT[s, OUT_DPTR], OUT[s, OUT_DEND]):
+        if OD[d, OD_NODE] == node:
+            return OD[d, OD_ACKED] == 0
     return False
 
 
@@ -182,14 +202,14 @@ def nack_accepted(OUT, OD, s, node):
 def left_wire(OUT, OD, RT, s, now, max_retries):
     """Message ``s``'s last fragment left the wire at ``now``: its timer starts, and the RTT
     clock (``ack``'s sample) from the same instant. Returns the due time (``arm``)."""
-    OUT[s, O_LEFT_AT] = now
+    OUT[s, OUT_LEFT_AT] = now
     return arm(OUT, OD, RT, s, now, max_retries)
 
 
 @njit(cache=True)
 def resend_left(OUT, OD, RT, s, now, max_retries):
     """The fragments a nack named have left the wire: the timer starts again from ``now``."""
-    OUT[s, O_RESENDING] = 0
+    OUT[s, OUT_RESENDING] = 0
     return arm(OUT, OD, RT, s, now, max_retries)
 
 
@@ -198,11 +218,11 @@ def resend_started(OUT, OD, RT, s, now, routed, max_retries):
     """An accepted nack's fragments are being resent. The timer stops while they leave
     (``resend_left`` restarts it); with no route (``routed`` False) nothing leaves, so it
     restarts now unless an earlier resend is still leaving. Returns the due time (-1: stopped)."""
-    OUT[s, O_DUE] = -1
+    OUT[s, OUT_DUE] = -1
     if routed:
-        OUT[s, O_RESENDING] = 1
+        OUT[s, OUT_RESENDING] = 1
         return -1
-    if OUT[s, O_RESENDING] == 0:
+    if OUT[s, OUT_RESENDING] == 0:
         return arm(OUT, OD, RT, s, now, max_retries)
     return -1
 
@@ -337,8 +357,8 @@ class BoardProtocol:
         self.node, self.boards, self.cfg = node, boards, config
         c = config
         self.RT = rto_table(boards, c.rto_min_ps, c.rto_initial_ps, c.rto_max_ps)
-        self.OUT = np.zeros((16, O_COLS), np.int64)
-        self.OD = np.zeros((16, D_COLS), np.int64)
+        self.OUT = np.zeros((16, OUT_NCOLS), np.int64)
+        self.OD = np.zeros((16, OD_NCOLS), np.int64)
         self._free: list[int] = list(range(15, -1, -1))
         self._nod = 0
         self._od_free: dict[int, list[int]] = {}  # receiver-row blocks of released messages, by size
@@ -366,7 +386,7 @@ class BoardProtocol:
         """An ACK_REQ message of this board to ``dsts``: its slot in the sender's table."""
         if not self._free:
             n = len(self.OUT)
-            self.OUT = np.concatenate([self.OUT, np.zeros((n, O_COLS), np.int64)])
+            self.OUT = np.concatenate([self.OUT, np.zeros((n, OUT_NCOLS), np.int64)])
             self._free = list(range(2 * n - 1, n - 1, -1))
         s = self._free.pop()
         nd = len(dsts)
@@ -376,20 +396,20 @@ class BoardProtocol:
         else:
             d0 = self._nod
             if d0 + nd > len(self.OD):
-                self.OD = np.concatenate([self.OD, np.zeros((max(len(self.OD), nd), D_COLS), np.int64)])
+                self.OD = np.concatenate([self.OD, np.zeros((max(len(self.OD), nd), OD_NCOLS), np.int64)])
             self._nod += nd
-        self.OD[d0 : d0 + nd, D_NODE] = dsts
-        self.OD[d0 : d0 + nd, D_ACKED] = 0
+        self.OD[d0 : d0 + nd, OD_NODE] = dsts
+        self.OD[d0 : d0 + nd, OD_ACKED] = 0
         self.OUT[s] = (msg_id, seq, nfrags, 0, -1, -1, 0, d0, d0 + nd, 1)
         return s
 
     def release(self, s: int) -> None:
         """Forget message ``s`` (every receiver acked, or it failed)."""
         o = self.OUT[s]
-        if not o[O_LIVE]:
+        if not o[OUT_LIVE]:
             return
-        o[O_LIVE] = 0
-        d0, d1 = int(o[O_DPTR]), int(o[O_DEND])
+        o[OUT_LIVE] = 0
+        d0, d1 = int(o[OUT_DPTR]), int(o[OUT_DEND])
         self._od_free.setdefault(d1 - d0, []).append(d0)
         self._free.append(s)
 
@@ -397,7 +417,7 @@ class BoardProtocol:
         return [int(x) for x in waiting(self.OUT, self.OD, s)]
 
     def acked(self, s: int) -> set[int]:
-        d0, d1 = self.OUT[s, O_DPTR], self.OUT[s, O_DEND]
+        d0, d1 = self.OUT[s, OUT_DPTR], self.OUT[s, OUT_DEND]
         return {int(n) for n, a in self.OD[d0:d1] if a}
 
     def _arm(self, s: int, now: int) -> tuple:
@@ -422,7 +442,7 @@ class BoardProtocol:
         no route (``routed`` False) nothing leaves, so it restarts now."""
         if not nack_accepted(self.OUT, self.OD, s, node):
             return []
-        frags = nack_frags(payload, int(self.OUT[s, O_NFRAGS]))
+        frags = nack_frags(payload, int(self.OUT[s, OUT_NFRAGS]))
         if not frags.size:
             return []
         due = resend_started(self.OUT, self.OD, self.RT, s, now, bool(routed), self.cfg.max_retries)
@@ -437,7 +457,7 @@ class BoardProtocol:
         if r == 0:
             return []
         if r < 0:
-            return [(FAILED, s, silent, int(self.OUT[s, O_RETRIES]) - 1)]
+            return [(FAILED, s, silent, int(self.OUT[s, OUT_RETRIES]) - 1)]
         return [(PROBE, s, d) for d in silent] + [self._arm(s, now)]
 
     # ---- receiver -----------------------------------------------------------------------

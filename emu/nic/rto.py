@@ -14,9 +14,9 @@ shifts, the way a hardware estimator would compute them:
 Before any sample the RTO is the initial value. A timeout doubles it (back-off, up to the
 maximum) until the next valid sample recomputes it from SRTT and RTTVAR.
 
-A board keeps one row per peer in an int64 table (columns ``SRTT``, ``RTTVAR``, ``RTO``;
-SRTT -1 before the first sample): ``rto_sample`` and ``rto_backoff`` take the table, the
-row and scalars only, the form a compiled loop or a register file can hold; they are
+A board keeps one row per peer in an int64 table, ``RT`` (``PEERS`` below: columns
+``RT_SRTT``, ``RT_RTTVAR``, ``RT_RTO``; SRTT -1 before the first sample): ``rto_sample``
+and ``rto_backoff`` take the table, the row and scalars only, the form a compiled loop or a register file can hold; they are
 compiled with numba (``.py_func`` is the same function in Python).
 ``RtoEstimator`` is a view of one row, for callers that want one pair.
 """
@@ -27,17 +27,24 @@ import numpy as np
 from numba import njit
 
 from .. import compiled_cache  # noqa: F401  (before any cached function: their cache stamp)
+from ..net.tables import Table
 
-SRTT, RTTVAR, RTO = 0, 1, 2
-RTO_COLS = 3
+PEERS = Table("retransmission timeout per peer (RT)", "RT", (
+    ("srtt", "smoothed round-trip time, ps (NO_SAMPLE before the first sample)"),
+    ("rttvar", "its variation, ps"),
+    ("rto", "the retransmission timeout, ps"),
+))
+# PEERS's columns, rendered from it by `python -m emu.net.render_tables` (do not edit)
+(RT_SRTT, RT_RTTVAR, RT_RTO) = range(3)
+RT_NCOLS = 3
 NO_SAMPLE = -1
 
 
 def rto_table(peers: int, min_ps: int, initial_ps: int, max_ps: int) -> np.ndarray:
     """One row per peer, before any sample."""
-    rt = np.zeros((peers, RTO_COLS), np.int64)
-    rt[:, SRTT] = NO_SAMPLE
-    rt[:, RTO] = min(max_ps, max(min_ps, initial_ps))
+    rt = np.zeros((peers, RT_NCOLS), np.int64)
+    rt[:, RT_SRTT] = NO_SAMPLE
+    rt[:, RT_RTO] = min(max_ps, max(min_ps, initial_ps))
     return rt
 
 
@@ -45,21 +52,21 @@ def rto_table(peers: int, min_ps: int, initial_ps: int, max_ps: int) -> np.ndarr
 def rto_sample(rt, peer, r, min_ps, max_ps):
     """A valid RTT sample ``r`` (ps) towards ``peer``: recompute its RTO."""
     r = max(r, 0)
-    srtt = rt[peer, SRTT]
+    srtt = rt[peer, RT_SRTT]
     if srtt == NO_SAMPLE:
         srtt, rttvar = r, r // 2
     else:
-        rttvar = (3 * rt[peer, RTTVAR] + abs(srtt - r)) // 4
+        rttvar = (3 * rt[peer, RT_RTTVAR] + abs(srtt - r)) // 4
         srtt = (7 * srtt + r) // 8
-    rt[peer, SRTT] = srtt
-    rt[peer, RTTVAR] = rttvar
-    rt[peer, RTO] = min(max_ps, max(min_ps, srtt + 4 * rttvar))
+    rt[peer, RT_SRTT] = srtt
+    rt[peer, RT_RTTVAR] = rttvar
+    rt[peer, RT_RTO] = min(max_ps, max(min_ps, srtt + 4 * rttvar))
 
 
 @njit(cache=True)
 def rto_backoff(rt, peer, max_ps):
     """A timeout towards ``peer``: double its RTO, up to the ceiling."""
-    rt[peer, RTO] = min(max_ps, 2 * rt[peer, RTO])
+    rt[peer, RT_RTO] = min(max_ps, 2 * rt[peer, RT_RTO])
 
 
 class RtoEstimator:
@@ -72,16 +79,16 @@ class RtoEstimator:
 
     @property
     def srtt(self) -> int | None:
-        s = int(self.table[self.row, SRTT])
+        s = int(self.table[self.row, RT_SRTT])
         return None if s == NO_SAMPLE else s
 
     @property
     def rttvar(self) -> int:
-        return int(self.table[self.row, RTTVAR])
+        return int(self.table[self.row, RT_RTTVAR])
 
     @property
     def rto(self) -> int:
-        return int(self.table[self.row, RTO])
+        return int(self.table[self.row, RT_RTO])
 
     def sample(self, r: int) -> None:
         rto_sample(self.table, self.row, int(r), self.min_ps, self.max_ps)

@@ -46,7 +46,7 @@ class WireMessages:
         self.numbered = 0
 
     def _control(self, MX, m: np.ndarray) -> np.ndarray:
-        return (MX[m, L.X_CTRL] != L.CTRL_DATA) if self.reliable else np.zeros(len(m), bool)
+        return (MX[m, L.MX_CTRL] != L.CTRL_DATA) if self.reliable else np.zeros(len(m), bool)
 
     def _number(self, upto: int, MS, MX) -> None:
         """Count each source's data messages in the order it sent them, up to kernel row ``upto``
@@ -93,9 +93,9 @@ class WireMessages:
 
         d = ~ctrl  # data messages: their transfer's Meta (Cluster.send and its callers)
         dm = mids[d]
-        tr = TR[MX[dm, L.X_TR]]
-        cb, op = tr[:, L.T_CB], tr[:, L.T_OP]
-        dsets = tr[:, L.T_DMASK: L.T_DMASK + self.st.table("RS")[L.R_MASKW]]
+        tr = TR[MX[dm, L.MX_TR]]
+        cb, op = tr[:, L.TR_CB], tr[:, L.TR_OP]
+        dsets = tr[:, L.TR_DMASK: L.TR_DMASK + self.st.table("RS")[L.RS_MASKW]]
         o = {k: v[op] for k, v in self.ops.items()}
         is_ctrl, is_red, is_a2a = cb == L.CB_CTRL, cb == L.CB_RED, cb == L.CB_A2A
         stage = np.where(o["stage"] == int(TStage.decode), int(Stage.decode), int(Stage.prefill))
@@ -103,22 +103,22 @@ class WireMessages:
         collective = np.select([is_ctrl, is_red, is_a2a],
                                [np.where(single, int(Collective.unicast), int(Collective.multicast)),
                                 int(Collective.reduce), int(Collective.all_to_all)], o["collective"])
-        h["op"][d] = tr[:, L.T_MSGOP]
+        h["op"][d] = tr[:, L.TR_MSGOP]
         h["stage"][d] = np.where(is_ctrl, int(Stage.control), stage)  # Cluster.replica_control
         h["collective"][d] = collective
-        h["kv_id"][d] = self.block_id(tr[:, L.T_KV])
+        h["kv_id"][d] = self.block_id(tr[:, L.TR_KV])
         h["layer"][d] = np.maximum(o["layer"], 0)
         h["reduce_op"][d] = np.where(is_red, o["reduce_op"], int(ReduceOp.none))  # Reduction._forward
         h["dtype"][d] = np.where(is_ctrl, int(Dtype.raw), o["dtype"])
         h["dst_set"][d] = dsets[:, 0].astype(np.uint64)  # boards 0-63; beyond them the route_id
-        h["route_id"][d] = np.where((dsets[:, 1:] != 0).any(axis=1), tr[:, L.T_ROUTE] + 1, 0)
+        h["route_id"][d] = np.where((dsets[:, 1:] != 0).any(axis=1), tr[:, L.TR_ROUTE] + 1, 0)
         h["msg_id"][d], h["seq"][d] = self.msg_id[dm], self.seq[dm]
         flags = int(Flags.ACK_REQ) if self.reliable else 0
 
         c = ctrl  # acks, probes (acks with ACK_REQ), nacks: emu.nic.control.control_meta
         if c.any():
             cm = mids[c]
-            kind, about = MX[cm, L.X_CTRL], MX[cm, L.X_ABOUT]
+            kind, about = MX[cm, L.MX_CTRL], MX[cm, L.MX_ABOUT]
             dst = MD[MS[cm, K.M_DPTR], K.D_NODE]
             h["op"][c] = np.where(kind == L.CTRL_NACK, int(Op.nack), int(Op.ack))
             h["stage"][c] = int(Stage.control)
@@ -127,6 +127,6 @@ class WireMessages:
                                        np.uint64(0))
             h["route_id"][c] = np.where(dst < 64, 0, dst + 1)  # the unicast route to board b is b
             h["msg_id"][c], h["seq"][c] = self.msg_id[about], self.seq[about]
-        h["flags"] = np.where(c, np.where(MX[mids, L.X_CTRL] == L.CTRL_PROBE, int(Flags.ACK_REQ), 0) if self.reliable
+        h["flags"] = np.where(c, np.where(MX[mids, L.MX_CTRL] == L.CTRL_PROBE, int(Flags.ACK_REQ), 0) if self.reliable
                               else 0, flags) | int(Flags.SYNTH)
         return h, nfrags
