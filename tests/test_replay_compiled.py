@@ -195,6 +195,20 @@ def test_tables_the_loop_replaces_when_full_grow_without_changing_results(traces
             assert st.table(name).shape[0] >= used[name] > 1
 
 
+def test_the_network_and_the_loop_hand_the_kernel_states_of_one_type(traces):
+    """The frame kernel's entry points take one State: a Network's own (the Python path,
+    benchmarks, the exactness references) and the compiled loop's must be one numba type,
+    or every entry point is compiled twice (a placeholder of another dtype or rank would do it)."""
+    import numba
+
+    from emu.net import kernel
+
+    a, b = run(traces["ring"], "python"), run(traces["ring"], "compiled")
+    assert a.net.state is not b.net.state  # b's Network adopted the loop's State
+    assert numba.typeof(a.net.state) == numba.typeof(b.net.state)
+    assert len(kernel.advance.signatures) == 1
+
+
 def test_a_capture_attached_to_a_replay_runs_on_the_compiled_loop(traces, tmp_path):
     """A capture is a log sink like any other: the compiled loop writes it (the Meta of each
     frame from emu.replay.wire_meta; tests/test_capture_compiled.py holds it byte-equal)."""

@@ -173,7 +173,7 @@ def net_send(s, tr, src, nfrags, full, last, route):
     RS = s.RS
     if RS[R_RELIABLE]:  # control frames take message rows the tables did not count
         message_room(s, RS[R_NODES], RS[R_NODES] * ((nfrags + 7) // 8))
-    MS, MD = s.MS, s.MD
+    MD = s.MD
     mid = RS[R_NMSG]
     RS[R_NMSG] = mid + 1
     nmd = RS[R_NMD]
@@ -184,7 +184,7 @@ def net_send(s, tr, src, nfrags, full, last, route):
             MD[nmd + nd, K.D_NODE] = d
             nd += 1
     flags = K.MF_TRACK if RS[R_RELIABLE] else 0
-    RS[R_NBITS] += K.open_message(MS, MD, mid, src, nfrags, full, last, flags, nmd, nd, RS[R_NBITS])
+    RS[R_NBITS] += K.open_message(s, mid, src, nfrags, full, last, flags, nmd, nd, RS[R_NBITS])
     RS[R_NMD] = nmd + nd
     hops = first_hop_streams(s, route * RS[R_V] + src, mid, route, nfrags, -1, RS[R_RELIABLE])
     if hops == 0:  # every fragment is a no_route drop at the source

@@ -26,8 +26,7 @@ from . import layout as L
 from ..errors import ConfigError
 from ..net.network import Message
 from ..topology import multicast_tree
-from .loop import drive, schedule, set_kernel
-from .state import KERNEL
+from .loop import drive, schedule
 from ..replay.capture import Capture
 from .tables import Tables
 from ..replay.functional_feed import feed
@@ -179,18 +178,14 @@ class _Messages:
         return Message(mid, int(m[K.M_SRC]), (), -1, int(m[K.M_NFRAGS]), int(m[K.M_FLEN]), int(m[K.M_LLEN]))
 
 
-def _to_network(st, net) -> None:
-    for name in KERNEL:
-        setattr(net, name, st.table(name))
-
-
 def _apply_change(rp, tables: Tables) -> None:
     """Network._changes_due for one change, which the loop has brought to its point of the
-    instant: it runs on the Network's own code over the loop's kernel tables."""
+    instant: it runs on the Network's own code over the loop's kernel tables (what it
+    replaces, it replaces in the loop's State)."""
     import heapq
 
     st, RS, net = tables.state, tables.RS, rp.net
-    _to_network(st, net)
+    net.adopt(st)
     sim, msgs = net.sim, net.messages
     net.sim, net.messages = _LoopSim(tables, net), _Messages(st)
     net._wake_ev = _Wake(RS) if RS[L.R_WAKE_SEQ] >= 0 else None
@@ -203,7 +198,6 @@ def _apply_change(rp, tables: Tables) -> None:
     finally:
         net._in_change, net._change_key = False, K.KEY_ALL
         net.sim, net.messages = sim, msgs
-    set_kernel(st, *(getattr(net, name) for name in KERNEL))
     RS[L.R_CHG_T], RS[L.R_CHG_KEY] = net._changes[0][:2] if net._changes else (K.INF, K.KEY_ALL)
 
 
@@ -309,7 +303,7 @@ def _run(rp) -> None:
         else:
             raise RuntimeError(f"compiled replay: unexpected status {status}")
     # The kernel's buffers the loop grew, back into the network (its counters read them).
-    _to_network(st, net)
+    net.adopt(st)
     net.flush_log()
     OP, OW = tables.OP, tables.OW
     rp.start = OW[:, L.OW_START].copy()

@@ -404,9 +404,10 @@ def _stale(LK, t, key):
 
 
 @_entry
-def drop_stale(SC, LK, HP):
+def drop_stale(s):
     """Pop the entries left behind at the heap's top, so that the time the caller wakes up
     for is a real event's (a train cut by a failure leaves its old end there)."""
+    SC, LK, HP = s.SC, s.LK, s.HP
     while SC[SC_HEAP] > 0 and _stale(LK, HP[0, 0], HP[0, 1]):
         _heap_pop(HP, SC)
         SC[SC_STALE] += 1
@@ -497,10 +498,16 @@ def _upcall(SC, UP, t, kind, msg, node, frag):
 
 
 @_entry
-def stream_sent(SC, MS, UP, msg, link, t):
+def _stream_sent(SC, MS, UP, msg, link, t):
     """A stream of ``msg`` is over: its last frame left ``link`` (or was dropped at the source)."""
     MS[msg, M_LIVE] -= 1
     _upcall(SC, UP, t, UP_SENT, msg, link, MS[msg, M_LIVE])
+
+
+@_entry
+def stream_sent(s, msg, link, t):
+    """``_stream_sent`` from Python (a stream dropped at the source)."""
+    _stream_sent(s.SC, s.MS, s.UP, msg, link, t)
 
 
 @_inline
@@ -681,28 +688,29 @@ def _cut_at(SC, LK, FP, FREE, NS, SP, HP, link, t, key):
 
 
 @_entry
-def cut_port(SC, LK, FP, FREE, NS, SP, HP, link, t, key):
+def cut_port(s, link, t, key):
     """Before the caller changes port ``link`` at (t, key) (rate, loss, a stream at the head
     of its local queue): its train, if any, back to per-frame state there. Pushes at most
     one heap entry."""
-    _cut_at(SC, LK, FP, FREE, NS, SP, HP, link, t, key)
+    _cut_at(s.SC, s.LK, s.FP, s.FREE, s.NS, s.SP, s.HP, link, t, key)
 
 
 @_entry
-def settle(SC, LK, FP, FREE, NS, SP, HP, t, key):
+def settle(s, t, key):
     """Every train cut at (t, key) (or the point reached): the counters, stream positions
     and wires are exactly the per-frame loop's. Pushes at most one heap entry per link."""
+    SC, LK, FP, FREE, NS, SP, HP = s.SC, s.LK, s.FP, s.FREE, s.NS, s.SP, s.HP
     for link in range(SC[SC_NLINKS]):
         _cut_at(SC, LK, FP, FREE, NS, SP, HP, link, t, key)
 
 
 @_entry
-def settle_deferred(SC, LK, LD, ND, NS, FP, FREE, HP, MS, MD, BITS, UP, LB, t, key):
+def settle_deferred(s, t, key):
     """Every train delivered as one back to per-frame state at (t, key) (or the point reached):
     what the far nodes received and the links' counters are the per-frame loop's. Uses at
     most one frame row and pushes at most two heap entries per link."""
-    for link in range(LK.shape[0]):  # physical links first: their trains enter datapaths
-        take_deferred(SC, LK, LD, ND, NS, FP, FREE, HP, MS, MD, BITS, UP, LB, link, t, key)
+    for link in range(s.LK.shape[0]):  # physical links first: their trains enter datapaths
+        take_deferred(s, link, t, key)
 
 
 @_inline
@@ -717,7 +725,7 @@ def _transmitter(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, MS, SP, SL, SFREE
     if m >= 0:
         # The frame that just ended closed a stream: the packetizer has sent it.
         LK[link, L_SENT] = -1
-        stream_sent(SC, MS, UP, m, link, t)
+        _stream_sent(SC, MS, UP, m, link, t)
     if LK[link, L_UP] == 0:
         return  # no carrier: the local queue waits for the link to come up
     while True:
@@ -759,7 +767,7 @@ def _transmitter(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, MS, SP, SL, SFREE
                 # Too large for this port: dropped at the source, no wire time; grant again.
                 _drop_node(ND, src, DROP_MTU, 1, flen)
                 if finished:
-                    stream_sent(SC, MS, UP, msg, link, t)
+                    _stream_sent(SC, MS, UP, msg, link, t)
                 continue
             e = _alloc_frame(SC, FREE)
             FP[e, F_MSG] = msg
@@ -1326,10 +1334,12 @@ def _undefer_into(SC, LK, LD, ND, NS, FP, FREE, HP, MS, MD, BITS, UP, LB, node, 
 
 
 @_entry
-def take_deferred(SC, LK, LD, ND, NS, FP, FREE, HP, MS, MD, BITS, UP, LB, link, t, key):
+def take_deferred(s, link, t, key):
     """Before the caller touches ``link``'s wire or reads what its far node received at
     (t, key): a train delivered as one there back to per-frame state at the later of that
     point and the point reached. Uses at most one frame row; pushes at most two heap entries."""
+    SC, LK, LD, ND, NS, FP, FREE, HP = s.SC, s.LK, s.LD, s.ND, s.NS, s.FP, s.FREE, s.HP
+    MS, MD, BITS, UP, LB = s.MS, s.MD, s.BITS, s.UP, s.LB
     e = LK[link, L_WHEAD]
     if e < 0 or FP[e, F_DEFER] <= 0:
         return
@@ -1365,7 +1375,7 @@ def _forward(SC, LK, LD, FP, FREE, HP, NS, SP, FW, row, n, only, e, t):
 
 
 @_entry
-def open_message(MS, MD, mid, src, nfrags, flen, llen, flags, dptr, nd, bits_at):
+def open_message(s, mid, src, nfrags, flen, llen, flags, dptr, nd, bits_at):
     """Row ``mid`` of MS for a message whose destinations are MD rows dptr..dptr+nd-1
     (D_NODE filled by the caller); returns the BITS bytes its received bitmaps take.
 
@@ -1373,6 +1383,7 @@ def open_message(MS, MD, mid, src, nfrags, flen, llen, flags, dptr, nd, bits_at)
     duplicate can arrive: resends (tracked messages) and re-routed multicasts. It is
     discarded and counted, never delivered. (A re-homed unicast stream moves its
     unsent fragments without repeating any, so untracked unicast needs none.)"""
+    MS, MD = s.MS, s.MD
     MS[mid, M_SRC] = src
     MS[mid, M_NFRAGS] = nfrags
     MS[mid, M_FLEN] = flen
@@ -1390,18 +1401,19 @@ def open_message(MS, MD, mid, src, nfrags, flen, llen, flags, dptr, nd, bits_at)
 
 
 @_entry
-def add_stream(SC, LK, HP, MS, SP, SFREE, link, msg, route, pos, end, lst, ready):
+def add_stream(s, link, msg, route, pos, end, lst, ready):
     """Queue a stream on port ``link``'s local queue; returns its row."""
+    SC, LK, HP, MS, SP, SFREE = s.SC, s.LK, s.HP, s.MS, s.SP, s.SFREE
     n = SC[SC_SFREE] - 1
     SC[SC_SFREE] = n
-    s = SFREE[n]
-    SP[s, S_MSG] = msg
-    SP[s, S_ROUTE] = route
-    SP[s, S_POS] = pos
-    SP[s, S_END] = end
-    SP[s, S_LIST] = lst
-    SP[s, S_READY] = ready
-    SP[s, S_NEXT] = -1
+    st = SFREE[n]
+    SP[st, S_MSG] = msg
+    SP[st, S_ROUTE] = route
+    SP[st, S_POS] = pos
+    SP[st, S_END] = end
+    SP[st, S_LIST] = lst
+    SP[st, S_READY] = ready
+    SP[st, S_NEXT] = -1
     # The local queue is in ready-time order, ties in hand-over order: a send is handed
     # to the packetizer at its ready time. A train out on this port is not affected: its
     # stream is the head, ready at or before now, so a stream handed over now or later
@@ -1409,46 +1421,47 @@ def add_stream(SC, LK, HP, MS, SP, SFREE, link, msg, route, pos, end, lst, ready
     # cut_port), and the transmitter's look at the train's end is already pending.
     tail = LK[link, L_STAIL]
     if tail == -1:
-        LK[link, L_SHEAD] = s
-        LK[link, L_STAIL] = s
+        LK[link, L_SHEAD] = st
+        LK[link, L_STAIL] = st
     elif SP[tail, S_READY] <= ready:
-        SP[tail, S_NEXT] = s
-        LK[link, L_STAIL] = s
+        SP[tail, S_NEXT] = st
+        LK[link, L_STAIL] = st
     else:
         prev = -1
         p = LK[link, L_SHEAD]
         while SP[p, S_READY] <= ready:
             prev = p
             p = SP[p, S_NEXT]
-        SP[s, S_NEXT] = p
+        SP[st, S_NEXT] = p
         if prev == -1:
-            LK[link, L_SHEAD] = s
+            LK[link, L_SHEAD] = st
         else:
-            SP[prev, S_NEXT] = s
+            SP[prev, S_NEXT] = st
     MS[msg, M_LIVE] += 1
     if LK[link, L_UP] == 1:
         schedule_tx(LK, HP, SC, link, max(ready, LK[link, L_TX_END]))
-    return s
+    return st
 
 
 @_entry
-def remove_stream(SC, LK, FP, FREE, NS, HP, MS, SP, SFREE, link, s, t, key):
-    """Take stream ``s`` out of ``link``'s local queue at (t, key) (re-routing); it is not 'sent'."""
+def remove_stream(s, link, st, t, key):
+    """Take stream ``st`` out of ``link``'s local queue at (t, key) (re-routing); it is not 'sent'."""
+    SC, LK, FP, FREE, NS, HP, MS, SP, SFREE = s.SC, s.LK, s.FP, s.FREE, s.NS, s.HP, s.MS, s.SP, s.SFREE
     _cut_at(SC, LK, FP, FREE, NS, SP, HP, link, t, key)
     prev = -1
     p = LK[link, L_SHEAD]
-    while p != s:
+    while p != st:
         prev = p
         p = SP[p, S_NEXT]
-    nxt = SP[s, S_NEXT]
+    nxt = SP[st, S_NEXT]
     if prev == -1:
         LK[link, L_SHEAD] = nxt
     else:
         SP[prev, S_NEXT] = nxt
-    if LK[link, L_STAIL] == s:
+    if LK[link, L_STAIL] == st:
         LK[link, L_STAIL] = prev
-    MS[SP[s, S_MSG], M_LIVE] -= 1
-    SFREE[SC[SC_SFREE]] = s
+    MS[SP[st, S_MSG], M_LIVE] -= 1
+    SFREE[SC[SC_SFREE]] = st
     SC[SC_SFREE] += 1
 
 
@@ -1459,16 +1472,7 @@ def _reached(SC, t, key):
 
 
 @_entry
-def advance(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, LG, FW, MS, MD, BITS, UP, SP, SL, SFREE,
-            limit, limit_key, margin):
-    """``advance_binned`` without a statistics table (SC[SC_BIN_PS] must be 0)."""
-    return advance_binned(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, LG, FW, MS, MD, BITS, UP, SP, SL,
-                          SFREE, LG, limit, limit_key, margin)  # LG stands in for the unused table
-
-
-@_entry
-def advance_binned(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, LG, FW, MS, MD, BITS, UP, SP, SL, SFREE, LB,
-                   limit, limit_key, margin):
+def advance(s, limit, limit_key, margin):
     """Process events before the stop point (``limit``, ``limit_key``); return (status, time).
 
     Events are taken in (time, key) order and processing stops before the first
@@ -1480,10 +1484,12 @@ def advance_binned(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, LG, FW, MS, MD,
     time that produced upcalls, so Python handles them at the right simulated time.
     The point reached is kept in SC (SC_AT_T, SC_AT_KEY); trains are not cut on
     return: the entry points that touch a port (``cut_port``, ``remove_stream``,
-    ``link_down*``, ``link_up``) and ``settle`` (before the counters are read) cut
+    ``link_down``, ``link_up``) and ``settle`` (before the counters are read) cut
     them there, so the caller sees exactly the per-frame loop's tables. With SC[SC_BIN_PS] > 0 every
-    transmission is also folded into the link statistics ``LB``.
+    transmission is also folded into the link statistics ``LB`` (with 0, LB is never read).
     """
+    SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP = s.SC, s.LK, s.LF, s.LR, s.LD, s.ND, s.NS, s.DL, s.FP, s.FREE, s.HP
+    LG, FW, MS, MD, BITS, UP, SP, SL, SFREE, LB = s.LG, s.FW, s.MS, s.MD, s.BITS, s.UP, s.SP, s.SL, s.SFREE, s.LB
     # Upcalls left from a call that stopped to grow a buffer keep their time.
     up_time = UP[0, U_TIME] if SC[SC_UP] > 0 else -1
     # The statistics table covers times before bins_end: (t // w + 1) * links > rows <=> t >= bins_end
@@ -1547,19 +1553,14 @@ def advance_binned(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, LG, FW, MS, MD,
 
 
 @_entry
-def link_down(SC, LK, LD, LG, FP, FREE, NS, SP, HP, MS, UP, link, t, key):
-    """``link_down_binned`` without a statistics table (SC[SC_BIN_PS] must be 0)."""
-    link_down_binned(SC, LK, LD, LG, FP, FREE, NS, SP, HP, MS, UP, LG, link, t, key)  # LG: the unused table
-
-
-@_entry
-def link_down_binned(SC, LK, LD, LG, FP, FREE, NS, SP, HP, MS, UP, LB, link, t, key):
+def link_down(s, link, t, key):
     """Take a link down at (``t``, ``key``): every frame on its wire or in its transit queue is dropped.
 
     A frame that had started transmitting (on the wire or propagating) was a transmission:
     it is counted as sent (whole, also when cut mid-frame), its busy time ends at ``t`` at
     the latest, and it gets a record with fate ``link_down`` at ``t``, so the counters, the
     log (link statistics) and a drop list's transmission indices agree."""
+    SC, LK, LD, LG, FP, FREE, MS, UP, LB = s.SC, s.LK, s.LD, s.LG, s.FP, s.FREE, s.MS, s.UP, s.LB
     e = LK[link, L_WHEAD]
     while e != -1:
         nxt = FP[e, F_NEXT]
@@ -1604,12 +1605,13 @@ def link_down_binned(SC, LK, LD, LG, FP, FREE, NS, SP, HP, MS, UP, LB, link, t, 
     m = LK[link, L_SENT]
     if m >= 0:
         LK[link, L_SENT] = -1
-        stream_sent(SC, MS, UP, m, link, t)
+        _stream_sent(SC, MS, UP, m, link, t)
 
 
 @_entry
-def link_up(SC, LK, FP, FREE, NS, SP, HP, link, t, key):
+def link_up(s, link, t, key):
     """The port is usable at (``t``, ``key``): its local queue resumes at once."""
+    SC, LK, FP, FREE, NS, SP, HP = s.SC, s.LK, s.FP, s.FREE, s.NS, s.SP, s.HP
     _cut_at(SC, LK, FP, FREE, NS, SP, HP, link, t, key)  # an up port (a no-op repair) keeps no train
     LK[link, L_UP] = 1
     if LK[link, L_TX_END] < t:
