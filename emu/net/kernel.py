@@ -714,8 +714,114 @@ def settle_deferred(s, t, key):
 
 
 @_inline
+def _arbiter(SC, LK, link, has_t, has_l):
+    """Arbiter: which queue the free transmitter serves (True: the local one). With one queue
+    eligible it is that one; with both, round robin (ARB_RR) alternates per frame from the
+    queue granted last, and ARB_TRANSIT / ARB_LOCAL always take their own first. The
+    choice is remembered for the next round robin."""
+    if has_t and has_l:
+        arb = SC[SC_ARB]
+        if arb == ARB_RR:
+            local = LK[link, L_LAST] == 0
+        else:
+            local = arb == ARB_LOCAL
+    else:
+        local = has_l
+    LK[link, L_LAST] = 1 if local else 0
+    return local
+
+
+@_inline
+def _grant_local(SC, LK, LF, ND, NS, FP, FREE, MS, SP, SL, SFREE, UP, link, s, has_t, t):
+    """Grant local: the packetizer of the head stream ``s`` makes its next fragment's frame now
+    (frames are generated only when granted), counted as offered by the node and the port.
+    A stream whose last fragment this is leaves the local queue and is 'sent' when that
+    frame ends (L_SENT). A frame larger than the port's MTU is dropped at the source with no
+    wire time: returns -1 and the arbiter grants again. Otherwise returns the frame entry,
+    which may stand for a train of the stream's next fragments (``_train``)."""
+    msg = SP[s, S_MSG]
+    pos = SP[s, S_POS]
+    frag = pos if SP[s, S_LIST] < 0 else SL[SP[s, S_LIST] + pos]
+    flen = MS[msg, M_LLEN] if frag == MS[msg, M_NFRAGS] - 1 else MS[msg, M_FLEN]
+    src = MS[msg, M_SRC]
+    NS[src, N_OFF_F] += 1
+    NS[src, N_OFF_B] += flen
+    pos += 1
+    SP[s, S_POS] = pos
+    finished = pos == SP[s, S_END]
+    retx = 1 if SP[s, S_LIST] >= 0 else 0
+    route = SP[s, S_ROUTE]
+    if finished:
+        _pop_stream(SC, LK, SFREE, SP, link, s)
+    if flen - ETH_LEN > LK[link, L_MTU]:
+        # Too large for this port: dropped at the source, no wire time; grant again.
+        _drop_node(ND, src, DROP_MTU, 1, flen)
+        if finished:
+            _stream_sent(SC, MS, UP, msg, link, t)
+        return -1
+    e = _alloc_frame(SC, FREE)
+    FP[e, F_MSG] = msg
+    FP[e, F_FRAG] = frag
+    FP[e, F_LEN] = flen
+    FP[e, F_ROUTE] = route
+    FP[e, F_RETX] = retx
+    FP[e, F_HOPS] = 0
+    FP[e, F_LOCAL] = 1
+    FP[e, F_ENQ] = t
+    FP[e, F_QB] = LK[link, L_QB]
+    FP[e, F_NTRAIN] = 1
+    FP[e, F_DEFER] = 0
+    LK[link, L_OFF_F] += 1
+    LK[link, L_OFF_B] += flen
+    LK[link, L_LOCAL_F] += 1
+    if finished:
+        LK[link, L_SENT] = msg
+    elif not has_t and SC[SC_TRAINS] == 1 and retx == 0 and _train_ok(SC, LK, LF, link):
+        _train(SC, LK, NS, FP, SP, link, s, e, frag, flen, src)
+    return e
+
+
+@_inline
+def _train(SC, LK, NS, FP, SP, link, s, e, frag, flen, src):
+    """Train: with no transit frame waiting, the frames of stream ``s`` after frame ``e`` up to
+    its second-to-last follow back to back unless something joins this port, so they are
+    granted now, as one entry of n frames (at least two), counted as offered and granted
+    as the per-frame loop would count them one by one; whatever joins the port later cuts
+    the train back (``_cut_train``). The last frame stays a grant of its own (it closes
+    the stream)."""
+    n = SP[s, S_END] - 1 - frag
+    if n >= 2:
+        SP[s, S_POS] = frag + n
+        NS[src, N_OFF_F] += n - 1
+        NS[src, N_OFF_B] += (n - 1) * flen
+        LK[link, L_OFF_F] += n - 1
+        LK[link, L_OFF_B] += (n - 1) * flen
+        LK[link, L_LOCAL_F] += n - 1
+        FP[e, F_NTRAIN] = n
+        SC[SC_NTRAINS] += 1
+        SC[SC_TRAIN_FRAMES] += n
+        SC[SC_TRAIN_HELD] += n - 1
+
+
+@_inline
+def _grant_transit(LK, FP, link):
+    """Grant transit: the oldest frame of the transit queue (FIFO) leaves it for the wire."""
+    e = LK[link, L_THEAD]
+    nxt = FP[e, F_NEXT]
+    LK[link, L_THEAD] = nxt
+    if nxt == -1:
+        LK[link, L_TTAIL] = -1
+    LK[link, L_QF] -= 1
+    LK[link, L_QB] -= FP[e, F_LEN]
+    LK[link, L_TRANSIT_F] += 1
+    return e
+
+
+@_inline
 def _transmitter(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, MS, SP, SL, SFREE, UP, link, t):
-    """The port's transmitter is free at ``t``: the arbiter grants one frame, if any is eligible."""
+    """The port's transmitter is free at ``t``: the arbiter grants one frame, if any is eligible
+    (the transmit start of the port: the frame, or a train, goes on the wire now and the
+    transmitter looks again when it ends)."""
     LK[link, L_TX_PEND] = -1
     if LK[link, L_TX_END] > t:
         schedule_tx(LK, HP, SC, link, LK[link, L_TX_END])
@@ -739,77 +845,12 @@ def _transmitter(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, MS, SP, SL, SFREE
             if s != -1:
                 schedule_tx(LK, HP, SC, link, SP[s, S_READY])
             return
-        if has_t and has_l:
-            arb = SC[SC_ARB]
-            if arb == ARB_RR:
-                local = LK[link, L_LAST] == 0
-            else:
-                local = arb == ARB_LOCAL
-        else:
-            local = has_l
-        LK[link, L_LAST] = 1 if local else 0
-        if local:
-            msg = SP[s, S_MSG]
-            pos = SP[s, S_POS]
-            frag = pos if SP[s, S_LIST] < 0 else SL[SP[s, S_LIST] + pos]
-            flen = MS[msg, M_LLEN] if frag == MS[msg, M_NFRAGS] - 1 else MS[msg, M_FLEN]
-            src = MS[msg, M_SRC]
-            NS[src, N_OFF_F] += 1
-            NS[src, N_OFF_B] += flen
-            pos += 1
-            SP[s, S_POS] = pos
-            finished = pos == SP[s, S_END]
-            retx = 1 if SP[s, S_LIST] >= 0 else 0
-            route = SP[s, S_ROUTE]
-            if finished:
-                _pop_stream(SC, LK, SFREE, SP, link, s)
-            if flen - ETH_LEN > LK[link, L_MTU]:
-                # Too large for this port: dropped at the source, no wire time; grant again.
-                _drop_node(ND, src, DROP_MTU, 1, flen)
-                if finished:
-                    _stream_sent(SC, MS, UP, msg, link, t)
+        if _arbiter(SC, LK, link, has_t, has_l):
+            e = _grant_local(SC, LK, LF, ND, NS, FP, FREE, MS, SP, SL, SFREE, UP, link, s, has_t, t)
+            if e < 0:
                 continue
-            e = _alloc_frame(SC, FREE)
-            FP[e, F_MSG] = msg
-            FP[e, F_FRAG] = frag
-            FP[e, F_LEN] = flen
-            FP[e, F_ROUTE] = route
-            FP[e, F_RETX] = retx
-            FP[e, F_HOPS] = 0
-            FP[e, F_LOCAL] = 1
-            FP[e, F_ENQ] = t
-            FP[e, F_QB] = LK[link, L_QB]
-            FP[e, F_NTRAIN] = 1
-            FP[e, F_DEFER] = 0
-            LK[link, L_OFF_F] += 1
-            LK[link, L_OFF_B] += flen
-            LK[link, L_LOCAL_F] += 1
-            if finished:
-                LK[link, L_SENT] = msg
-            elif not has_t and SC[SC_TRAINS] == 1 and retx == 0 and _train_ok(SC, LK, LF, link):
-                # The frames up to the stream's second-to-last follow back to back unless
-                # something joins this port: grant them now as one train (cut if it does).
-                n = SP[s, S_END] - 1 - frag
-                if n >= 2:
-                    SP[s, S_POS] = frag + n
-                    NS[src, N_OFF_F] += n - 1
-                    NS[src, N_OFF_B] += (n - 1) * flen
-                    LK[link, L_OFF_F] += n - 1
-                    LK[link, L_OFF_B] += (n - 1) * flen
-                    LK[link, L_LOCAL_F] += n - 1
-                    FP[e, F_NTRAIN] = n
-                    SC[SC_NTRAINS] += 1
-                    SC[SC_TRAIN_FRAMES] += n
-                    SC[SC_TRAIN_HELD] += n - 1
         else:
-            e = LK[link, L_THEAD]
-            nxt = FP[e, F_NEXT]
-            LK[link, L_THEAD] = nxt
-            if nxt == -1:
-                LK[link, L_TTAIL] = -1
-            LK[link, L_QF] -= 1
-            LK[link, L_QB] -= FP[e, F_LEN]
-            LK[link, L_TRANSIT_F] += 1
+            e = _grant_transit(LK, FP, link)
         end = _start(LK, LF, LR, DL, FP, HP, SC, link, e, t)
         if FP[e, F_NTRAIN] > 1:
             # Loss-free link: every frame's fate is 0; only the transmission index moves.
@@ -956,24 +997,30 @@ def _bin_tx(SC, LB, link, start, end, enq, qb, flen, fate):
 
 
 @_inline
-def _arrival(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, LG, FW, MS, MD, BITS, UP, SP, LB, link, t):
-    e = LK[link, L_WHEAD]
+def _arrive_deferred(SC, LK, LD, ND, NS, FP, FREE, HP, FW, MS, MD, BITS, UP, LB, link, e, t):
+    """Deferred delivery: trains whose frames the far node takes as one (docs/engine.md,
+    "Trains"). A train into an idle datapath enters it whole when its last frame is there;
+    a train taken as one at its node is taken when its frames have arrived (frame by frame
+    from here if a log sink came meanwhile); a train reaching a node that only delivers
+    it is deferred there until its last frame arrives, after the trains already deferred
+    there that must go first. Returns True when the event is done with that, False when
+    the wire's head arrives frame by frame."""
     kind = FP[e, F_DEFER]
     if kind == DEFER_DATAPATH:
         # The train's last frame is at the node: all of it enters the idle datapath.
         _into_datapath(SC, LK, LD, ND, NS, FP, FREE, HP, MS, MD, BITS, UP, LB, link, e, FP[e, F_NTRAIN], t, link)
-        return
+        return True
     if kind == DEFER_HERE and SC[SC_LOGGING] == 1:
         # A log sink came after it was deferred (the entry waited in a datapath): the
         # frames that arrived by now are taken, the rest arrive frame by frame, logged.
         _take_deferred(SC, LK, LD, ND, NS, FP, FREE, HP, MS, MD, BITS, UP, LB, link, t, link, True)
-        return
+        return True
     if kind == DEFER_HERE:
         # The node takes the train's frames there by now (all of them, but on a datapath's
         # wire, where the event may be its first frame's: then it waits for its last).
         if _take_deferred(SC, LK, LD, ND, NS, FP, FREE, HP, MS, MD, BITS, UP, LB, link, t, link + 1, False) == 0:
             schedule_arrival(LK, HP, SC, link, FP[e, F_ARR] + (FP[e, F_NTRAIN] - 1) * FP[e, F_GAP])
-        return
+        return True
     if FP[e, F_NTRAIN] > 1 and kind == 0:
         if SC[SC_DEFERRED] > 0:
             # Trains already deferred there go first: those arrived into the same datapath
@@ -992,10 +1039,17 @@ def _arrival(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, LG, FW, MS, MD, BITS,
             _deferred(SC, LK, FP, MS, MD, link, e, kind, 1)
             SC[SC_NDEFER] += 1
             schedule_arrival(LK, HP, SC, link, FP[e, F_ARR] + (FP[e, F_NTRAIN] - 1) * FP[e, F_GAP])
-            return
+            return True
+    return False
+
+
+@_inline
+def _off_wire(SC, LK, FP, FREE, HP, link, e):
+    """The wire's head frame ``e`` has reached the far node: it leaves the wire, and the
+    link's next frame (if any) is its next arrival. The first frame of a train becomes a
+    frame of its own, which the node takes like any other (store and forward), and the
+    train waits on the wire for its next. Returns the arrived frame's entry."""
     if FP[e, F_NTRAIN] > 1:
-        # The first frame of a train arrives: it becomes a frame of its own, which the
-        # node takes like any other (store and forward); the train waits for its next.
         c = _alloc_frame(SC, FREE)
         for col in range(F_NCOLS):
             FP[c, col] = FP[e, col]
@@ -1010,20 +1064,27 @@ def _arrival(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, LG, FW, MS, MD, BITS,
         FP[e, F_ARR] += ser
         SC[SC_TRAIN_HELD] -= 1
         schedule_arrival(LK, HP, SC, link, FP[e, F_ARR])
-        e = c
+        return c
+    nxt = FP[e, F_NEXT]
+    LK[link, L_WHEAD] = nxt
+    if nxt == -1:
+        LK[link, L_WTAIL] = -1
     else:
-        nxt = FP[e, F_NEXT]
-        LK[link, L_WHEAD] = nxt
-        if nxt == -1:
-            LK[link, L_WTAIL] = -1
-        else:
-            schedule_arrival(LK, HP, SC, link, FP[nxt, F_ARR])
-        if LK[link, L_TRAIN] == e + 1:
-            LK[link, L_TRAIN] = 0  # the train's last frame arrived: no frame of it is left to cut
+        schedule_arrival(LK, HP, SC, link, FP[nxt, F_ARR])
+    if LK[link, L_TRAIN] == e + 1:
+        LK[link, L_TRAIN] = 0  # the train's last frame arrived: no frame of it is left to cut
+    return e
+
+
+@_inline
+def _transmitted(SC, LK, LD, LG, LB, FP, FREE, link, e, t):
+    """Transmit complete: frame ``e``'s transmission on ``link`` is accounted when it is over,
+    so a link failure never leaves counters for frames that did not cross the wire: the
+    port's sent frames, wire bytes and busy time, a log record and the statistics bins
+    (physical links). A frame whose fate (drawn at its start) is a loss or a corruption is
+    dropped here, counted under that cause. Returns True if it reached the node intact."""
     fate = FP[e, F_FATE]
     flen = FP[e, F_LEN]
-    # Transmission is accounted when it is over, so link failures never leave counters
-    # for frames that did not cross the wire.
     LK[link, L_TX_F] += 1
     LK[link, L_TX_B] += max(flen, MIN_FRAME) + WIRE_OVERHEAD
     LK[link, L_BUSY] += FP[e, F_END] - FP[e, F_START]
@@ -1035,20 +1096,30 @@ def _arrival(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, LG, FW, MS, MD, BITS,
     if fate != 0:
         _drop_link(LD, link, fate, flen)
         _free_frame(SC, FREE, e)
-        return
+        return False
     LK[link, L_DLV_F] += 1
     LK[link, L_DLV_B] += flen
     if physical:
         FP[e, F_HOPS] += 1
+    return True
+
+
+@_inline
+def _forward(SC, LK, LD, ND, NS, FP, FREE, HP, FW, MS, MD, BITS, UP, SP, LB, link, e, t):
+    """Forward: the far node of ``link`` decides what becomes of arrived frame ``e``. A node
+    with a finite-rate datapath parses frames one at a time: the frame queues there first
+    (after the frames of trains that arrived before it) and is decided when it leaves the
+    datapath. Otherwise the route's forwarding row says: delivered here if the node is
+    a member of the row and one of the message's destinations (``_deliver_local``), and
+    copied to each of the row's egress ports (``_replicate``); neither is a no_route drop."""
     nic = LK[link, L_NICQ]
     if nic >= 0:
-        # A node with a finite-rate datapath parses frames one at a time: the frame
-        # queues there, and is forwarded when it leaves the datapath.
         if LK[nic, L_DEFER_IN] > 0:
             # Frames of trains that arrived before it enter ahead of it.
             _datapath_feeders(SC, LK, LD, ND, NS, FP, FREE, HP, MS, MD, BITS, UP, LB, nic, -1, t, link)
-        _forward(SC, LK, LD, FP, FREE, HP, NS, SP, FW, -1, 1, nic, e, t)
+        _replicate(SC, LK, LD, FP, FREE, HP, NS, SP, FW, -1, 1, nic, e, t)
         return
+    flen = FP[e, F_LEN]
     node = LK[link, L_DST]
     msg = FP[e, F_MSG]
     row = FP[e, F_ROUTE] * SC[SC_NNODES] + node
@@ -1072,7 +1143,20 @@ def _arrival(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, LG, FW, MS, MD, BITS,
     if n == 0:
         _free_frame(SC, FREE, e)
         return
-    _forward(SC, LK, LD, FP, FREE, HP, NS, SP, FW, row, n, -1, e, t)
+    _replicate(SC, LK, LD, FP, FREE, HP, NS, SP, FW, row, n, -1, e, t)
+
+
+@_inline
+def _arrival(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, LG, FW, MS, MD, BITS, UP, SP, LB, link, t):
+    """The oldest frame on ``link``'s wire reaches the far node at ``t`` (the port's transmit
+    complete and the node's receive): deferred trains first, else the frame leaves the
+    wire, its transmission is accounted (and a lost one dropped), and the node forwards it."""
+    e = LK[link, L_WHEAD]
+    if _arrive_deferred(SC, LK, LD, ND, NS, FP, FREE, HP, FW, MS, MD, BITS, UP, LB, link, e, t):
+        return
+    e = _off_wire(SC, LK, FP, FREE, HP, link, e)
+    if _transmitted(SC, LK, LD, LG, LB, FP, FREE, link, e, t):
+        _forward(SC, LK, LD, ND, NS, FP, FREE, HP, FW, MS, MD, BITS, UP, SP, LB, link, e, t)
 
 
 @_inline
@@ -1355,9 +1439,10 @@ def take_deferred(s, link, t, key):
 
 
 @_inline
-def _forward(SC, LK, LD, FP, FREE, HP, NS, SP, FW, row, n, only, e, t):
-    """Offer frame ``e`` to the transit queue of port ``only``, or of each of the ``n`` egress
-    ports of forwarding row ``row``: a copy on each, ascending link id, the entry itself last."""
+def _replicate(SC, LK, LD, FP, FREE, HP, NS, SP, FW, row, n, only, e, t):
+    """Replicate: offer frame ``e`` to the transit queue of port ``only``, or of each of the ``n``
+    egress ports of forwarding row ``row``: a copy on each (a new frame entry), ascending
+    link id, the entry itself last. Unicast is the case n = 1: no copy."""
     for k in range(1, n + 1):
         out = only if only >= 0 else FW[row, k]
         f = e
