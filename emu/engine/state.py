@@ -26,6 +26,9 @@ from numba import njit
 
 from .. import compiled_cache  # noqa: F401  (before any compiled function: their cache stamp)
 from ..net.state import FIELDS, KERNEL, REPLAY, State, set_kernel  # noqa: F401  (the engine's names)
+# numba's cache indexes written before the State moved to emu.net name its type here: unpickling
+# them must find it (then their stamps differ and the functions recompile) instead of failing
+from ..net.state import StateType  # noqa: F401
 
 # The loop's functions: no reference counting (they borrow every table from ``s``).
 compiled = njit(cache=True, _nrt=False)
