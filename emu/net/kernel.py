@@ -41,6 +41,7 @@ import numpy as np
 from numba import njit
 
 from .. import compiled_cache  # noqa: F401  (before any cached function: their cache stamp)
+from .. import heap
 from ..codec.mac import ETH_LEN
 from .ethernet import PS_PER_S, WIRE_OVERHEAD, MIN_FRAME
 from .tables import Table
@@ -338,60 +339,23 @@ def _rand(LR, link, which):
 
 
 @_inline
-def _sift_down(HP, n, xt, xk):
-    """Entry (xt, xk) into the root of the heap of ``n`` entries, moving down with a hole; the
-    smaller child is picked without a branch (the comparison's outcome is data: a branch
-    would mispredict)."""
-    i = 0
-    while True:
-        l = 2 * i + 1
-        if l >= n:
-            break
-        c = l
-        if l + 1 < n:
-            lt = HP[l, 0]
-            rt = HP[l + 1, 0]
-            c = l + np.int64((rt < lt) | ((rt == lt) & (HP[l + 1, 1] < HP[l, 1])))
-        ct = HP[c, 0]
-        ck = HP[c, 1]
-        if xt < ct or (xt == ct and xk <= ck):
-            break
-        HP[i, 0] = ct
-        HP[i, 1] = ck
-        i = c
-    HP[i, 0] = xt
-    HP[i, 1] = xk
-
-
-@_inline
 def heap_push(HP, SC, time, key):
     if SC[SC_HOLE] == 1:
         # The event being processed still holds the root: the new entry replaces it
         # (one sift down instead of a pop's and a push's).
         SC[SC_HOLE] = 0
-        _sift_down(HP, SC[SC_HEAP], time, key)
+        heap.sift_down(HP, 0, SC[SC_HEAP], 0, (np.int64(time), np.int64(key)))
         return
-    # Sift up with a hole: parents move down, the new entry is written once.
     n = SC[SC_HEAP]
     SC[SC_HEAP] = n + 1
-    while n > 0:
-        p = (n - 1) >> 1
-        pt = HP[p, 0]
-        pk = HP[p, 1]
-        if pt < time or (pt == time and pk <= key):
-            break
-        HP[n, 0] = pt
-        HP[n, 1] = pk
-        n = p
-    HP[n, 0] = time
-    HP[n, 1] = key
+    heap.sift_up(HP, 0, n, (np.int64(time), np.int64(key)))
 
 
 @_inline
 def _heap_pop(HP, SC):
     n = SC[SC_HEAP] - 1
     SC[SC_HEAP] = n
-    _sift_down(HP, n, HP[n, 0], HP[n, 1])
+    heap.sift_down(HP, 0, n, 0, (HP[n, 0], HP[n, 1]))
 
 
 @_inline

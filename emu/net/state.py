@@ -34,7 +34,7 @@ KERNEL = ("SC", "LK", "LF", "LR", "LD", "ND", "NS", "DL", "FP", "FREE", "HP", "L
 # a Network's State holds an empty one of each, so both States are one numba type.
 _REPLAY_TYPES = (
     ("RS", np.int64, 1), ("OP", np.int32, 2), ("OW", np.int64, 2), ("PT", np.int64, 2),
-    ("SLOT", np.int64, 2), ("NT", np.int64, 2), ("RQ", np.int64, 1), ("TR", np.int64, 2),
+    ("SLOT", np.int64, 2), ("NT", np.int64, 2), ("RQ", np.int64, 2), ("TR", np.int64, 2),
     ("MX", np.int64, 2), ("KB", np.int64, 2), ("KR", np.int64, 2), ("IDX", np.int64, 1),
     ("DF", np.int8, 1), ("GP", np.int64, 2),
     ("SIM", np.int64, 2),    # the event heap: time, seq, kind, a, b
