@@ -24,7 +24,7 @@ from ..nic.directory import NodeMemory, State
 from . import boards
 from . import layout as L
 from ..errors import ConfigError
-from ..net.network import Message
+from ..net.network import Message, call
 from ..topology import multicast_tree
 from .loop import drive, schedule
 from ..replay.capture import Capture
@@ -285,7 +285,7 @@ def _run(rp) -> None:
     tables.unroutable = []  # why a re-route could not build a tree, in the order it failed
     while True:
         try:
-            status = drive(st, tables.start_parts)
+            status = call(drive, st, tables.start_parts)
         except ValueError:
             if tables.unroutable:  # a send on such a tree stopped the loop: the Python path's error
                 raise tables.unroutable[0] from None

@@ -104,6 +104,21 @@ def _grow_pool(table: np.ndarray, free: np.ndarray, SC: np.ndarray, slot: int):
     return _grow(table, 2 * n, 0), stack
 
 
+def call(fn, state: State, *args):
+    """``fn(state, *args)`` from Python, for a function compiled without reference counting.
+
+    numba's unboxing of the State takes a reference to it that such a function never gives
+    back: each call would keep the State, and every table it holds, alive for good (a
+    Network's after it is gone, a replay's after the run). This gives it back."""
+    mi = state._meminfo
+    held = mi.refcount
+    try:
+        return fn(state, *args)
+    finally:
+        if mi.refcount > held:
+            mi.release()
+
+
 class _Table:
     """A kernel table of the Network, also a field of its State: replacing it (a bigger
     one) replaces it there, so the kernel's entry points, which take the State, see it."""
@@ -421,7 +436,7 @@ class Network:
             self.UP = _grow(self.UP, 2 * self.UP.shape[0], 0)
         # remove_stream already took it off the message's live streams: report it as sent.
         self.MS[mid, K.M_LIVE] += 1
-        K.stream_sent(self.state, mid, link, self.sim.now)
+        call(K.stream_sent, self.state, mid, link, self.sim.now)
 
     def _count_source_drop(self, src: int, frames: int, nbytes: int) -> None:
         self.NS[src, K.N_OFF_F] += frames
@@ -479,7 +494,7 @@ class Network:
         if room > self.BITS.shape[0]:
             self.BITS = _grow(self.BITS, room, 0)
         self.MD[self._nmd : self._nmd + nd, K.D_NODE] = dsts
-        self._nbits += K.open_message(self.state, mid, src, nfrags, frame_len, last_len, flags,
+        self._nbits += call(K.open_message, self.state, mid, src, nfrags, frame_len, last_len, flags,
                                       self._nmd, nd, self._nbits)
         self._nmd += nd
         msg = Message(mid, src, dsts, route, nfrags, frame_len, last_len, on_event, meta)
@@ -576,14 +591,14 @@ class Network:
         head = int(self.LK[link, K.L_SHEAD])
         if self.LK[link, K.L_TRAIN] and t < self.SP[head, K.S_READY]:
             self._cut_port(link)  # it goes ahead of the stream the port's train is sending
-        K.add_stream(self.state, link, mid, route, pos, end, lst, t)
+        call(K.add_stream, self.state, link, mid, route, pos, end, lst, t)
 
     # ---- link conditions --------------------------------------------------------
 
     def _remove_stream(self, link, s):
         self._heap_room(1)
         t, key = self._point()
-        K.remove_stream(self.state, link, s, t, key)
+        call(K.remove_stream, self.state, link, s, t, key)
 
     def link(self, u: int, v: int) -> int:
         return self._out_link(u, v)
@@ -607,7 +622,7 @@ class Network:
         """Before Python changes port ``link``: its train back to per-frame state at this point."""
         if self.LK[link, K.L_TRAIN]:
             self._heap_room(1)
-            K.cut_port(self.state, link, *self._point())
+            call(K.cut_port, self.state, link, *self._point())
             self._rearm()  # the transmitter now looks when the last kept frame ends
 
     def _settle(self, point=(-1, 0)) -> None:
@@ -618,11 +633,11 @@ class Network:
             self._heap_room(2 * self.LK.shape[0])
             self._frame_room(int(self.SC[K.SC_DEFERRED]))
             self._ensure_bins(max(point[0], int(self.SC[K.SC_AT_T]), 0))
-            K.settle_deferred(self.state, *point)
+            call(K.settle_deferred, self.state, *point)
             self._rearm()
         if self.LK[: len(self.links), K.L_TRAIN].any():
             self._heap_room(len(self.links))
-            K.settle(self.state, *point)
+            call(K.settle, self.state, *point)
             self._rearm()
 
     def schedule_change(self, time: int, fn: Callable[[], None], before: str = BEFORE_GRANTS) -> None:
@@ -694,8 +709,8 @@ class Network:
             # frames of a train delivered as one that arrived by now are taken first
             self._heap_room(2)
             self._frame_room(1)
-            K.take_deferred(self.state, link, t, key)
-        K.link_down(self.state, link, t, key)
+            call(K.take_deferred, self.state, link, t, key)
+        call(K.link_down, self.state, link, t, key)
         if self.SC[K.SC_UP] and self._upcall_ev is None:
             self._upcall_ev = self.sim.at(self.sim.now, self._upcalls_due)
         self._rearm()
@@ -706,7 +721,7 @@ class Network:
             self.HP = _grow(self.HP, 2 * self.HP.shape[0], 0)
         self._heap_room(1)
         t, key = self._point()
-        K.link_up(self.state, link, t, key)
+        call(K.link_up, self.state, link, t, key)
         self._rearm()
 
     def set_rate(self, link: int, rate_bps: int) -> None:
@@ -735,7 +750,7 @@ class Network:
     # pending hand-over of upcalls; neither is ever forgotten while it is scheduled.
 
     def _rearm(self) -> None:
-        K.drop_stale(self.state)  # never wake for a cut train's old end
+        call(K.drop_stale, self.state)  # never wake for a cut train's old end
         if not self.SC[K.SC_HEAP]:
             return
         nxt = max(int(self.HP[0, 0]), self.sim.now)
@@ -808,7 +823,7 @@ class Network:
         self._logging()
         while True:
             lt, lk = self._stop(limit, key)
-            status, t = K.advance(self.state, lt, lk, self.margin)
+            status, t = call(K.advance, self.state, lt, lk, self.margin)
             if status == K.ST_NEED_FRAMES:
                 self.FP, self.FREE = _grow_pool(self.FP, self.FREE, self.SC, K.SC_FREE)
             elif status == K.ST_NEED_UPCALLS:
