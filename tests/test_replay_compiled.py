@@ -195,6 +195,37 @@ def test_tables_the_loop_replaces_when_full_grow_without_changing_results(traces
             assert st.table(name).shape[0] >= used[name] > 1
 
 
+def test_the_network_and_the_loop_hand_the_kernel_states_of_one_type(traces):
+    """The frame kernel's entry points take one State: a Network's own (the Python path,
+    benchmarks, the exactness references) and the compiled loop's must be one numba type,
+    or every entry point is compiled twice (a placeholder of another dtype or rank would do it)."""
+    import numba
+
+    from emu.net import kernel
+
+    a, b = run(traces["ring"], "python"), run(traces["ring"], "compiled")
+    assert a.net.state is not b.net.state  # b's Network adopted the loop's State
+    assert numba.typeof(a.net.state) == numba.typeof(b.net.state)
+    assert len(kernel.advance.signatures) == 1
+
+
+def test_a_network_and_a_replay_let_go_of_their_tables(traces):
+    """Python calls the kernel and the loop (compiled without reference counting) with a
+    State: each call must give back the reference numba's unboxing takes, or the State and
+    every table in it outlive the Network or the replay (a sweep worker's memory would grow
+    by a replay's tables per run)."""
+    import gc
+    import weakref
+
+    for engine in ("python", "compiled"):
+        rp = run(traces["ring"], engine)
+        tables = [weakref.ref(rp.net.FP), weakref.ref(rp.net.LK)]
+        assert rp.net.state._meminfo.refcount == 1
+        del rp
+        gc.collect()
+        assert all(t() is None for t in tables), engine
+
+
 def test_a_capture_attached_to_a_replay_runs_on_the_compiled_loop(traces, tmp_path):
     """A capture is a log sink like any other: the compiled loop writes it (the Meta of each
     frame from emu.replay.wire_meta; tests/test_capture_compiled.py holds it byte-equal)."""

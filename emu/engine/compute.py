@@ -2,12 +2,15 @@
 
 As ``Replay._try_compute``: a node whose engine is idle and not stalled by a full
 packetizer takes the lowest-numbered ready op (a binary min-heap per node, the
-order of ``heapq``), records its start, checks the KV replicas it reads and
+order of ``heapq``; emu.heap), records its start, checks the KV replicas it reads and
 schedules its end after its roofline duration.
 """
 
 from __future__ import annotations
 
+import numpy as np
+
+from .. import heap
 from .directory import read_in_flight
 from .events import at
 from .layout import (DF_REPLICA, E_FINISH, NT_BUSY, NT_RQ, NT_RQLEN, NT_STALL, OPS_DEP, OPS_DEPEND, OPS_DST,
@@ -26,39 +29,20 @@ def slot_of(OP, IDX, op, node):
 
 @compiled_inline
 def ready_push(NT, RQ, node, op):
-    base = NT[node, NT_RQ]
-    i = NT[node, NT_RQLEN]
-    NT[node, NT_RQLEN] = i + 1
-    while i > 0:
-        p = (i - 1) >> 1
-        if RQ[base + p] <= op:
-            break
-        RQ[base + i] = RQ[base + p]
-        i = p
-    RQ[base + i] = op
+    """Op ``op`` is ready on ``node``: into the node's ready queue (rows op, 0 of an emu.heap)."""
+    n = NT[node, NT_RQLEN]
+    NT[node, NT_RQLEN] = n + 1
+    heap.sift_up(RQ, NT[node, NT_RQ], n, (np.int64(op), np.int64(0)))
 
 
 @compiled_inline
 def ready_pop(NT, RQ, node):
+    """The lowest ready op of ``node``, out of its ready queue."""
     base = NT[node, NT_RQ]
-    top = RQ[base]
+    top = RQ[base, 0]
     n = NT[node, NT_RQLEN] - 1
     NT[node, NT_RQLEN] = n
-    x = RQ[base + n]
-    i = 0
-    while True:
-        l = 2 * i + 1
-        if l >= n:
-            break
-        c = l
-        if l + 1 < n and RQ[base + l + 1] < RQ[base + l]:
-            c = l + 1
-        if RQ[base + c] >= x:
-            break
-        RQ[base + i] = RQ[base + c]
-        i = c
-    if n > 0:
-        RQ[base + i] = x
+    heap.sift_down(RQ, base, n, 0, (RQ[base + n, 0], RQ[base + n, 1]))
     return top
 
 

@@ -1,7 +1,7 @@
 """The compiled replay's event heap and work stack: the order of emu.sim and of Python's calls.
 
 Events are (time, seq) ordered, seq in scheduling order, as ``emu.sim.Simulator``
-runs them; a cancelled network wake-up stays in the heap and is skipped, as a
+runs them (a heap of emu.heap: rows time, seq, kind, a, b); a cancelled network wake-up stays in the heap and is skipped, as a
 cancelled ``Event`` is. The work stack replaces the Python path's nested calls:
 a callback that would call another and then go on pushes its continuation first
 and the call on top, so work runs depth first in exactly the Python order.
@@ -9,22 +9,12 @@ and the call on top, so work runs depth first in exactly the Python order.
 
 from __future__ import annotations
 
+import numpy as np
+
+from .. import heap
 from ..net import kernel as K
 from .layout import E_TIMER, E_WAKE, MX_TIMER, RS_NOW, RS_NSIM, RS_NWORK, RS_SEQ, RS_WAKE_AT, RS_WAKE_SEQ
 from .state import compiled, compiled_inline, more_sim, more_work
-
-
-@compiled_inline
-def _less(H, i, j):
-    return H[i, 0] < H[j, 0] or (H[i, 0] == H[j, 0] and H[i, 1] < H[j, 1])
-
-
-@compiled_inline
-def _swap(H, i, j):
-    for c in range(5):
-        x = H[i, c]
-        H[i, c] = H[j, c]
-        H[j, c] = x
 
 
 @compiled_inline
@@ -34,21 +24,10 @@ def at(s, time, kind, a, b):
     n = RS[RS_NSIM]
     if n == s.SIM.shape[0]:
         more_sim(s, n + 1)
-    H = s.SIM
     seq = RS[RS_SEQ]
     RS[RS_SEQ] = seq + 1
-    H[n, 0] = time
-    H[n, 1] = seq
-    H[n, 2] = kind
-    H[n, 3] = a
-    H[n, 4] = b
     RS[RS_NSIM] = n + 1
-    while n > 0:
-        p = (n - 1) >> 1
-        if not _less(H, n, p):
-            break
-        _swap(H, n, p)
-        n = p
+    heap.sift_up(s.SIM, 0, n, (np.int64(time), seq, np.int64(kind), np.int64(a), np.int64(b)))
     return seq
 
 
@@ -58,20 +37,7 @@ def pop(s):
     H = s.SIM
     n = s.RS[RS_NSIM] - 1
     s.RS[RS_NSIM] = n
-    for c in range(5):
-        H[0, c] = H[n, c]
-    i = 0
-    while True:
-        l = 2 * i + 1
-        if l >= n:
-            break
-        c = l
-        if l + 1 < n and _less(H, l + 1, l):
-            c = l + 1
-        if not _less(H, c, i):
-            break
-        _swap(H, i, c)
-        i = c
+    heap.sift_down(H, 0, n, 0, (H[n, 0], H[n, 1], H[n, 2], H[n, 3], H[n, 4]))
 
 
 @compiled

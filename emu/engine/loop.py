@@ -301,10 +301,7 @@ def net_run_to(s, stop_t, stop_key):
             limit, key = nxt, K.KEY_ALL
         if RS[RS_CHG_T] < limit or (RS[RS_CHG_T] == limit and RS[RS_CHG_KEY] < key):
             limit, key = RS[RS_CHG_T], RS[RS_CHG_KEY]
-        status, t = K.advance_binned(s.SC, s.LK, s.LF, s.LR, s.LD, s.ND, s.NS,
-                                     s.DL, s.FP, s.FREE, s.HP, s.LG, s.FW, s.MS,
-                                     s.MD, s.BITS, s.UP, s.SP, s.SL, s.SFREE, s.LB,
-                                     limit, key, RS[RS_MARGIN])
+        status, t = K.advance(s, limit, key, RS[RS_MARGIN])
         if (status == K.ST_NEED_FRAMES or status == K.ST_NEED_UPCALLS or status == K.ST_NEED_HEAP
                 or status == K.ST_NEED_BINS):
             grow_buffer(s, status, t)
@@ -403,10 +400,3 @@ def schedule(s, time, kind):
     """An event the network schedules from Python (a wake-up, a hand-over of upcalls, a
     change): its sequence number, in the loop's order."""
     return at(s, time, kind, 0, 0)
-
-
-@allocating
-def set_kernel(s, SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, LG, FW, MS, MD, BITS, UP, SP, SL, SFREE, LB):
-    """The kernel tables as the Network holds them after a change (it may have replaced some)."""
-    s.SC, s.LK, s.LF, s.LR, s.LD, s.ND, s.NS, s.DL, s.FP, s.FREE, s.HP = SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP
-    s.LG, s.FW, s.MS, s.MD, s.BITS, s.UP, s.SP, s.SL, s.SFREE, s.LB = LG, FW, MS, MD, BITS, UP, SP, SL, SFREE, LB

@@ -173,7 +173,7 @@ def net_send(s, tr, src, nfrags, full, last, route):
     RS = s.RS
     if RS[RS_RELIABLE]:  # control frames take message rows the tables did not count
         message_room(s, RS[RS_NODES], RS[RS_NODES] * ((nfrags + 7) // 8))
-    MS, MD = s.MS, s.MD
+    MD = s.MD
     mid = RS[RS_NMSG]
     RS[RS_NMSG] = mid + 1
     nmd = RS[RS_NMD]
@@ -184,7 +184,7 @@ def net_send(s, tr, src, nfrags, full, last, route):
             MD[nmd + nd, K.D_NODE] = d
             nd += 1
     flags = K.MF_TRACK if RS[RS_RELIABLE] else 0
-    RS[RS_NBITS] += K.open_message(MS, MD, mid, src, nfrags, full, last, flags, nmd, nd, RS[RS_NBITS])
+    RS[RS_NBITS] += K.open_message(s, mid, src, nfrags, full, last, flags, nmd, nd, RS[RS_NBITS])
     RS[RS_NMD] = nmd + nd
     hops = first_hop_streams(s, route * RS[RS_V] + src, mid, route, nfrags, -1, RS[RS_RELIABLE])
     if hops == 0:  # every fragment is a no_route drop at the source

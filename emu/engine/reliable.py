@@ -118,7 +118,7 @@ def first_hop_streams(s, row, m, key, n, lst, room):
             hops += 1
             if room:
                 stream_room(s)
-            K.add_stream(s.SC, s.LK, s.HP, s.MS, s.SP, s.SFREE, link, m, key, 0, n, lst, now)
+            K.add_stream(s, link, m, key, 0, n, lst, now)
     return hops
 
 
@@ -329,12 +329,12 @@ def control(s, src, dst, kind, about, peer, plen, nack):
     else:
         RS[RS_CTRL_NACK] += nfrags * hops
     message_room(s, 1, 0)
-    MS, MD, MX = s.MS, s.MD, s.MX
+    MD, MX = s.MD, s.MX
     mid = RS[RS_NMSG]
     RS[RS_NMSG] = mid + 1
     nmd = RS[RS_NMD]
     MD[nmd, K.D_NODE] = dst
-    RS[RS_NBITS] += K.open_message(MS, MD, mid, src, nfrags, full, last, 0, nmd, 1, RS[RS_NBITS])
+    RS[RS_NBITS] += K.open_message(s, mid, src, nfrags, full, last, 0, nmd, 1, RS[RS_NBITS])
     RS[RS_NMD] = nmd + 1
     MX[mid, MX_TR] = -1
     MX[mid, MX_SENT] = 1  # its "sent" means nothing to the NIC

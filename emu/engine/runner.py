@@ -24,10 +24,9 @@ from ..nic.directory import NodeMemory, State, history_frame
 from . import boards
 from . import layout as L
 from ..errors import ConfigError
-from ..net.network import Message
+from ..net.network import Message, call
 from ..topology import multicast_tree
-from .loop import drive, schedule, set_kernel
-from .state import KERNEL
+from .loop import drive, schedule
 from .tables import Tables
 from ..replay.functional_feed import feed
 from ..replay.wire_meta import WireMessages
@@ -178,18 +177,14 @@ class _Messages:
         return Message(mid, int(m[K.M_SRC]), (), -1, int(m[K.M_NFRAGS]), int(m[K.M_FLEN]), int(m[K.M_LLEN]))
 
 
-def _to_network(st, net) -> None:
-    for name in KERNEL:
-        setattr(net, name, st.table(name))
-
-
 def _apply_change(rp, tables: Tables) -> None:
     """Network._changes_due for one change, which the loop has brought to its point of the
-    instant: it runs on the Network's own code over the loop's kernel tables."""
+    instant: it runs on the Network's own code over the loop's kernel tables (what it
+    replaces, it replaces in the loop's State)."""
     import heapq
 
     st, RS, net = tables.state, tables.RS, rp.net
-    _to_network(st, net)
+    net.adopt(st)
     sim, msgs = net.sim, net.messages
     net.sim, net.messages = _LoopSim(tables, net), _Messages(st)
     net._wake_ev = _Wake(RS) if RS[L.RS_WAKE_SEQ] >= 0 else None
@@ -202,7 +197,6 @@ def _apply_change(rp, tables: Tables) -> None:
     finally:
         net._in_change, net._change_key = False, K.KEY_ALL
         net.sim, net.messages = sim, msgs
-    set_kernel(st, *(getattr(net, name) for name in KERNEL))
     RS[L.RS_CHG_T], RS[L.RS_CHG_KEY] = net._changes[0][:2] if net._changes else (K.INF, K.KEY_ALL)
 
 
@@ -292,7 +286,7 @@ def _run(rp) -> None:
     tables.unroutable = []  # why a re-route could not build a tree, in the order it failed
     while True:
         try:
-            status = drive(st, tables.start_parts)
+            status = call(drive, st, tables.start_parts)
         except ValueError:
             if tables.unroutable:  # a send on such a tree stopped the loop: the Python path's error
                 raise tables.unroutable[0] from None
@@ -310,7 +304,7 @@ def _run(rp) -> None:
         else:
             raise RuntimeError(f"compiled replay: unexpected status {status}")
     # The kernel's buffers the loop grew, back into the network (its counters read them).
-    _to_network(st, net)
+    net.adopt(st)
     net.flush_log()
     OP, OW = tables.OP, tables.OW
     rp.start = OW[:, L.OW_START].copy()

@@ -1,8 +1,8 @@
-"""The compiled replay's state: every table, kernel and replay, behind one numba struct reference.
+"""The compiled replay's state and how its functions are compiled.
 
-Compiled functions take this one object (``s``) and read its tables as fields
-(``s.OP``, ``s.SC``), so a call passes one reference instead of thirty arrays, and a
-table can be replaced by a bigger one inside the loop (``more_hist(s, n)``).
+The State (emu.net.state) holds every table, the kernel's and the replay's; compiled
+functions take this one object (``s``) and read its tables as fields (``s.OP``, ``s.SC``),
+and a table can be replaced by a bigger one inside the loop (``more_hist(s, n)``).
 
 The loop's functions are compiled without numba's reference counting (``compiled``,
 as the frame kernel is): with it, every ``s.X`` read and every array argument was an
@@ -23,15 +23,12 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit
-from numba.core import cgutils, imputils, types
-from numba.core.datamodel import models
-from numba.core.extending import infer_getattr, lower_getattr_generic, lower_setattr_generic
-from numba.core.datamodel.registry import default_manager
-from numba.core.runtime.nrtdynmod import _meminfo_struct_type
-from numba.core.typing.templates import AttributeTemplate
-from numba.experimental import structref
 
 from .. import compiled_cache  # noqa: F401  (before any compiled function: their cache stamp)
+from ..net.state import FIELDS, KERNEL, REPLAY, State, set_kernel  # noqa: F401  (the engine's names)
+# numba's cache indexes written before the State moved to emu.net name its type here: unpickling
+# them must find it (then their stamps differ and the functions recompile) instead of failing
+from ..net.state import StateType  # noqa: F401
 
 # The loop's functions: no reference counting (they borrow every table from ``s``).
 compiled = njit(cache=True, _nrt=False)
@@ -39,97 +36,6 @@ compiled_inline = njit(cache=True, inline="always", _nrt=False)
 # The functions that allocate a table, with reference counting: said explicitly, since a
 # function compiled without an ``_nrt`` of its own takes its first caller's.
 allocating = njit(cache=True, _nrt=True)
-
-KERNEL = ("SC", "LK", "LF", "LR", "LD", "ND", "NS", "DL", "FP", "FREE", "HP", "LG", "FW", "MS", "MD", "BITS",
-          "UP", "SP", "SL", "SFREE",
-          "LB")     # per-link statistics bins, accumulated in the frame loop
-# The replay's tables; those with columns are declared in emu.engine.layout (OP: OPS_*,
-# the others by their own name: OW_*, PT_*, ..., SIM_*, WORK_*, HIST_*, ERR_*); RQ, IDX, DF and
-# NKB are flat.
-REPLAY = ("RS", "OP", "OW", "PT", "SLOT", "NT", "RQ", "TR", "MX", "KB", "KR", "IDX", "DF", "GP",
-          "SIM",    # the event heap
-          "WORK",   # the work stack
-          "HIST",   # directory history
-          "ERR",    # directory errors
-          # reliable delivery (emu.engine.reliable): the protocol's sender tables
-          "OUT",    # per message: emu.nic.protocol's OUT_* columns
-          "OD",     # per message destination (rows as MD): emu.nic.protocol's OD_* columns
-          "RT",     # per board, per peer: emu.nic.rto's RT_* columns
-          "NKB")    # nack payloads (missing-fragment bitmaps), bytes
-FIELDS = KERNEL + REPLAY
-
-
-class StateType(types.StructRef):
-    def preprocess_fields(self, fields):
-        return tuple((name, types.unliteral(typ)) for name, typ in fields)
-
-
-# What structref.register does, with a field read that also compiles without reference
-# counting: numba's asks the NRT for the payload's address, which such a function refuses;
-# the address is a plain load from the MemInfo (as NRT_MemInfo_data_fast does).
-default_manager.register(StateType, models.StructRefModel)
-
-
-def _payload(context, builder, typ, val):
-    meminfo = cgutils.create_struct_proxy(typ)(context, builder, value=val).meminfo
-    mi = builder.bitcast(meminfo, _meminfo_struct_type.as_pointer())
-    data = builder.load(cgutils.gep(builder, mi, 0, 3))
-    model = context.data_model_manager[typ.get_data_type()]
-    data = builder.bitcast(data, model.get_value_type().as_pointer())
-    return cgutils.create_struct_proxy(typ.get_data_type())(context, builder, ref=data)
-
-
-@infer_getattr
-class _StateAttribute(AttributeTemplate):
-    key = StateType
-
-    def generic_resolve(self, typ, attr):
-        return typ.field_dict.get(attr)
-
-
-@lower_getattr_generic(StateType)
-def _get(context, builder, typ, val, attr):
-    value = getattr(_payload(context, builder, typ, val), attr)
-    return imputils.impl_ret_borrowed(context, builder, typ.field_dict[attr], value)
-
-
-@lower_setattr_generic(StateType)
-def _set(context, builder, sig, args, attr):
-    typ, vtyp = sig.args
-    inst, val = args
-    data = _payload(context, builder, typ, inst)
-    ftyp = typ.field_dict[attr]
-    new = context.cast(builder, val, vtyp, ftyp)
-    old = getattr(data, attr)
-    context.nrt.incref(builder, ftyp, new)
-    context.nrt.decref(builder, ftyp, old)  # last: the new value may be the old one
-    setattr(data, attr, new)
-
-
-class State(structref.StructRefProxy):
-    """Build with ``State(**tables)``; read a table back with ``state.table(name)``."""
-
-    def __new__(cls, **tables):
-        # numba's own constructor is compiled anew in every process (about a second); this one is cached
-        return _new_state(*(tables[f] for f in FIELDS))
-
-    def table(self, name: str) -> np.ndarray:
-        return _tables(self)[FIELDS.index(name)]
-
-
-structref.define_proxy(State, StateType, list(FIELDS))
-
-
-@njit(cache=True)
-def _new_state(*tables):
-    return State(*tables)
-
-
-@njit(cache=True)
-def _tables(s):
-    return (s.SC, s.LK, s.LF, s.LR, s.LD, s.ND, s.NS, s.DL, s.FP, s.FREE, s.HP, s.LG, s.FW, s.MS, s.MD,
-            s.BITS, s.UP, s.SP, s.SL, s.SFREE, s.LB, s.RS, s.OP, s.OW, s.PT, s.SLOT, s.NT, s.RQ, s.TR, s.MX, s.KB, s.KR,
-            s.IDX, s.DF, s.GP, s.SIM, s.WORK, s.HIST, s.ERR, s.OUT, s.OD, s.RT, s.NKB)
 
 
 @allocating

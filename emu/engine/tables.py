@@ -249,7 +249,7 @@ class Tables:
         NT[:, L.NT_QHEAD] = -1
         NT[:, L.NT_QTAIL] = -1
         NT[1:, L.NT_RQ] = np.cumsum(per_node)[:-1]
-        RQ = np.zeros(max(int(comp.sum()), 1), np.int64)
+        RQ = np.zeros((max(int(comp.sum()), 1), 2), np.int64)  # ready queues: rows op, 0 (emu.heap)
 
         # Sizes: transfers, messages, destination rows and bitmap bytes of the whole run.
         cfg = rp.cluster.config

@@ -41,6 +41,7 @@ import numpy as np
 from numba import njit
 
 from .. import compiled_cache  # noqa: F401  (before any cached function: their cache stamp)
+from .. import heap
 from ..codec.mac import ETH_LEN
 from .ethernet import PS_PER_S, WIRE_OVERHEAD, MIN_FRAME
 from .tables import Table
@@ -338,60 +339,23 @@ def _rand(LR, link, which):
 
 
 @_inline
-def _sift_down(HP, n, xt, xk):
-    """Entry (xt, xk) into the root of the heap of ``n`` entries, moving down with a hole; the
-    smaller child is picked without a branch (the comparison's outcome is data: a branch
-    would mispredict)."""
-    i = 0
-    while True:
-        l = 2 * i + 1
-        if l >= n:
-            break
-        c = l
-        if l + 1 < n:
-            lt = HP[l, 0]
-            rt = HP[l + 1, 0]
-            c = l + np.int64((rt < lt) | ((rt == lt) & (HP[l + 1, 1] < HP[l, 1])))
-        ct = HP[c, 0]
-        ck = HP[c, 1]
-        if xt < ct or (xt == ct and xk <= ck):
-            break
-        HP[i, 0] = ct
-        HP[i, 1] = ck
-        i = c
-    HP[i, 0] = xt
-    HP[i, 1] = xk
-
-
-@_inline
 def heap_push(HP, SC, time, key):
     if SC[SC_HOLE] == 1:
         # The event being processed still holds the root: the new entry replaces it
         # (one sift down instead of a pop's and a push's).
         SC[SC_HOLE] = 0
-        _sift_down(HP, SC[SC_HEAP], time, key)
+        heap.sift_down(HP, 0, SC[SC_HEAP], 0, (np.int64(time), np.int64(key)))
         return
-    # Sift up with a hole: parents move down, the new entry is written once.
     n = SC[SC_HEAP]
     SC[SC_HEAP] = n + 1
-    while n > 0:
-        p = (n - 1) >> 1
-        pt = HP[p, 0]
-        pk = HP[p, 1]
-        if pt < time or (pt == time and pk <= key):
-            break
-        HP[n, 0] = pt
-        HP[n, 1] = pk
-        n = p
-    HP[n, 0] = time
-    HP[n, 1] = key
+    heap.sift_up(HP, 0, n, (np.int64(time), np.int64(key)))
 
 
 @_inline
 def _heap_pop(HP, SC):
     n = SC[SC_HEAP] - 1
     SC[SC_HEAP] = n
-    _sift_down(HP, n, HP[n, 0], HP[n, 1])
+    heap.sift_down(HP, 0, n, 0, (HP[n, 0], HP[n, 1]))
 
 
 @_inline
@@ -404,9 +368,10 @@ def _stale(LK, t, key):
 
 
 @_entry
-def drop_stale(SC, LK, HP):
+def drop_stale(s):
     """Pop the entries left behind at the heap's top, so that the time the caller wakes up
     for is a real event's (a train cut by a failure leaves its old end there)."""
+    SC, LK, HP = s.SC, s.LK, s.HP
     while SC[SC_HEAP] > 0 and _stale(LK, HP[0, 0], HP[0, 1]):
         _heap_pop(HP, SC)
         SC[SC_STALE] += 1
@@ -497,10 +462,16 @@ def _upcall(SC, UP, t, kind, msg, node, frag):
 
 
 @_entry
-def stream_sent(SC, MS, UP, msg, link, t):
+def _stream_sent(SC, MS, UP, msg, link, t):
     """A stream of ``msg`` is over: its last frame left ``link`` (or was dropped at the source)."""
     MS[msg, M_LIVE] -= 1
     _upcall(SC, UP, t, UP_SENT, msg, link, MS[msg, M_LIVE])
+
+
+@_entry
+def stream_sent(s, msg, link, t):
+    """``_stream_sent`` from Python (a stream dropped at the source)."""
+    _stream_sent(s.SC, s.MS, s.UP, msg, link, t)
 
 
 @_inline
@@ -681,33 +652,140 @@ def _cut_at(SC, LK, FP, FREE, NS, SP, HP, link, t, key):
 
 
 @_entry
-def cut_port(SC, LK, FP, FREE, NS, SP, HP, link, t, key):
+def cut_port(s, link, t, key):
     """Before the caller changes port ``link`` at (t, key) (rate, loss, a stream at the head
     of its local queue): its train, if any, back to per-frame state there. Pushes at most
     one heap entry."""
-    _cut_at(SC, LK, FP, FREE, NS, SP, HP, link, t, key)
+    _cut_at(s.SC, s.LK, s.FP, s.FREE, s.NS, s.SP, s.HP, link, t, key)
 
 
 @_entry
-def settle(SC, LK, FP, FREE, NS, SP, HP, t, key):
+def settle(s, t, key):
     """Every train cut at (t, key) (or the point reached): the counters, stream positions
     and wires are exactly the per-frame loop's. Pushes at most one heap entry per link."""
+    SC, LK, FP, FREE, NS, SP, HP = s.SC, s.LK, s.FP, s.FREE, s.NS, s.SP, s.HP
     for link in range(SC[SC_NLINKS]):
         _cut_at(SC, LK, FP, FREE, NS, SP, HP, link, t, key)
 
 
 @_entry
-def settle_deferred(SC, LK, LD, ND, NS, FP, FREE, HP, MS, MD, BITS, UP, LB, t, key):
+def settle_deferred(s, t, key):
     """Every train delivered as one back to per-frame state at (t, key) (or the point reached):
     what the far nodes received and the links' counters are the per-frame loop's. Uses at
     most one frame row and pushes at most two heap entries per link."""
-    for link in range(LK.shape[0]):  # physical links first: their trains enter datapaths
-        take_deferred(SC, LK, LD, ND, NS, FP, FREE, HP, MS, MD, BITS, UP, LB, link, t, key)
+    for link in range(s.LK.shape[0]):  # physical links first: their trains enter datapaths
+        take_deferred(s, link, t, key)
+
+
+@_inline
+def _arbiter(SC, LK, link, has_t, has_l):
+    """Arbiter: which queue the free transmitter serves (True: the local one). With one queue
+    eligible it is that one; with both, round robin (ARB_RR) alternates per frame from the
+    queue granted last, and ARB_TRANSIT / ARB_LOCAL always take their own first. The
+    choice is remembered for the next round robin."""
+    if has_t and has_l:
+        arb = SC[SC_ARB]
+        if arb == ARB_RR:
+            local = LK[link, L_LAST] == 0
+        else:
+            local = arb == ARB_LOCAL
+    else:
+        local = has_l
+    LK[link, L_LAST] = 1 if local else 0
+    return local
+
+
+@_inline
+def _grant_local(SC, LK, LF, ND, NS, FP, FREE, MS, SP, SL, SFREE, UP, link, s, has_t, t):
+    """Grant local: the packetizer of the head stream ``s`` makes its next fragment's frame now
+    (frames are generated only when granted), counted as offered by the node and the port.
+    A stream whose last fragment this is leaves the local queue and is 'sent' when that
+    frame ends (L_SENT). A frame larger than the port's MTU is dropped at the source with no
+    wire time: returns -1 and the arbiter grants again. Otherwise returns the frame entry,
+    which may stand for a train of the stream's next fragments (``_train``)."""
+    msg = SP[s, S_MSG]
+    pos = SP[s, S_POS]
+    frag = pos if SP[s, S_LIST] < 0 else SL[SP[s, S_LIST] + pos]
+    flen = MS[msg, M_LLEN] if frag == MS[msg, M_NFRAGS] - 1 else MS[msg, M_FLEN]
+    src = MS[msg, M_SRC]
+    NS[src, N_OFF_F] += 1
+    NS[src, N_OFF_B] += flen
+    pos += 1
+    SP[s, S_POS] = pos
+    finished = pos == SP[s, S_END]
+    retx = 1 if SP[s, S_LIST] >= 0 else 0
+    route = SP[s, S_ROUTE]
+    if finished:
+        _pop_stream(SC, LK, SFREE, SP, link, s)
+    if flen - ETH_LEN > LK[link, L_MTU]:
+        # Too large for this port: dropped at the source, no wire time; grant again.
+        _drop_node(ND, src, DROP_MTU, 1, flen)
+        if finished:
+            _stream_sent(SC, MS, UP, msg, link, t)
+        return -1
+    e = _alloc_frame(SC, FREE)
+    FP[e, F_MSG] = msg
+    FP[e, F_FRAG] = frag
+    FP[e, F_LEN] = flen
+    FP[e, F_ROUTE] = route
+    FP[e, F_RETX] = retx
+    FP[e, F_HOPS] = 0
+    FP[e, F_LOCAL] = 1
+    FP[e, F_ENQ] = t
+    FP[e, F_QB] = LK[link, L_QB]
+    FP[e, F_NTRAIN] = 1
+    FP[e, F_DEFER] = 0
+    LK[link, L_OFF_F] += 1
+    LK[link, L_OFF_B] += flen
+    LK[link, L_LOCAL_F] += 1
+    if finished:
+        LK[link, L_SENT] = msg
+    elif not has_t and SC[SC_TRAINS] == 1 and retx == 0 and _train_ok(SC, LK, LF, link):
+        _train(SC, LK, NS, FP, SP, link, s, e, frag, flen, src)
+    return e
+
+
+@_inline
+def _train(SC, LK, NS, FP, SP, link, s, e, frag, flen, src):
+    """Train: with no transit frame waiting, the frames of stream ``s`` after frame ``e`` up to
+    its second-to-last follow back to back unless something joins this port, so they are
+    granted now, as one entry of n frames (at least two), counted as offered and granted
+    as the per-frame loop would count them one by one; whatever joins the port later cuts
+    the train back (``_cut_train``). The last frame stays a grant of its own (it closes
+    the stream)."""
+    n = SP[s, S_END] - 1 - frag
+    if n >= 2:
+        SP[s, S_POS] = frag + n
+        NS[src, N_OFF_F] += n - 1
+        NS[src, N_OFF_B] += (n - 1) * flen
+        LK[link, L_OFF_F] += n - 1
+        LK[link, L_OFF_B] += (n - 1) * flen
+        LK[link, L_LOCAL_F] += n - 1
+        FP[e, F_NTRAIN] = n
+        SC[SC_NTRAINS] += 1
+        SC[SC_TRAIN_FRAMES] += n
+        SC[SC_TRAIN_HELD] += n - 1
+
+
+@_inline
+def _grant_transit(LK, FP, link):
+    """Grant transit: the oldest frame of the transit queue (FIFO) leaves it for the wire."""
+    e = LK[link, L_THEAD]
+    nxt = FP[e, F_NEXT]
+    LK[link, L_THEAD] = nxt
+    if nxt == -1:
+        LK[link, L_TTAIL] = -1
+    LK[link, L_QF] -= 1
+    LK[link, L_QB] -= FP[e, F_LEN]
+    LK[link, L_TRANSIT_F] += 1
+    return e
 
 
 @_inline
 def _transmitter(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, MS, SP, SL, SFREE, UP, link, t):
-    """The port's transmitter is free at ``t``: the arbiter grants one frame, if any is eligible."""
+    """The port's transmitter is free at ``t``: the arbiter grants one frame, if any is eligible
+    (the transmit start of the port: the frame, or a train, goes on the wire now and the
+    transmitter looks again when it ends)."""
     LK[link, L_TX_PEND] = -1
     if LK[link, L_TX_END] > t:
         schedule_tx(LK, HP, SC, link, LK[link, L_TX_END])
@@ -717,7 +795,7 @@ def _transmitter(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, MS, SP, SL, SFREE
     if m >= 0:
         # The frame that just ended closed a stream: the packetizer has sent it.
         LK[link, L_SENT] = -1
-        stream_sent(SC, MS, UP, m, link, t)
+        _stream_sent(SC, MS, UP, m, link, t)
     if LK[link, L_UP] == 0:
         return  # no carrier: the local queue waits for the link to come up
     while True:
@@ -731,77 +809,12 @@ def _transmitter(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, MS, SP, SL, SFREE
             if s != -1:
                 schedule_tx(LK, HP, SC, link, SP[s, S_READY])
             return
-        if has_t and has_l:
-            arb = SC[SC_ARB]
-            if arb == ARB_RR:
-                local = LK[link, L_LAST] == 0
-            else:
-                local = arb == ARB_LOCAL
-        else:
-            local = has_l
-        LK[link, L_LAST] = 1 if local else 0
-        if local:
-            msg = SP[s, S_MSG]
-            pos = SP[s, S_POS]
-            frag = pos if SP[s, S_LIST] < 0 else SL[SP[s, S_LIST] + pos]
-            flen = MS[msg, M_LLEN] if frag == MS[msg, M_NFRAGS] - 1 else MS[msg, M_FLEN]
-            src = MS[msg, M_SRC]
-            NS[src, N_OFF_F] += 1
-            NS[src, N_OFF_B] += flen
-            pos += 1
-            SP[s, S_POS] = pos
-            finished = pos == SP[s, S_END]
-            retx = 1 if SP[s, S_LIST] >= 0 else 0
-            route = SP[s, S_ROUTE]
-            if finished:
-                _pop_stream(SC, LK, SFREE, SP, link, s)
-            if flen - ETH_LEN > LK[link, L_MTU]:
-                # Too large for this port: dropped at the source, no wire time; grant again.
-                _drop_node(ND, src, DROP_MTU, 1, flen)
-                if finished:
-                    stream_sent(SC, MS, UP, msg, link, t)
+        if _arbiter(SC, LK, link, has_t, has_l):
+            e = _grant_local(SC, LK, LF, ND, NS, FP, FREE, MS, SP, SL, SFREE, UP, link, s, has_t, t)
+            if e < 0:
                 continue
-            e = _alloc_frame(SC, FREE)
-            FP[e, F_MSG] = msg
-            FP[e, F_FRAG] = frag
-            FP[e, F_LEN] = flen
-            FP[e, F_ROUTE] = route
-            FP[e, F_RETX] = retx
-            FP[e, F_HOPS] = 0
-            FP[e, F_LOCAL] = 1
-            FP[e, F_ENQ] = t
-            FP[e, F_QB] = LK[link, L_QB]
-            FP[e, F_NTRAIN] = 1
-            FP[e, F_DEFER] = 0
-            LK[link, L_OFF_F] += 1
-            LK[link, L_OFF_B] += flen
-            LK[link, L_LOCAL_F] += 1
-            if finished:
-                LK[link, L_SENT] = msg
-            elif not has_t and SC[SC_TRAINS] == 1 and retx == 0 and _train_ok(SC, LK, LF, link):
-                # The frames up to the stream's second-to-last follow back to back unless
-                # something joins this port: grant them now as one train (cut if it does).
-                n = SP[s, S_END] - 1 - frag
-                if n >= 2:
-                    SP[s, S_POS] = frag + n
-                    NS[src, N_OFF_F] += n - 1
-                    NS[src, N_OFF_B] += (n - 1) * flen
-                    LK[link, L_OFF_F] += n - 1
-                    LK[link, L_OFF_B] += (n - 1) * flen
-                    LK[link, L_LOCAL_F] += n - 1
-                    FP[e, F_NTRAIN] = n
-                    SC[SC_NTRAINS] += 1
-                    SC[SC_TRAIN_FRAMES] += n
-                    SC[SC_TRAIN_HELD] += n - 1
         else:
-            e = LK[link, L_THEAD]
-            nxt = FP[e, F_NEXT]
-            LK[link, L_THEAD] = nxt
-            if nxt == -1:
-                LK[link, L_TTAIL] = -1
-            LK[link, L_QF] -= 1
-            LK[link, L_QB] -= FP[e, F_LEN]
-            LK[link, L_TRANSIT_F] += 1
+            e = _grant_transit(LK, FP, link)
         end = _start(LK, LF, LR, DL, FP, HP, SC, link, e, t)
         if FP[e, F_NTRAIN] > 1:
             # Loss-free link: every frame's fate is 0; only the transmission index moves.
@@ -948,24 +961,30 @@ def _bin_tx(SC, LB, link, start, end, enq, qb, flen, fate):
 
 
 @_inline
-def _arrival(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, LG, FW, MS, MD, BITS, UP, SP, LB, link, t):
-    e = LK[link, L_WHEAD]
+def _arrive_deferred(SC, LK, LD, ND, NS, FP, FREE, HP, FW, MS, MD, BITS, UP, LB, link, e, t):
+    """Deferred delivery: trains whose frames the far node takes as one (docs/engine.md,
+    "Trains"). A train into an idle datapath enters it whole when its last frame is there;
+    a train taken as one at its node is taken when its frames have arrived (frame by frame
+    from here if a log sink came meanwhile); a train reaching a node that only delivers
+    it is deferred there until its last frame arrives, after the trains already deferred
+    there that must go first. Returns True when the event is done with that, False when
+    the wire's head arrives frame by frame."""
     kind = FP[e, F_DEFER]
     if kind == DEFER_DATAPATH:
         # The train's last frame is at the node: all of it enters the idle datapath.
         _into_datapath(SC, LK, LD, ND, NS, FP, FREE, HP, MS, MD, BITS, UP, LB, link, e, FP[e, F_NTRAIN], t, link)
-        return
+        return True
     if kind == DEFER_HERE and SC[SC_LOGGING] == 1:
         # A log sink came after it was deferred (the entry waited in a datapath): the
         # frames that arrived by now are taken, the rest arrive frame by frame, logged.
         _take_deferred(SC, LK, LD, ND, NS, FP, FREE, HP, MS, MD, BITS, UP, LB, link, t, link, True)
-        return
+        return True
     if kind == DEFER_HERE:
         # The node takes the train's frames there by now (all of them, but on a datapath's
         # wire, where the event may be its first frame's: then it waits for its last).
         if _take_deferred(SC, LK, LD, ND, NS, FP, FREE, HP, MS, MD, BITS, UP, LB, link, t, link + 1, False) == 0:
             schedule_arrival(LK, HP, SC, link, FP[e, F_ARR] + (FP[e, F_NTRAIN] - 1) * FP[e, F_GAP])
-        return
+        return True
     if FP[e, F_NTRAIN] > 1 and kind == 0:
         if SC[SC_DEFERRED] > 0:
             # Trains already deferred there go first: those arrived into the same datapath
@@ -984,10 +1003,17 @@ def _arrival(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, LG, FW, MS, MD, BITS,
             _deferred(SC, LK, FP, MS, MD, link, e, kind, 1)
             SC[SC_NDEFER] += 1
             schedule_arrival(LK, HP, SC, link, FP[e, F_ARR] + (FP[e, F_NTRAIN] - 1) * FP[e, F_GAP])
-            return
+            return True
+    return False
+
+
+@_inline
+def _off_wire(SC, LK, FP, FREE, HP, link, e):
+    """The wire's head frame ``e`` has reached the far node: it leaves the wire, and the
+    link's next frame (if any) is its next arrival. The first frame of a train becomes a
+    frame of its own, which the node takes like any other (store and forward), and the
+    train waits on the wire for its next. Returns the arrived frame's entry."""
     if FP[e, F_NTRAIN] > 1:
-        # The first frame of a train arrives: it becomes a frame of its own, which the
-        # node takes like any other (store and forward); the train waits for its next.
         c = _alloc_frame(SC, FREE)
         for col in range(F_NCOLS):
             FP[c, col] = FP[e, col]
@@ -1002,20 +1028,27 @@ def _arrival(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, LG, FW, MS, MD, BITS,
         FP[e, F_ARR] += ser
         SC[SC_TRAIN_HELD] -= 1
         schedule_arrival(LK, HP, SC, link, FP[e, F_ARR])
-        e = c
+        return c
+    nxt = FP[e, F_NEXT]
+    LK[link, L_WHEAD] = nxt
+    if nxt == -1:
+        LK[link, L_WTAIL] = -1
     else:
-        nxt = FP[e, F_NEXT]
-        LK[link, L_WHEAD] = nxt
-        if nxt == -1:
-            LK[link, L_WTAIL] = -1
-        else:
-            schedule_arrival(LK, HP, SC, link, FP[nxt, F_ARR])
-        if LK[link, L_TRAIN] == e + 1:
-            LK[link, L_TRAIN] = 0  # the train's last frame arrived: no frame of it is left to cut
+        schedule_arrival(LK, HP, SC, link, FP[nxt, F_ARR])
+    if LK[link, L_TRAIN] == e + 1:
+        LK[link, L_TRAIN] = 0  # the train's last frame arrived: no frame of it is left to cut
+    return e
+
+
+@_inline
+def _transmitted(SC, LK, LD, LG, LB, FP, FREE, link, e, t):
+    """Transmit complete: frame ``e``'s transmission on ``link`` is accounted when it is over,
+    so a link failure never leaves counters for frames that did not cross the wire: the
+    port's sent frames, wire bytes and busy time, a log record and the statistics bins
+    (physical links). A frame whose fate (drawn at its start) is a loss or a corruption is
+    dropped here, counted under that cause. Returns True if it reached the node intact."""
     fate = FP[e, F_FATE]
     flen = FP[e, F_LEN]
-    # Transmission is accounted when it is over, so link failures never leave counters
-    # for frames that did not cross the wire.
     LK[link, L_TX_F] += 1
     LK[link, L_TX_B] += max(flen, MIN_FRAME) + WIRE_OVERHEAD
     LK[link, L_BUSY] += FP[e, F_END] - FP[e, F_START]
@@ -1027,20 +1060,30 @@ def _arrival(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, LG, FW, MS, MD, BITS,
     if fate != 0:
         _drop_link(LD, link, fate, flen)
         _free_frame(SC, FREE, e)
-        return
+        return False
     LK[link, L_DLV_F] += 1
     LK[link, L_DLV_B] += flen
     if physical:
         FP[e, F_HOPS] += 1
+    return True
+
+
+@_inline
+def _forward(SC, LK, LD, ND, NS, FP, FREE, HP, FW, MS, MD, BITS, UP, SP, LB, link, e, t):
+    """Forward: the far node of ``link`` decides what becomes of arrived frame ``e``. A node
+    with a finite-rate datapath parses frames one at a time: the frame queues there first
+    (after the frames of trains that arrived before it) and is decided when it leaves the
+    datapath. Otherwise the route's forwarding row says: delivered here if the node is
+    a member of the row and one of the message's destinations (``_deliver_local``), and
+    copied to each of the row's egress ports (``_replicate``); neither is a no_route drop."""
     nic = LK[link, L_NICQ]
     if nic >= 0:
-        # A node with a finite-rate datapath parses frames one at a time: the frame
-        # queues there, and is forwarded when it leaves the datapath.
         if LK[nic, L_DEFER_IN] > 0:
             # Frames of trains that arrived before it enter ahead of it.
             _datapath_feeders(SC, LK, LD, ND, NS, FP, FREE, HP, MS, MD, BITS, UP, LB, nic, -1, t, link)
-        _forward(SC, LK, LD, FP, FREE, HP, NS, SP, FW, -1, 1, nic, e, t)
+        _replicate(SC, LK, LD, FP, FREE, HP, NS, SP, FW, -1, 1, nic, e, t)
         return
+    flen = FP[e, F_LEN]
     node = LK[link, L_DST]
     msg = FP[e, F_MSG]
     row = FP[e, F_ROUTE] * SC[SC_NNODES] + node
@@ -1064,7 +1107,20 @@ def _arrival(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, LG, FW, MS, MD, BITS,
     if n == 0:
         _free_frame(SC, FREE, e)
         return
-    _forward(SC, LK, LD, FP, FREE, HP, NS, SP, FW, row, n, -1, e, t)
+    _replicate(SC, LK, LD, FP, FREE, HP, NS, SP, FW, row, n, -1, e, t)
+
+
+@_inline
+def _arrival(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, LG, FW, MS, MD, BITS, UP, SP, LB, link, t):
+    """The oldest frame on ``link``'s wire reaches the far node at ``t`` (the port's transmit
+    complete and the node's receive): deferred trains first, else the frame leaves the
+    wire, its transmission is accounted (and a lost one dropped), and the node forwards it."""
+    e = LK[link, L_WHEAD]
+    if _arrive_deferred(SC, LK, LD, ND, NS, FP, FREE, HP, FW, MS, MD, BITS, UP, LB, link, e, t):
+        return
+    e = _off_wire(SC, LK, FP, FREE, HP, link, e)
+    if _transmitted(SC, LK, LD, LG, LB, FP, FREE, link, e, t):
+        _forward(SC, LK, LD, ND, NS, FP, FREE, HP, FW, MS, MD, BITS, UP, SP, LB, link, e, t)
 
 
 @_inline
@@ -1326,10 +1382,12 @@ def _undefer_into(SC, LK, LD, ND, NS, FP, FREE, HP, MS, MD, BITS, UP, LB, node, 
 
 
 @_entry
-def take_deferred(SC, LK, LD, ND, NS, FP, FREE, HP, MS, MD, BITS, UP, LB, link, t, key):
+def take_deferred(s, link, t, key):
     """Before the caller touches ``link``'s wire or reads what its far node received at
     (t, key): a train delivered as one there back to per-frame state at the later of that
     point and the point reached. Uses at most one frame row; pushes at most two heap entries."""
+    SC, LK, LD, ND, NS, FP, FREE, HP = s.SC, s.LK, s.LD, s.ND, s.NS, s.FP, s.FREE, s.HP
+    MS, MD, BITS, UP, LB = s.MS, s.MD, s.BITS, s.UP, s.LB
     e = LK[link, L_WHEAD]
     if e < 0 or FP[e, F_DEFER] <= 0:
         return
@@ -1345,9 +1403,10 @@ def take_deferred(SC, LK, LD, ND, NS, FP, FREE, HP, MS, MD, BITS, UP, LB, link, 
 
 
 @_inline
-def _forward(SC, LK, LD, FP, FREE, HP, NS, SP, FW, row, n, only, e, t):
-    """Offer frame ``e`` to the transit queue of port ``only``, or of each of the ``n`` egress
-    ports of forwarding row ``row``: a copy on each, ascending link id, the entry itself last."""
+def _replicate(SC, LK, LD, FP, FREE, HP, NS, SP, FW, row, n, only, e, t):
+    """Replicate: offer frame ``e`` to the transit queue of port ``only``, or of each of the ``n``
+    egress ports of forwarding row ``row``: a copy on each (a new frame entry), ascending
+    link id, the entry itself last. Unicast is the case n = 1: no copy."""
     for k in range(1, n + 1):
         out = only if only >= 0 else FW[row, k]
         f = e
@@ -1365,7 +1424,7 @@ def _forward(SC, LK, LD, FP, FREE, HP, NS, SP, FW, row, n, only, e, t):
 
 
 @_entry
-def open_message(MS, MD, mid, src, nfrags, flen, llen, flags, dptr, nd, bits_at):
+def open_message(s, mid, src, nfrags, flen, llen, flags, dptr, nd, bits_at):
     """Row ``mid`` of MS for a message whose destinations are MD rows dptr..dptr+nd-1
     (D_NODE filled by the caller); returns the BITS bytes its received bitmaps take.
 
@@ -1373,6 +1432,7 @@ def open_message(MS, MD, mid, src, nfrags, flen, llen, flags, dptr, nd, bits_at)
     duplicate can arrive: resends (tracked messages) and re-routed multicasts. It is
     discarded and counted, never delivered. (A re-homed unicast stream moves its
     unsent fragments without repeating any, so untracked unicast needs none.)"""
+    MS, MD = s.MS, s.MD
     MS[mid, M_SRC] = src
     MS[mid, M_NFRAGS] = nfrags
     MS[mid, M_FLEN] = flen
@@ -1390,18 +1450,19 @@ def open_message(MS, MD, mid, src, nfrags, flen, llen, flags, dptr, nd, bits_at)
 
 
 @_entry
-def add_stream(SC, LK, HP, MS, SP, SFREE, link, msg, route, pos, end, lst, ready):
+def add_stream(s, link, msg, route, pos, end, lst, ready):
     """Queue a stream on port ``link``'s local queue; returns its row."""
+    SC, LK, HP, MS, SP, SFREE = s.SC, s.LK, s.HP, s.MS, s.SP, s.SFREE
     n = SC[SC_SFREE] - 1
     SC[SC_SFREE] = n
-    s = SFREE[n]
-    SP[s, S_MSG] = msg
-    SP[s, S_ROUTE] = route
-    SP[s, S_POS] = pos
-    SP[s, S_END] = end
-    SP[s, S_LIST] = lst
-    SP[s, S_READY] = ready
-    SP[s, S_NEXT] = -1
+    st = SFREE[n]
+    SP[st, S_MSG] = msg
+    SP[st, S_ROUTE] = route
+    SP[st, S_POS] = pos
+    SP[st, S_END] = end
+    SP[st, S_LIST] = lst
+    SP[st, S_READY] = ready
+    SP[st, S_NEXT] = -1
     # The local queue is in ready-time order, ties in hand-over order: a send is handed
     # to the packetizer at its ready time. A train out on this port is not affected: its
     # stream is the head, ready at or before now, so a stream handed over now or later
@@ -1409,46 +1470,47 @@ def add_stream(SC, LK, HP, MS, SP, SFREE, link, msg, route, pos, end, lst, ready
     # cut_port), and the transmitter's look at the train's end is already pending.
     tail = LK[link, L_STAIL]
     if tail == -1:
-        LK[link, L_SHEAD] = s
-        LK[link, L_STAIL] = s
+        LK[link, L_SHEAD] = st
+        LK[link, L_STAIL] = st
     elif SP[tail, S_READY] <= ready:
-        SP[tail, S_NEXT] = s
-        LK[link, L_STAIL] = s
+        SP[tail, S_NEXT] = st
+        LK[link, L_STAIL] = st
     else:
         prev = -1
         p = LK[link, L_SHEAD]
         while SP[p, S_READY] <= ready:
             prev = p
             p = SP[p, S_NEXT]
-        SP[s, S_NEXT] = p
+        SP[st, S_NEXT] = p
         if prev == -1:
-            LK[link, L_SHEAD] = s
+            LK[link, L_SHEAD] = st
         else:
-            SP[prev, S_NEXT] = s
+            SP[prev, S_NEXT] = st
     MS[msg, M_LIVE] += 1
     if LK[link, L_UP] == 1:
         schedule_tx(LK, HP, SC, link, max(ready, LK[link, L_TX_END]))
-    return s
+    return st
 
 
 @_entry
-def remove_stream(SC, LK, FP, FREE, NS, HP, MS, SP, SFREE, link, s, t, key):
-    """Take stream ``s`` out of ``link``'s local queue at (t, key) (re-routing); it is not 'sent'."""
+def remove_stream(s, link, st, t, key):
+    """Take stream ``st`` out of ``link``'s local queue at (t, key) (re-routing); it is not 'sent'."""
+    SC, LK, FP, FREE, NS, HP, MS, SP, SFREE = s.SC, s.LK, s.FP, s.FREE, s.NS, s.HP, s.MS, s.SP, s.SFREE
     _cut_at(SC, LK, FP, FREE, NS, SP, HP, link, t, key)
     prev = -1
     p = LK[link, L_SHEAD]
-    while p != s:
+    while p != st:
         prev = p
         p = SP[p, S_NEXT]
-    nxt = SP[s, S_NEXT]
+    nxt = SP[st, S_NEXT]
     if prev == -1:
         LK[link, L_SHEAD] = nxt
     else:
         SP[prev, S_NEXT] = nxt
-    if LK[link, L_STAIL] == s:
+    if LK[link, L_STAIL] == st:
         LK[link, L_STAIL] = prev
-    MS[SP[s, S_MSG], M_LIVE] -= 1
-    SFREE[SC[SC_SFREE]] = s
+    MS[SP[st, S_MSG], M_LIVE] -= 1
+    SFREE[SC[SC_SFREE]] = st
     SC[SC_SFREE] += 1
 
 
@@ -1459,16 +1521,7 @@ def _reached(SC, t, key):
 
 
 @_entry
-def advance(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, LG, FW, MS, MD, BITS, UP, SP, SL, SFREE,
-            limit, limit_key, margin):
-    """``advance_binned`` without a statistics table (SC[SC_BIN_PS] must be 0)."""
-    return advance_binned(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, LG, FW, MS, MD, BITS, UP, SP, SL,
-                          SFREE, LG, limit, limit_key, margin)  # LG stands in for the unused table
-
-
-@_entry
-def advance_binned(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, LG, FW, MS, MD, BITS, UP, SP, SL, SFREE, LB,
-                   limit, limit_key, margin):
+def advance(s, limit, limit_key, margin):
     """Process events before the stop point (``limit``, ``limit_key``); return (status, time).
 
     Events are taken in (time, key) order and processing stops before the first
@@ -1480,10 +1533,12 @@ def advance_binned(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, LG, FW, MS, MD,
     time that produced upcalls, so Python handles them at the right simulated time.
     The point reached is kept in SC (SC_AT_T, SC_AT_KEY); trains are not cut on
     return: the entry points that touch a port (``cut_port``, ``remove_stream``,
-    ``link_down*``, ``link_up``) and ``settle`` (before the counters are read) cut
+    ``link_down``, ``link_up``) and ``settle`` (before the counters are read) cut
     them there, so the caller sees exactly the per-frame loop's tables. With SC[SC_BIN_PS] > 0 every
-    transmission is also folded into the link statistics ``LB``.
+    transmission is also folded into the link statistics ``LB`` (with 0, LB is never read).
     """
+    SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP = s.SC, s.LK, s.LF, s.LR, s.LD, s.ND, s.NS, s.DL, s.FP, s.FREE, s.HP
+    LG, FW, MS, MD, BITS, UP, SP, SL, SFREE, LB = s.LG, s.FW, s.MS, s.MD, s.BITS, s.UP, s.SP, s.SL, s.SFREE, s.LB
     # Upcalls left from a call that stopped to grow a buffer keep their time.
     up_time = UP[0, U_TIME] if SC[SC_UP] > 0 else -1
     # The statistics table covers times before bins_end: (t // w + 1) * links > rows <=> t >= bins_end
@@ -1547,19 +1602,14 @@ def advance_binned(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, LG, FW, MS, MD,
 
 
 @_entry
-def link_down(SC, LK, LD, LG, FP, FREE, NS, SP, HP, MS, UP, link, t, key):
-    """``link_down_binned`` without a statistics table (SC[SC_BIN_PS] must be 0)."""
-    link_down_binned(SC, LK, LD, LG, FP, FREE, NS, SP, HP, MS, UP, LG, link, t, key)  # LG: the unused table
-
-
-@_entry
-def link_down_binned(SC, LK, LD, LG, FP, FREE, NS, SP, HP, MS, UP, LB, link, t, key):
+def link_down(s, link, t, key):
     """Take a link down at (``t``, ``key``): every frame on its wire or in its transit queue is dropped.
 
     A frame that had started transmitting (on the wire or propagating) was a transmission:
     it is counted as sent (whole, also when cut mid-frame), its busy time ends at ``t`` at
     the latest, and it gets a record with fate ``link_down`` at ``t``, so the counters, the
     log (link statistics) and a drop list's transmission indices agree."""
+    SC, LK, LD, LG, FP, FREE, MS, UP, LB = s.SC, s.LK, s.LD, s.LG, s.FP, s.FREE, s.MS, s.UP, s.LB
     e = LK[link, L_WHEAD]
     while e != -1:
         nxt = FP[e, F_NEXT]
@@ -1604,12 +1654,13 @@ def link_down_binned(SC, LK, LD, LG, FP, FREE, NS, SP, HP, MS, UP, LB, link, t, 
     m = LK[link, L_SENT]
     if m >= 0:
         LK[link, L_SENT] = -1
-        stream_sent(SC, MS, UP, m, link, t)
+        _stream_sent(SC, MS, UP, m, link, t)
 
 
 @_entry
-def link_up(SC, LK, FP, FREE, NS, SP, HP, link, t, key):
+def link_up(s, link, t, key):
     """The port is usable at (``t``, ``key``): its local queue resumes at once."""
+    SC, LK, FP, FREE, NS, SP, HP = s.SC, s.LK, s.FP, s.FREE, s.NS, s.SP, s.HP
     _cut_at(SC, LK, FP, FREE, NS, SP, HP, link, t, key)  # an up port (a no-op repair) keeps no train
     LK[link, L_UP] = 1
     if LK[link, L_TX_END] < t:

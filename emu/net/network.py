@@ -27,6 +27,7 @@ from ..errors import ConfigError
 from ..sim import Simulator
 from ..topology.forwarding import tree_rows, unicast_rows
 from . import kernel as K
+from .state import KERNEL, State, placeholders, set_kernel
 
 # Default transit queue when the topology gives none: what a 1 GbE MAC on the KR260
 # can buffer in on-chip memory (it binds only when the network is not lossless).
@@ -101,6 +102,37 @@ def _grow_pool(table: np.ndarray, free: np.ndarray, SC: np.ndarray, slot: int):
     stack[nfree : nfree + n] = np.arange(2 * n - 1, n - 1, -1)
     SC[slot] = nfree + n
     return _grow(table, 2 * n, 0), stack
+
+
+def call(fn, state: State, *args):
+    """``fn(state, *args)`` from Python, for a function compiled without reference counting.
+
+    numba's unboxing of the State takes a reference to it that such a function never gives
+    back: each call would keep the State, and every table it holds, alive for good (a
+    Network's after it is gone, a replay's after the run). This gives it back."""
+    mi = state._meminfo
+    held = mi.refcount
+    try:
+        return fn(state, *args)
+    finally:
+        if mi.refcount > held:
+            mi.release()
+
+
+class _Table:
+    """A kernel table of the Network, also a field of its State: replacing it (a bigger
+    one) replaces it there, so the kernel's entry points, which take the State, see it."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __get__(self, net, owner=None):
+        return self if net is None else net.__dict__[self.name]
+
+    def __set__(self, net, table):
+        net.__dict__[self.name] = table
+        if "state" in net.__dict__:
+            set_kernel(net.state, *(net.__dict__[name] for name in KERNEL))
 
 
 def _drop_columns(drops: np.ndarray) -> dict:
@@ -248,6 +280,13 @@ class Network:
         self.FW = np.zeros((0, self.max_out + 1), np.int32)
         self.set_unicast(next_hop)
         self.margin = self.max_out + 8
+        # What the kernel's entry points take: these tables, and empty ones for the replay's fields
+        self.state = State(**{name: self.__dict__[name] for name in KERNEL}, **placeholders())
+
+    def adopt(self, state: State) -> None:
+        """Work on ``state``'s kernel tables from now on (a compiled replay's, for a timeline change)."""
+        self.__dict__.update(state.tables(KERNEL))
+        self.state = state
 
     # ---- forwarding tables ----------------------------------------------------
 
@@ -397,7 +436,7 @@ class Network:
             self.UP = _grow(self.UP, 2 * self.UP.shape[0], 0)
         # remove_stream already took it off the message's live streams: report it as sent.
         self.MS[mid, K.M_LIVE] += 1
-        K.stream_sent(self.SC, self.MS, self.UP, mid, link, self.sim.now)
+        call(K.stream_sent, self.state, mid, link, self.sim.now)
 
     def _count_source_drop(self, src: int, frames: int, nbytes: int) -> None:
         self.NS[src, K.N_OFF_F] += frames
@@ -455,7 +494,7 @@ class Network:
         if room > self.BITS.shape[0]:
             self.BITS = _grow(self.BITS, room, 0)
         self.MD[self._nmd : self._nmd + nd, K.D_NODE] = dsts
-        self._nbits += K.open_message(self.MS, self.MD, mid, src, nfrags, frame_len, last_len, flags,
+        self._nbits += call(K.open_message, self.state, mid, src, nfrags, frame_len, last_len, flags,
                                       self._nmd, nd, self._nbits)
         self._nmd += nd
         msg = Message(mid, src, dsts, route, nfrags, frame_len, last_len, on_event, meta)
@@ -552,15 +591,14 @@ class Network:
         head = int(self.LK[link, K.L_SHEAD])
         if self.LK[link, K.L_TRAIN] and t < self.SP[head, K.S_READY]:
             self._cut_port(link)  # it goes ahead of the stream the port's train is sending
-        K.add_stream(self.SC, self.LK, self.HP, self.MS, self.SP, self.SFREE, link, mid, route, pos, end, lst, t)
+        call(K.add_stream, self.state, link, mid, route, pos, end, lst, t)
 
     # ---- link conditions --------------------------------------------------------
 
     def _remove_stream(self, link, s):
         self._heap_room(1)
         t, key = self._point()
-        K.remove_stream(self.SC, self.LK, self.FP, self.FREE, self.NS, self.HP, self.MS, self.SP, self.SFREE, link,
-                        s, t, key)
+        call(K.remove_stream, self.state, link, s, t, key)
 
     def link(self, u: int, v: int) -> int:
         return self._out_link(u, v)
@@ -584,7 +622,7 @@ class Network:
         """Before Python changes port ``link``: its train back to per-frame state at this point."""
         if self.LK[link, K.L_TRAIN]:
             self._heap_room(1)
-            K.cut_port(self.SC, self.LK, self.FP, self.FREE, self.NS, self.SP, self.HP, link, *self._point())
+            call(K.cut_port, self.state, link, *self._point())
             self._rearm()  # the transmitter now looks when the last kept frame ends
 
     def _settle(self, point=(-1, 0)) -> None:
@@ -595,12 +633,11 @@ class Network:
             self._heap_room(2 * self.LK.shape[0])
             self._frame_room(int(self.SC[K.SC_DEFERRED]))
             self._ensure_bins(max(point[0], int(self.SC[K.SC_AT_T]), 0))
-            K.settle_deferred(self.SC, self.LK, self.LD, self.ND, self.NS, self.FP, self.FREE, self.HP, self.MS,
-                              self.MD, self.BITS, self.UP, self.LB, *point)
+            call(K.settle_deferred, self.state, *point)
             self._rearm()
         if self.LK[: len(self.links), K.L_TRAIN].any():
             self._heap_room(len(self.links))
-            K.settle(self.SC, self.LK, self.FP, self.FREE, self.NS, self.SP, self.HP, *point)
+            call(K.settle, self.state, *point)
             self._rearm()
 
     def schedule_change(self, time: int, fn: Callable[[], None], before: str = BEFORE_GRANTS) -> None:
@@ -672,10 +709,8 @@ class Network:
             # frames of a train delivered as one that arrived by now are taken first
             self._heap_room(2)
             self._frame_room(1)
-            K.take_deferred(self.SC, self.LK, self.LD, self.ND, self.NS, self.FP, self.FREE, self.HP, self.MS,
-                            self.MD, self.BITS, self.UP, self.LB, link, t, key)
-        K.link_down_binned(self.SC, self.LK, self.LD, self.LG, self.FP, self.FREE, self.NS, self.SP, self.HP, self.MS,
-                           self.UP, self.LB, link, t, key)
+            call(K.take_deferred, self.state, link, t, key)
+        call(K.link_down, self.state, link, t, key)
         if self.SC[K.SC_UP] and self._upcall_ev is None:
             self._upcall_ev = self.sim.at(self.sim.now, self._upcalls_due)
         self._rearm()
@@ -686,7 +721,7 @@ class Network:
             self.HP = _grow(self.HP, 2 * self.HP.shape[0], 0)
         self._heap_room(1)
         t, key = self._point()
-        K.link_up(self.SC, self.LK, self.FP, self.FREE, self.NS, self.SP, self.HP, link, t, key)
+        call(K.link_up, self.state, link, t, key)
         self._rearm()
 
     def set_rate(self, link: int, rate_bps: int) -> None:
@@ -715,7 +750,7 @@ class Network:
     # pending hand-over of upcalls; neither is ever forgotten while it is scheduled.
 
     def _rearm(self) -> None:
-        K.drop_stale(self.SC, self.LK, self.HP)  # never wake for a cut train's old end
+        call(K.drop_stale, self.state)  # never wake for a cut train's old end
         if not self.SC[K.SC_HEAP]:
             return
         nxt = max(int(self.HP[0, 0]), self.sim.now)
@@ -788,11 +823,7 @@ class Network:
         self._logging()
         while True:
             lt, lk = self._stop(limit, key)
-            status, t = K.advance_binned(
-                self.SC, self.LK, self.LF, self.LR, self.LD, self.ND, self.NS, self.DL, self.FP, self.FREE,
-                self.HP, self.LG, self.FW, self.MS, self.MD, self.BITS, self.UP, self.SP, self.SL, self.SFREE,
-                self.LB, lt, lk, self.margin,
-            )
+            status, t = call(K.advance, self.state, lt, lk, self.margin)
             if status == K.ST_NEED_FRAMES:
                 self.FP, self.FREE = _grow_pool(self.FP, self.FREE, self.SC, K.SC_FREE)
             elif status == K.ST_NEED_UPCALLS:
@@ -938,3 +969,7 @@ class Network:
         }
         c["balance"] = c["offered"] + c["replicated"] - c["delivered"] - c["dropped"] - c["in_flight"]
         return c
+
+
+for _name in KERNEL:  # the kernel's tables (emu.net.kernel names them), fields of Network.state too
+    setattr(Network, _name, _Table(_name))
