@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from emu.net.ethernet import frame_sizes
+from emu.net.framing import frame_sizes
 from emu.net import Network
 from emu.net.linkstats import LinkStats
 from emu.sim import MS, US, Simulator

@@ -44,7 +44,7 @@ from emu.codec import Collective, Dtype, Flags, Op, ReduceOp, Stage, max_payload
 from emu.codec.fragment import MAX_FRAGS
 from emu.errors import ConfigError
 from emu.net import Network
-from emu.net.ethernet import frame_sizes
+from emu.net.framing import frame_sizes
 from emu.topology import multicast_tree
 from emu.nic import protocol as P
 from emu.nic import reduce as R

@@ -8,8 +8,7 @@ import pytest
 
 from emu.errors import ConfigError
 from emu.net import Loss, Network
-from emu.net.ethernet import frame_sizes
-from emu.net.framing import serialization_ps
+from emu.net.framing import frame_sizes, serialization_ps
 from emu.net.timeline import Timeline, parse
 from emu.sim import MS, NS, US, Simulator
 from emu.topology import LinkDefaults, Routes, mesh2d, multicast_tree, ring, star

@@ -12,7 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from emu.net.ethernet import WIRE_OVERHEAD, frame_sizes
+from emu.net.ethernet import WIRE_OVERHEAD
+from emu.net.framing import frame_sizes
 from emu.replay.summary import summarize
 from emu.replay.run import Options, Replay
 from emu.topology import multicast_tree

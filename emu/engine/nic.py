@@ -135,7 +135,7 @@ def launch(s, tr):
 
 @compiled_inline
 def send_part(s, tr, size):
-    """One message of a transfer: header arithmetic (emu.net.ethernet.frame_sizes), then the wire."""
+    """One message of a transfer: header arithmetic (emu.net.framing.fragments), then the wire."""
     RS, TR = s.RS, s.TR
     nfrags, full, last = frame_sizes(s, size)
     src, route = TR[tr, TR_SRC], TR[tr, TR_ROUTE]

@@ -37,3 +37,17 @@ def serialization_ps(frame_len, rate):
     """Picoseconds to serialize a frame of ``frame_len`` bytes at ``rate`` bit/s, rounded up
     so time never runs ahead of the wire."""
     return (wire_bytes(frame_len) * 8 * PS_PER_S + rate - 1) // rate
+
+
+_PER_MTU: dict[int, tuple[int, int]] = {}
+
+
+def frame_sizes(msg_len: int, mtu: int) -> tuple[int, int, int]:
+    """``fragments`` for a message at ``mtu``, for Python callers (the payload per fragment and
+    the header bytes come from the wire format: emu.codec)."""
+    known = _PER_MTU.get(mtu)
+    if known is None:
+        from ..codec import FRAME_HEADER_LEN, max_payload
+
+        known = _PER_MTU[mtu] = (max_payload(mtu), FRAME_HEADER_LEN)
+    return tuple(int(x) for x in fragments(msg_len, *known))

@@ -43,7 +43,7 @@ from numba import njit
 from .. import compiled_cache  # noqa: F401  (before any cached function: their cache stamp)
 from .. import heap
 from ..codec.mac import ETH_LEN
-from .ethernet import PS_PER_S, WIRE_OVERHEAD, MIN_FRAME
+from .framing import serialization_ps, wire_bytes
 from .tables import Table
 
 # ---- scalar slots (SC) -------------------------------------------------------
@@ -320,12 +320,6 @@ _inline = njit(cache=True, inline="always", _nrt=False)
 # ---- small helpers ----------------------------------------------------------
 
 @_inline
-def _ser_ps(frame_len, rate):
-    wire = max(frame_len, MIN_FRAME) + WIRE_OVERHEAD
-    return (wire * 8 * PS_PER_S + rate - 1) // rate
-
-
-@_inline
 def _rand(LR, link, which):
     # splitmix64: a tiny per-link, per-purpose stream, so one link's draws never
     # shift another's and the same seed gives the same drops.
@@ -531,7 +525,7 @@ def _put_on_wire(LK, FP, HP, SC, link, e, t):
     if LK[link, L_SER_LEN] == flen:
         ser = LK[link, L_SER_PS]  # frames of a message share a size: skip the division
     else:
-        ser = _ser_ps(flen, LK[link, L_RATE])
+        ser = serialization_ps(flen, LK[link, L_RATE])
         LK[link, L_SER_LEN] = flen
         LK[link, L_SER_PS] = ser
     end = t + ser
@@ -945,7 +939,7 @@ def _bin_tx(SC, LB, link, start, end, enq, qb, flen, fate):
         b1 = _bin_of(SC, w, end - 1)
     b0 = _bin_of(SC, w, start)
     r0 = b0 * nl + link
-    LB[r0, B_BYTES] += max(flen, MIN_FRAME) + WIRE_OVERHEAD
+    LB[r0, B_BYTES] += wire_bytes(flen)
     LB[r0, B_FRAMES] += 1
     # Busy time: the part in the first bin, whole bins between, the part in the last.
     LB[r0, B_BUSY] += (end if b0 == b1 else (b0 + 1) * w) - start
@@ -1050,7 +1044,7 @@ def _transmitted(SC, LK, LD, LG, LB, FP, FREE, link, e, t):
     fate = FP[e, F_FATE]
     flen = FP[e, F_LEN]
     LK[link, L_TX_F] += 1
-    LK[link, L_TX_B] += max(flen, MIN_FRAME) + WIRE_OVERHEAD
+    LK[link, L_TX_B] += wire_bytes(flen)
     LK[link, L_BUSY] += FP[e, F_END] - FP[e, F_START]
     physical = link < SC[SC_NLINKS]
     if SC[SC_LOGGING] == 1 and physical:
@@ -1179,7 +1173,7 @@ def _deferrable(SC, LK, FP, FW, MS, MD, link, e):
     # Through the node's datapath: idle when the first frame arrives and no slower than the
     # train's spacing, so each frame starts there when it arrives (d_k = a_k) unless another
     # frame enters it meanwhile (_datapath_feeders then puts the arrived ones in first).
-    if LK[nic, L_TX_END] > FP[e, F_ARR] or _ser_ps(FP[e, F_LEN], LK[nic, L_RATE]) > FP[e, F_GAP]:
+    if LK[nic, L_TX_END] > FP[e, F_ARR] or serialization_ps(FP[e, F_LEN], LK[nic, L_RATE]) > FP[e, F_GAP]:
         return 0
     return DEFER_DATAPATH
 
@@ -1199,7 +1193,7 @@ def _take_deferred(SC, LK, LD, ND, NS, FP, FREE, HP, MS, MD, BITS, UP, LB, link,
         if a > t or (a == t and link >= key):
             break
         LK[link, L_TX_F] += 1
-        LK[link, L_TX_B] += max(flen, MIN_FRAME) + WIRE_OVERHEAD
+        LK[link, L_TX_B] += wire_bytes(flen)
         LK[link, L_BUSY] += FP[e, F_END] - FP[e, F_START]
         if SC[SC_BIN_PS] > 0 and link < SC[SC_NLINKS]:
             _bin_tx(SC, LB, link, FP[e, F_START], FP[e, F_END], FP[e, F_ENQ], FP[e, F_QB], flen, 0)
@@ -1249,7 +1243,7 @@ def _into_datapath(SC, LK, LD, ND, NS, FP, FREE, HP, MS, MD, BITS, UP, LB, link,
         s0 = FP[e, F_START] + k * gap
         e0 = FP[e, F_END] + k * gap
         LK[link, L_TX_F] += 1
-        LK[link, L_TX_B] += max(flen, MIN_FRAME) + WIRE_OVERHEAD
+        LK[link, L_TX_B] += wire_bytes(flen)
         LK[link, L_BUSY] += e0 - s0
         if SC[SC_BIN_PS] > 0:
             _bin_tx(SC, LB, link, s0, e0, FP[e, F_ENQ] if k == 0 else s0, FP[e, F_QB], flen, 0)
@@ -1261,7 +1255,7 @@ def _into_datapath(SC, LK, LD, ND, NS, FP, FREE, HP, MS, MD, BITS, UP, LB, link,
     if LK[nic, L_SER_LEN] == flen:
         sd = LK[nic, L_SER_PS]
     else:
-        sd = _ser_ps(flen, LK[nic, L_RATE])
+        sd = serialization_ps(flen, LK[nic, L_RATE])
         LK[nic, L_SER_LEN] = flen
         LK[nic, L_SER_PS] = sd
     if cnt == n:
@@ -1623,7 +1617,7 @@ def link_down(s, link, t, key):
                 FP[e, F_END] += FP[e, F_SER]
                 SC[SC_TRAIN_HELD] -= 1
             LK[link, L_TX_F] += 1
-            LK[link, L_TX_B] += max(flen, MIN_FRAME) + WIRE_OVERHEAD
+            LK[link, L_TX_B] += wire_bytes(flen)
             LK[link, L_BUSY] += min(FP[e, F_END], t) - FP[e, F_START]
             if SC[SC_LOGGING] == 1 and link < SC[SC_NLINKS]:
                 _log_tx(SC, LG, FP, e, link, t, DROP_DOWN)
