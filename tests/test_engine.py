@@ -370,3 +370,13 @@ def test_a_train_cut_by_a_link_failure_leaves_no_event_behind(trains):
     Timeline(parse("link 0-1 down at 1us"), detect_ps=100 * US).install(net, routes)
     net.send(0, [1], 1000, 1462)
     assert net.run() == 101 * US == sim.now
+
+
+def test_a_frame_shorter_than_the_minimum_takes_the_minimum_frames_line_time():
+    """Every MCF frame is longer than Ethernet's 60-byte minimum (62 bytes of headers), so no
+    replay pads one; the rule still holds for the function the kernel runs (emu.net.framing)."""
+    from emu.net.framing import wire_bytes
+
+    assert wire_bytes(40) == wire_bytes(60) == 60 + 24
+    assert serialization_ps(40, 10**9) == 84 * 8 * 1000
+    assert wire_bytes(1500) == 1524 and serialization_ps(1500, 10**9) == 1524 * 8 * 1000
