@@ -119,13 +119,13 @@ class OpBuilder:
                 own = segments[seg] + step  # the copied layer's first op in each dependency's segment
                 if seg.min() < 0 or not ((idx >= own - step) & (idx < own + step)).all():
                     raise AssertionError(f"ops {start}-{n - 1} depend on ops outside their own or the previous layer")
+                # moved by whole layers, a dependency still points before its op: the order holds
                 block += i[:, None] * step[None, :]
             out[f"_{name}"] = block.tobytes()
             out[f"_{name}_ptr"] = (ptr[1:][None] + ((ptr[-1] - ptr[0]) * i)[:, None]).tobytes()
             del ptr, idx, block
         for name, data in out.items():
             getattr(self, name).frombytes(data)
-        # moved by whole layers, a dependency still points before its op: the order holds
 
     def columns(self) -> dict[str, np.ndarray]:
         """The trace's columns, each in its file dtype; hands the ops over (the builder is

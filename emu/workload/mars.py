@@ -152,27 +152,26 @@ def generate(b: OpBuilder, layout, model, net, plan: Plan, lookahead: bool = Tru
     # rest (OpBuilder.repeat_layers): the ops and their order are those of building every
     # layer, for the Python cost of two. A segment is a chunk's ops (or the last decision's
     # controls), laid out layer after layer.
-    built = min(L, 2) if stamp_layers else L
+    stamping = stamp_layers and L > 2
+    built = 2 if stamping else L
     seg_first: list[int] = []
     seg_step: list[int] = []
 
     def stamp(first: int, layer0_end: int, before: dict) -> int:
         """Layers 2.. of the segment that began at op ``first``; returns its ops per layer."""
         k = layer0_end - first
-        if len(b) - first != built * k:
+        if len(b) - first != 2 * k:
             raise AssertionError(f"layers 0 and 1 of the segment at op {first} differ in their ops")
         seg_first.append(first)
         seg_step.append(k)
-        if L > built:
-            b.repeat_layers(first + k, L - built, np.array(seg_first), np.array(seg_step))
-            for name in stats:
-                stats[name] += (L - built) * (stats[name] - before[name])
+        b.repeat_layers(first + k, L - 2, np.array(seg_first), np.array(seg_step))
+        for name in stats:
+            stats[name] += (L - 2) * (stats[name] - before[name])
         return k
 
-    def extend(table, c: int, k: int) -> None:
-        """Op ids of the stamped layers in a [chunk][layer][node] table: layer 1's, one layer on each."""
-        for l in range(built, L):
-            table[c][l] = [x + (l - 1) * k if x >= 0 else x for x in table[c][1]]
+    def later(x: int, l: int, k: int) -> int:
+        """Op ``x`` of layer 1 (-1: none) in stamped layer ``l`` of a chunk of ``k`` ops per layer."""
+        return x + (l - 1) * k if x >= 0 else x
 
     def retired(j: int, o: int, h: int, d: int, l: int) -> list[int]:
         """What must finish before holder h may drop its replica of block (j, o, l) at
@@ -318,13 +317,13 @@ def generate(b: OpBuilder, layout, model, net, plan: Plan, lookahead: bool = Tru
             for n in range(N):
                 mlp[c][l][n] = b.compute(Kind.mlp, Stage.prefill, n, c, l, -1, model.mlp(layout.tokens(c, n)),
                                          [attn_last[c][l][n]])
-        if built == 2:
+        if stamping:
             k = stamp(first, layer0_end, before)
-            for table in (qkv, attn_last, mlp):
-                extend(table, c, k)
-            for o in range(N):
-                mc[c][o][built:] = [x + (l - 1) * k if x >= 0 else x for l, x in
-                                    ((l, mc[c][o][1]) for l in range(built, L))]
+            for l in range(2, L):
+                for table in (qkv, attn_last, mlp):  # [chunk][layer][node]
+                    table[c][l] = [later(x, l, k) for x in table[c][1]]
+            for o in range(N):  # mc is [chunk][owner][layer]
+                mc[c][o][2:] = [later(mc[c][o][1], l, k) for l in range(2, L)]
         for n in range(N):
             seen[n].update(reads[n][0])
             seen[n].update(reads[n][1])
@@ -333,7 +332,7 @@ def generate(b: OpBuilder, layout, model, net, plan: Plan, lookahead: bool = Tru
         if l == 1:
             layer0_end, before = len(b), dict(stats)
         control_ops(C, l)
-    if built == 2:
+    if stamping:
         stamp(first, layer0_end, before)
     return {"qkv": qkv, "attn_last": attn_last, "mlp": mlp, "stats": stats}
 
