@@ -114,6 +114,7 @@ HEADER_LEN = sum(size for _, _, size in field_layout())
 FRAME_HEADER_LEN = ETH_LEN + HEADER_LEN
 # byte offset of each MCF header field in a whole frame (past the Ethernet header)
 FRAME_OFFSETS = {name: ETH_LEN + off for name, off, _ in field_layout()}
+FIELD_SIZES = {name: size for name, _, size in field_layout()}  # bytes of each field
 
 
 def _fmt_mac(raw: bytes) -> str:

@@ -13,7 +13,8 @@ import numpy as np
 
 from .. import heap
 from ..net import kernel as K
-from .layout import E_TIMER, E_WAKE, MX_TIMER, RS_NOW, RS_NSIM, RS_NWORK, RS_SEQ, RS_WAKE_AT, RS_WAKE_SEQ
+from .layout import (E_TIMER, E_WAKE, MX_TIMER, RS_NOW, RS_NSIM, RS_NWORK, RS_SEQ, RS_WAKE_AT, RS_WAKE_SEQ, SIM_A, SIM_B, SIM_KIND,
+                     SIM_SEQ, SIM_TIME, WORK_A, WORK_B, WORK_C, WORK_KIND)
 from .state import compiled, compiled_inline, more_sim, more_work
 
 
@@ -37,17 +38,17 @@ def pop(s):
     H = s.SIM
     n = s.RS[RS_NSIM] - 1
     s.RS[RS_NSIM] = n
-    heap.sift_down(H, 0, n, 0, (H[n, 0], H[n, 1], H[n, 2], H[n, 3], H[n, 4]))
+    heap.sift_down(H, 0, n, 0, (H[n, SIM_TIME], H[n, SIM_SEQ], H[n, SIM_KIND], H[n, SIM_A], H[n, SIM_B]))
 
 
 @compiled
 def cancelled(s, row):
     """A network wake-up superseded by an earlier one, or a retransmission timer re-armed or
     stopped since (Event.cancel)."""
-    kind = s.SIM[row, 2]
+    kind = s.SIM[row, SIM_KIND]
     if kind == E_WAKE:
-        return s.SIM[row, 1] != s.RS[RS_WAKE_SEQ]
-    return kind == E_TIMER and s.MX[s.SIM[row, 3], MX_TIMER] != s.SIM[row, 1] + 1
+        return s.SIM[row, SIM_SEQ] != s.RS[RS_WAKE_SEQ]
+    return kind == E_TIMER and s.MX[s.SIM[row, SIM_A], MX_TIMER] != s.SIM[row, SIM_SEQ] + 1
 
 
 @compiled_inline
@@ -55,7 +56,7 @@ def peek(s):
     """Time of the next live event (-1: none), dropping cancelled ones (Simulator.peek)."""
     while s.RS[RS_NSIM] > 0 and cancelled(s, 0):
         pop(s)
-    return s.SIM[0, 0] if s.RS[RS_NSIM] > 0 else -1
+    return s.SIM[0, SIM_TIME] if s.RS[RS_NSIM] > 0 else -1
 
 
 @compiled
@@ -77,8 +78,8 @@ def push(s, kind, a, b, c):
     if n == s.WORK.shape[0]:
         more_work(s, n + 1)
     W = s.WORK
-    W[n, 0] = kind
-    W[n, 1] = a
-    W[n, 2] = b
-    W[n, 3] = c
+    W[n, WORK_KIND] = kind
+    W[n, WORK_A] = a
+    W[n, WORK_B] = b
+    W[n, WORK_C] = c
     s.RS[RS_NWORK] = n + 1

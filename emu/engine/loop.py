@@ -35,9 +35,10 @@ from .layout import (CB_CTRL, CB_SEND, DRIVE_CHANGE, DRIVE_DONE, DRIVE_PROGRESS,
                           OPS_DONE, OPS_DONEEND, OPS_DST, OPS_DSTEND, OW_END, OPS_GRP, OPS_KIND, OW_KV, OPS_LAYER, OPS_MSGOP,
                           OPS_NDLV, OPS_NODE, OPS_PART, OPS_PEND, OPS_RES, OPS_SRC, OPS_SRCEND, OW_START, PT_NEED, PT_NODE,
                           PT_OP, PT_ROUTE, RS_DONE_OPS, RS_IN_RUN, RS_KV_BYTES, RS_LAYERS, RS_MARGIN, RS_NODES, RS_NOW,
-                          RS_NSIM, RS_NWORK, RS_PROG_NEXT, RS_PROGRESS, RS_STARTED, RS_UPCALL_EV, RS_WAKE_SEQ, SLOT_AT, SLOT_ATEND,
+                          RS_NSIM, RS_NWORK, RS_PROG_NEXT, RS_PROGRESS, RS_STARTED, RS_UPCALL_EV, RS_WAKE_SEQ, SIM_A, SIM_B, SIM_KIND,
+                          SIM_TIME, SLOT_AT, SLOT_ATEND,
                           SLOT_GOT, SLOT_READERS, SLOT_TIME, W_A2A_STEP, W_CONSUMED, W_DELIVERED, W_OP_DLV,
-                          W_PART_DLV, W_READY, W_RELEASE, W_TRY, W_UPCALLS)
+                          W_PART_DLV, W_READY, W_RELEASE, W_TRY, W_UPCALLS, WORK_A, WORK_B, WORK_C, WORK_KIND)
 from .nic import a2a_step, delivered, fold, message_done, message_sent, part_left, send
 from .reliable import timer_due
 from .state import allocating, compiled, compiled_inline, doubled_pool, grown, more_heap
@@ -221,7 +222,7 @@ def work(s):
     while RS[RS_NWORK] > 0:
         n = RS[RS_NWORK] - 1
         W = s.WORK
-        kind, a, b, c = W[n, 0], W[n, 1], W[n, 2], W[n, 3]
+        kind, a, b, c = W[n, WORK_KIND], W[n, WORK_A], W[n, WORK_B], W[n, WORK_C]
         RS[RS_NWORK] = n
         if kind == W_RELEASE:
             if a < b:
@@ -365,7 +366,7 @@ def drive(s, parts):
         if RS[RS_NSIM] == 0:
             return DRIVE_DONE
         H = s.SIM
-        time, kind, a, b = H[0, 0], H[0, 2], H[0, 3], H[0, 4]
+        time, kind, a, b = H[0, SIM_TIME], H[0, SIM_KIND], H[0, SIM_A], H[0, SIM_B]
         dead = cancelled(s, 0)
         pop(s)
         if dead:

@@ -38,8 +38,8 @@ from .reliable import (complete, control_done, first_hop_streams, first_hops, fr
 from .layout import (CB_A2A, CB_CTRL, CB_RED, CB_SEND, E_LOCAL, GP_FOLD_OWN, GP_FOLD_UP, GP_MEMBER, GP_PARENT,
                           GP_WAIT, NT_FIFO_B, OW_DMASK, RS_MASKW,
                           NT_FIFO_E, NT_QHEAD, NT_QTAIL, NT_STALL, OW_BYTES, OPS_GRP, OPS_GRPEND, OPS_MSGOP, RS_CHUNK,
-                          RS_CTRL_DRAIN, RS_CTRL_INV, RS_FIFO_B, RS_FIFO_E, RS_HDR, RS_NBITS, RS_NFOLD, RS_NMD, RS_NMSG, RS_NODES, RS_NOW,
-                          RS_NTR, RS_PER, RS_V, TR_ACCEPTED, TR_ARG, TR_ARG2, TR_CB, TR_SET_DELIVERED, TR_DMASK, TR_SET_FAILED, TR_KV, TR_M0, TR_M1,
+                          RS_CTRL_DRAIN, RS_CTRL_INV, RS_FIFO_B, RS_FIFO_E, RS_NBITS, RS_NFOLD, RS_NMD, RS_NMSG, RS_NODES, RS_NOW,
+                          RS_NTR, RS_V, TR_ACCEPTED, TR_ARG, TR_ARG2, TR_CB, TR_SET_DELIVERED, TR_DMASK, TR_SET_FAILED, TR_KV, TR_M0, TR_M1,
                           TR_MSGOP, TR_NBYTES, TR_NEXT, TR_OP, TR_ROUTE, TR_SENT, TR_SRC, W_A2A_STEP, W_OP_DLV,
                           W_PART_DLV, MX_SENT, MX_TR, CTRL_DATA, E_PARTLEFT, RS_RELIABLE, TR_FAIL_RETRIES,
                           MX_CTRL, MX_TIMER)

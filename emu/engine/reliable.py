@@ -34,7 +34,7 @@ from ..nic.protocol import (OD_ACKED, OD_NODE, OUT_DEND, OUT_DPTR, OUT_LEFT_AT, 
                             nack_bitmap, nack_named, resend_left, resend_started, timeout)
 from .events import at, rearm
 from .layout import (CTRL_ACK, CTRL_NACK, CTRL_PROBE, E_TIMER, RS_CTRL_ACK, RS_CTRL_NACK, RS_CTRL_PROBE,
-                          RS_HDR, RS_MARGIN, RS_MAX_RETRIES, RS_NBITS, RS_NMD, RS_NMSG, RS_NNKB, RS_NODES, RS_NOW,
+                          RS_HDR, RS_MARGIN, RS_MAX_RETRIES, RS_NBITS, RS_NMD, RS_NMSG, RS_NNKB, RS_NOW,
                           RS_NSL, RS_PER, RS_RETX, RS_RTO_MAX, RS_RTO_MIN, RS_V, TR_DMASK, TR_SET_FAILED, TR_FAIL_RETRIES, RS_MASKW, MX_ABOUT,
                           MX_CTRL, MX_NACK, MX_PEER, MX_SENT, MX_TIMER, MX_TR)
 from . import boards

@@ -17,8 +17,8 @@ from numba import njit
 
 from .. import compiled_cache  # noqa: F401  (before any cached function: their cache stamp)
 from ..codec.enums import Flags
-from ..codec.layer import FRAME_HEADER_LEN, FRAME_OFFSETS
-from ..codec.mac import MAC_PREFIX
+from ..codec.layer import FIELD_SIZES, FRAME_HEADER_LEN, FRAME_OFFSETS
+from ..codec.mac import BOARD_AT, BOARD_LEN, DST_MAC, MAC_PREFIX, SRC_MAC
 from ..net.kernel import G_ARR, G_FATE, G_FRAG, G_HOPS, G_LEN, G_LINK, G_MSG, G_RETX
 
 HEAD = FRAME_HEADER_LEN
@@ -27,10 +27,13 @@ ROW = -(-HEAD // 4) * 4  # a message's header row, padded to whole 4-byte words
 FLAGS, TTL = FRAME_OFFSETS["flags"], FRAME_OFFSETS["ttl"]
 FRAG_IDX, FRAG_CNT, SEQ = FRAME_OFFSETS["frag_idx"], FRAME_OFFSETS["frag_cnt"], FRAME_OFFSETS["seq"]
 OFFSET, MSG_LEN, PAY_LEN = FRAME_OFFSETS["offset"], FRAME_OFFSETS["msg_len"], FRAME_OFFSETS["pay_len"]
+# and their sizes in bytes
+FRAG_IDX_N, FRAG_CNT_N, SEQ_N = FIELD_SIZES["frag_idx"], FIELD_SIZES["frag_cnt"], FIELD_SIZES["seq"]
+OFFSET_N, MSG_LEN_N, PAY_LEN_N = FIELD_SIZES["offset"], FIELD_SIZES["msg_len"], FIELD_SIZES["pay_len"]
+FRAG_MAX, OFFSET_MAX, PAY_MAX = (1 << 8 * FRAG_CNT_N) - 1, (1 << 8 * OFFSET_N) - 1, (1 << 8 * PAY_LEN_N) - 1
 assert PAY_LEN % 4 == 0 and PAY_LEN + 2 == HEAD  # pay_len closes the headers, each frame writes it
 RETX = int(Flags.RETX)
 MAC0, MAC1, MAC2, MAC3 = MAC_PREFIX  # a board's MAC: the prefix and the board's number
-SRC_MAC = 10  # the source MAC's board number, after the destination MAC and the prefix
 
 
 @njit(cache=True)
@@ -113,22 +116,23 @@ def stamp(rows, idx, inv, heads, nfrags, per, out, at, cap, link_src, link_dst, 
                 out[a + b] = heads[m, b]
         for b in range(a + HEAD, a + cap[j]):
             out[b] = 0
-        frag, cnt, pay = rows[i, G_FRAG], nfrags[m] & 0xFFFF, rows[i, G_LEN] - HEAD
+        frag, cnt, pay = rows[i, G_FRAG], nfrags[m] & FRAG_MAX, rows[i, G_LEN] - HEAD
         off = frag * per
-        _put(out, a + FRAG_IDX, frag, 2)
-        _put(out, a + FRAG_CNT, cnt, 2)
-        _put(out, a + OFFSET, off, 4)
-        _put(out, a + PAY_LEN, pay, 2)
-        _put(out, a + SEQ, _get(out, a + SEQ, 4) + frag, 4)
+        _put(out, a + FRAG_IDX, frag, FRAG_IDX_N)
+        _put(out, a + FRAG_CNT, cnt, FRAG_CNT_N)
+        _put(out, a + OFFSET, off, OFFSET_N)
+        _put(out, a + PAY_LEN, pay, PAY_LEN_N)
+        _put(out, a + SEQ, _get(out, a + SEQ, SEQ_N) + frag, SEQ_N)
         if rows[i, G_RETX] == 1:
             out[a + FLAGS] |= RETX
         out[a + TTL] = max(out[a + TTL] - rows[i, G_HOPS], 0)
         link = rows[i, G_LINK]
-        _put(out, a + SRC_MAC, link_src[link], 2)
+        _put(out, a + SRC_MAC + BOARD_AT, link_src[link], BOARD_LEN)
         if hop_macs:  # a classic pcap names the hop: the receiving board as destination MAC
-            out[a], out[a + 1], out[a + 2], out[a + 3] = MAC0, MAC1, MAC2, MAC3
-            _put(out, a + 4, link_dst[link], 2)
-        if bad < 0 and (cnt == 0 or (frag & 0xFFFF) >= cnt
-                        or (off & 0xFFFFFFFF) + (pay & 0xFFFF) > _get(out, a + MSG_LEN, 4)):
+            d = a + DST_MAC
+            out[d], out[d + 1], out[d + 2], out[d + 3] = MAC0, MAC1, MAC2, MAC3
+            _put(out, d + BOARD_AT, link_dst[link], BOARD_LEN)
+        if bad < 0 and (cnt == 0 or (frag & FRAG_MAX) >= cnt
+                        or (off & OFFSET_MAX) + (pay & PAY_MAX) > _get(out, a + MSG_LEN, MSG_LEN_N)):
             bad = j
     return bad
