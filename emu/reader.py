@@ -43,7 +43,7 @@ SUMMARY_KEYS = {
     "peak_node_owner_replica_bytes": NUM, "peak_node_transient_bytes": NUM,
     "final_layout_owner_only": BOOL,
     "final_node_kv_bytes": NUMS, "owner_only_node_kv_bytes": NUMS,
-    "scenario": TEXTS, "overrides": TEXTS, "directory_errors": TEXTS, "incomplete": TEXTS,
+    "scenario": TEXTS, "overrides": TEXTS, "directory_errors": TEXTS, "incomplete": TEXTS, "failed_sends": TEXTS,
     "dropped_by_cause": COUNTS, "control_frames_by_op": COUNTS,
     "busiest_link": LINK, "functional": OBJECT,
 }

@@ -71,6 +71,7 @@ class Transfer:
     parts: list = field(default_factory=list)       # engine messages
     failed: str | None = None
     left: bool = False      # out of the packetizer (its room freed once)
+    gave_up: bool = False   # reliable delivery gave up on it (failed only if it never arrives)
 
     @property
     def complete(self) -> bool:
@@ -132,7 +133,7 @@ class Cluster(Nics):
         self.control_frames_by_op = dict.fromkeys(CONTROL_OPS, 0)
         self.proto = [P.BoardProtocol(b, self.boards, config.protocol(), self.directory) for b in range(self.boards)]
         self._reductions = 0
-        self.failures: list[str] = []
+        self.errors: list[str] = []  # no route, reduction errors, as they happen
 
     # ---- routes --------------------------------------------------------------------
 
@@ -238,13 +239,13 @@ class Cluster(Nics):
         if tr.meta["op"] in (Op.drain, Op.invalidate):
             self.control_frames_by_op[Op(tr.meta["op"]).name] += nfrags * part.streams
         part.msg = self.net.send(tr.src, dsts, nfrags, full, last, route=route, track=self.config.reliable,
-                                 on_event=self._on_event, meta=(meta, part))
+                                 gaps=self.config.reliable, on_event=self._on_event, meta=(meta, part))
         part.proto = self.proto[tr.src]
         if self.config.reliable and part.streams:
             part.slot = part.proto.track(mid, seq, nfrags, part.msg.dsts)
         if part.streams == 0:
             tr.failed = f"no route from node {tr.src} to {list(dsts)}"
-            self.failures.append(f"send {tr.id}: {tr.failed}")
+            self.errors.append(f"send {tr.id}: {tr.failed}")
             part.sent = True
             self.sim.at(self.sim.now, self._part_left, part)
 
@@ -263,6 +264,8 @@ class Cluster(Nics):
                 self._act(part, part.proto.resend_left(part.slot, self.sim.now))
         elif kind == "done":
             self._delivered_part(part, node)
+        elif kind == "gap":
+            self._gap(part, node, frag)
 
     def _part_left(self, part: _Part) -> None:
         tr = part.transfer
@@ -332,7 +335,7 @@ class Cluster(Nics):
             if kind == "done":
                 on_done(t, payload)
 
-        self.net.send(src, [dst], nfrags, full, last, on_event=done, meta=(meta, None))
+        self.net.send(src, [dst], nfrags, full, last, prio=True, on_event=done, meta=(meta, None))
 
     def _act(self, part: _Part, actions) -> None:
         """Carry out the source board's protocol actions about ``part``'s message."""
@@ -350,11 +353,11 @@ class Cluster(Nics):
                               part, probe=True)
             elif kind == P.RESEND:
                 self.retransmitted_frames += int(a[3].size)
-                self.net.resend(part.msg, a[2], a[3])
+                self.net.resend(part.msg, a[2], a[3], prio=True)
             elif kind == P.FAILED:
-                tr = part.transfer
-                tr.failed = f"no acknowledgement from {a[2]} after {a[3]} retries"
-                self.failures.append(f"send {tr.id} from node {tr.src}: {tr.failed}")
+                # The NIC gives up; the send is failed only if it never arrives (failures).
+                part.transfer.failed = f"no acknowledgement from {a[2]} after {a[3]} retries"
+                part.transfer.gave_up = True
 
     def _answer_acts(self, part: _Part, node: int, actions) -> None:
         """Carry out receiver ``node``'s protocol answers (ack, nack) about ``part``'s message."""
@@ -385,6 +388,14 @@ class Cluster(Nics):
             part.msg.src, about["msg_id"], about["seq"], t, complete=missing.size == 0,
             frag_cnt=part.msg.nfrags, missing=missing))
 
+    def _gap(self, part: _Part, node: int, frag: int) -> None:
+        """Fragment ``frag`` reached receiver ``node`` right after a missing one: it nacks the gap."""
+        nfrags = part.msg.nfrags
+        lost = P.nack_payload(nfrags, self.net.missing(part.msg, node))
+        about = part.msg.meta[0]
+        self._answer_acts(part, node, self.proto[node].gap_seen(
+            part.msg.src, about["msg_id"], about["seq"], frag, nfrags, bytes(~b & 0xFF for b in lost)))
+
     def _nacked(self, part: _Part, node: int, nack: bytes, t: int) -> None:
         """A NACK from ``node`` arrived: the source's protocol resends exactly what it names."""
         if part.slot < 0:
@@ -398,10 +409,19 @@ class Cluster(Nics):
     def transfers(self) -> list[Transfer]:
         return self._transfers
 
-    def incomplete(self) -> list[str]:
+    @property
+    def failures(self) -> list[str]:
+        """The errors, then the sends reliable delivery gave up on that never arrived whole
+        (a give-up whose data still arrives, e.g. from behind a long queue, is no failure)."""
+        return self.errors + [f"send {tr.id} from node {tr.src}: {tr.failed}" for tr in self._transfers
+                              if tr.gave_up and not tr.complete]
+
+    def incomplete(self, *, failed: bool = False) -> list[str]:
+        """The sends not delivered everywhere (``failed``: only those reliable delivery gave up
+        on or had no route for), with their op, block and the boards they never reached."""
         out = []
         for tr in self._transfers:
-            if not tr.complete:
+            if not tr.complete and (tr.failed or not failed):
                 missing = [d for d in tr.dsts if d not in tr.delivered]
                 why = tr.failed or ("still waiting for the packetizer" if tr.accepted_at is None else "frames lost")
                 out.append(f"send {tr.id} (op {Op(tr.meta['op']).name}, kv {tr.meta['kv_id']}) from node {tr.src} "
@@ -458,7 +478,7 @@ class Reduction:
             if a[0] == P.REDUCED:
                 self._forward(node, a[2])
             elif a[0] == P.REDUCE_ERROR:
-                self.c.failures.append(f"reduction to {self.root} at node {node}: {a[1]}")
+                self.c.errors.append(f"reduction to {self.root} at node {node}: {a[1]}")
 
     def contribute(self, node: int, payload: bytes | None = None) -> None:
         """``node``'s own contribution is ready now (payload bytes in functional mode)."""

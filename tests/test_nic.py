@@ -309,3 +309,15 @@ def test_all_to_all_members_start_when_ready_and_send_only_their_pairs():
     assert all(t < late for a, b, t in got if a != 2) and all(t > late for a, b, t in got if a == 2)
     assert done["t"] == max(t for *_, t in got)
     assert all(tr.meta["layer"] == 5 and tr.nbytes == 3000 for tr in c.transfers)
+
+
+def test_the_default_payload_fifo_is_the_kr260_comm_buffer_the_docs_give():
+    """Issue 23, part 4: NicConfig's payload FIFO defaults to the KR260 profile's comm_buffer,
+    and docs/nic.md's parameter table says the same 16 MiB."""
+    from pathlib import Path
+
+    from emu.workload.profiles import load
+
+    assert NicConfig().fifo_bytes == load("hw", "kr260")["comm_buffer"] == 16 << 20
+    docs = (Path(__file__).parent.parent / "docs" / "nic.md").read_text()
+    assert "| `fifo_bytes` | `NicConfig.fifo_bytes`, hw `comm_buffer` | 16 MiB |" in docs

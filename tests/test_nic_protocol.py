@@ -120,15 +120,15 @@ def feed(d, h, pay, eth_src):
 
 
 def test_a_receiving_board_decides_the_same_in_the_emulator_and_in_serve():
-    """Board 1 of bring:4 receives a 3-fragment kv_replica from board 0 whose fragment 1 is
-    lost: the probe is answered with a nack naming fragment 1, the resend completes the
-    message, which is acked and makes the replica VALID. The emulator's Cluster and serve's
-    frame path (the same frames: fragments 0 and 2, the probe, fragment 1 as RETX) feed
-    board 1's protocol the same events and get the same actions."""
+    """Board 1 of bring:4 receives a 3-fragment kv_replica from board 0 whose last fragment is
+    lost (a tail loss: no gap to nack): the probe is answered with a nack naming fragment 2,
+    the resend completes the message, which is acked and makes the replica VALID. The
+    emulator's Cluster and serve's frame path (the same frames: fragments 0 and 1, the
+    probe, fragment 2 as RETX) feed board 1's protocol the same events and get the same actions."""
     data = bytes(range(256)) * 16  # 4096 B: 3 fragments
     c = bring4_cluster()
     c.proto[1] = Recorder(c.proto[1])
-    c.net.set_loss(c.net.link(0, 1), Loss(drops=(1,)))
+    c.net.set_loss(c.net.link(0, 1), Loss(drops=(2,)))
     tr = c.send(0, [1], data=data, op=Op.kv_replica, kv_id=9)
     c.net.run()
     assert tr.complete and c.retransmitted_frames == 1
@@ -141,19 +141,19 @@ def test_a_receiving_board_decides_the_same_in_the_emulator_and_in_serve():
     h, pay = fragment(meta, data=data)
     starts = np.concatenate([[0], np.cumsum(h["pay_len"].astype(np.int64))])
     part = lambda i: pay[starts[i] : starts[i + 1]]
-    feed(d, h[[0, 2]], np.concatenate([part(0), part(2)]), 0)
+    feed(d, h[[0, 1]], np.concatenate([part(0), part(1)]), 0)
     probe, _ = fragment(M.control_meta(0, 1, Op.ack, msg_id=0, seq=0, probe=True), data=b"")
     feed(d, probe, None, 0)
-    retx = h[[1]].copy()
+    retx = h[[2]].copy()
     retx["flags"] |= np.uint8(Flags.RETX)
-    feed(d, retx, part(1), 0)
+    feed(d, retx, part(2), 0)
     assert d.proto.decisions() == emulated.decisions()
     assert d.directory.state(1, 9).name == "VALID"
 
 
 def test_a_sending_board_decides_the_same_in_the_emulator_and_in_serve():
     """Board 1 of bring:4 (reduction root 0, child 2) folds its own fp32 vector and board 2's
-    into a sum and sends it to board 0; fragment 1 of it is lost on 1 -> 0. Its protocol then
+    into a sum and sends it to board 0; its last fragment, 2, is lost on 1 -> 0. Its protocol then
     starts the timer when the result has left, probes at the (initial) RTO, resends what
     board 0's nack names, restarts the timer when the resend has left and stops it at the
     ack. Serve's device, fed the same frames at the emulator's event times, makes the same
@@ -162,7 +162,7 @@ def test_a_sending_board_decides_the_same_in_the_emulator_and_in_serve():
     vals = {n: rng.standard_normal(1000).astype("<f4").tobytes() for n in (1, 2)}  # 4000 B: 3 fragments
     c = bring4_cluster()
     c.proto[1] = Recorder(c.proto[1])
-    c.net.set_loss(c.net.link(1, 0), Loss(drops=(1,)))
+    c.net.set_loss(c.net.link(1, 0), Loss(drops=(2,)))
     red = c.reduction([1, 2], 0, ReduceOp.sum, nbytes=4000, dtype=Dtype.fp32, functional=True,
                       stage=Stage.decode, kv_id=5)
     assert red.parent == {1: 0, 2: 1}
@@ -330,7 +330,7 @@ def test_a_reduction_waits_for_its_own_and_its_childrens_contributions_only():
     assert P.reduction_result(0, 0, None, Collective.reduce, range(4)) == (None, ())
 
 
-def _drive(arm, ack, timeout, nack_accepted, rto_sample, rto_backoff, seed):
+def _drive(left_wire, ack, timeout, nack_accepted, rto_sample, rto_backoff, seed):
     """A random sequence of sender events on fresh tables; returns every result and the tables."""
     rng = np.random.default_rng(seed)
     lo, init, hi, retries = 100, 1000, 50_000, 4
@@ -338,7 +338,7 @@ def _drive(arm, ack, timeout, nack_accepted, rto_sample, rto_backoff, seed):
     OUT = np.zeros((8, P.OUT_NCOLS), np.int64)
     OD = np.zeros((32, P.OD_NCOLS), np.int64)
     for s in range(8):
-        OUT[s] = (s, 10 * s, 3, 0, -1, -1, 0, 4 * s, 4 * s + 4, 1)
+        OUT[s] = (s, 10 * s, 3, 0, -1, -1, 0, 4 * s, 4 * s + 4, 1, 0, 0)
         OD[4 * s : 4 * s + 4, P.OD_NODE] = rng.choice(6, 4, replace=False)
     out, now = [], 0
     for _ in range(400):
@@ -346,8 +346,7 @@ def _drive(arm, ack, timeout, nack_accepted, rto_sample, rto_backoff, seed):
         s, node = int(rng.integers(8)), int(rng.integers(6))
         e = int(rng.integers(5))
         if e == 0:
-            OUT[s, P.OUT_LEFT_AT] = now
-            out.append(arm(OUT, OD, RT, s, now, retries))
+            out.append(left_wire(OUT, OD, RT, s, now, retries))  # (arm with the message's timeout)
         elif e == 1:
             out.append(ack(OUT, OD, RT, s, node, now, lo, hi))
         elif e == 2:
@@ -364,7 +363,7 @@ def test_the_sender_table_functions_are_compiled_and_agree_with_their_python():
     """The next step is the compiled replay loop calling these functions: they take tables
     and scalars only and are numba-compiled (what the Cluster and serve call); their Python
     form (``py_func``) gives the same results and tables on random event sequences."""
-    fns = (P.arm, P.ack, P.timeout, P.nack_accepted, T.rto_sample, T.rto_backoff)
+    fns = (P.left_wire, P.ack, P.timeout, P.nack_accepted, T.rto_sample, T.rto_backoff)
     assert all(hasattr(f, "py_func") for f in fns)
     for seed in range(3):
         nb = _drive(*fns, seed)
@@ -372,6 +371,32 @@ def test_the_sender_table_functions_are_compiled_and_agree_with_their_python():
         assert [int(x) for x in nb[0]] == [int(x) for x in py[0]]
         for a, b in zip(nb[1:], py[1:]):
             assert np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("form", ["compiled", "python"])
+def test_a_messages_timeout_is_its_own_and_later_samples_do_not_pull_it_back(form):
+    """Issue 23: a message's timeout is taken when it leaves the wire and backs off with its
+    own timeouts; another message's RTT sample lowers the pair's RTO (RFC 6298) but not the
+    timeout of a message already waiting, so a stuck message is not probed at the floor."""
+    pick = (lambda f: f) if form == "compiled" else (lambda f: f.py_func)
+    arm, ack, timeout, left_wire = pick(P.arm), pick(P.ack), pick(P.timeout), pick(P.left_wire)
+    lo, hi, retries = 100, 64_000, 20
+    RT = T.rto_table(2, lo, 1000, hi)
+    OUT = np.zeros((2, P.OUT_NCOLS), np.int64)
+    OD = np.zeros((2, P.OD_NCOLS), np.int64)
+    for s in (0, 1):
+        OUT[s, [P.OUT_LEFT_AT, P.OUT_DUE, P.OUT_DPTR, P.OUT_DEND]] = (-1, -1, s, s + 1)
+        OD[s, P.OD_NODE] = 1
+    assert arm(OUT, OD, RT, 0, 0, retries) == -1                # not left yet: no timer
+    assert left_wire(OUT, OD, RT, 0, 0, retries) == 1000        # the initial RTO
+    assert timeout(OUT, OD, RT, 0, retries, hi) == 1
+    assert arm(OUT, OD, RT, 0, 1000, retries) == 3000           # its own back-off: 2000
+    assert left_wire(OUT, OD, RT, 1, 1500, retries) == 3500     # the pair backed off too
+    assert ack(OUT, OD, RT, 1, 1, 1600, lo, hi) == 0            # R = 100: RTO 300
+    assert RT[1, T.RT_RTO] == 300
+    assert timeout(OUT, OD, RT, 0, retries, hi) == 1
+    assert arm(OUT, OD, RT, 0, 3000, retries) == 7000           # 4000, not the pair's 600
+    assert RT[1, T.RT_RTO] == 600
 
 
 @pytest.mark.parametrize("form", ["compiled", "python"])
@@ -383,7 +408,7 @@ def test_the_sender_table_functions_follow_rfc6298_worked_by_hand(form):
     SRTT = (7 SRTT + R) / 8;  RTO = SRTT + 4 RTTVAR in [floor, ceiling]; a timeout doubles
     the silent receivers' RTO up to the ceiling; Karn: a probed message gives no sample."""
     pick = (lambda f: f) if form == "compiled" else (lambda f: f.py_func)
-    arm, ack, timeout = pick(P.arm), pick(P.ack), pick(P.timeout)
+    arm, ack, timeout, left_wire = pick(P.arm), pick(P.ack), pick(P.timeout), pick(P.left_wire)
     sample, backoff = pick(T.rto_sample), pick(T.rto_backoff)
     lo, hi, retries = 100, 5000, 2
     RT = T.rto_table(3, lo, 1000, hi)
@@ -395,8 +420,7 @@ def test_the_sender_table_functions_follow_rfc6298_worked_by_hand(form):
     rows = lambda: RT[1:].tolist()  # noqa: E731  [SRTT, RTTVAR, RTO] of boards 1 and 2
 
     # Message 0 leaves at 10,000: before any sample each RTO is the initial 1000.
-    OUT[0, P.OUT_LEFT_AT] = 10_000
-    assert arm(OUT, OD, RT, 0, 10_000, retries) == 11_000
+    assert left_wire(OUT, OD, RT, 0, 10_000, retries) == 11_000
     assert ack(OUT, OD, RT, 0, 1, 10_400, lo, hi) == 1          # R = 400 from board 1
     assert rows() == [[400, 200, 1200], [-1, 0, 1000]]          # 400 + 4 * 200
     assert timeout(OUT, OD, RT, 0, retries, hi) == 1            # board 2 silent: probed
@@ -407,12 +431,11 @@ def test_the_sender_table_functions_follow_rfc6298_worked_by_hand(form):
     assert ack(OUT, OD, RT, 0, 2, 11_600, lo, hi) == -1         # acked before: changes nothing
 
     # Message 1 leaves at 20,000: the timer waits for the largest RTO still silent.
-    OUT[1, P.OUT_LEFT_AT] = 20_000
-    assert arm(OUT, OD, RT, 1, 20_000, retries) == 22_000
+    assert left_wire(OUT, OD, RT, 1, 20_000, retries) == 22_000
     assert ack(OUT, OD, RT, 1, 1, 20_200, lo, hi) == 1          # R = 200
     # RTTVAR (3 * 200 + |400 - 200|) / 4 = 200, SRTT (7 * 400 + 200) / 8 = 375, RTO 375 + 800
     assert rows()[0] == [375, 200, 1175]
-    assert arm(OUT, OD, RT, 1, 20_200, retries) == 22_200       # board 2's 2000 now
+    assert arm(OUT, OD, RT, 1, 20_200, retries) == 22_200       # its own 2000, from leaving
     assert timeout(OUT, OD, RT, 1, retries, hi) == 1 and RT[2, T.RT_RTO] == 4000
     assert timeout(OUT, OD, RT, 1, retries, hi) == 1 and RT[2, T.RT_RTO] == 5000   # 8000: the ceiling
     assert timeout(OUT, OD, RT, 1, retries, hi) == -1           # a third timeout: 2 retries used up

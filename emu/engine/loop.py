@@ -40,7 +40,7 @@ from .layout import (CB_CTRL, CB_SEND, DRIVE_CHANGE, DRIVE_DONE, DRIVE_PROGRESS,
                           SLOT_GOT, SLOT_READERS, SLOT_TIME, W_A2A_STEP, W_CONSUMED, W_DELIVERED, W_OP_DLV,
                           W_PART_DLV, W_READY, W_RELEASE, W_TRY, W_UPCALLS, WORK_A, WORK_B, WORK_C, WORK_KIND)
 from .nic import a2a_step, delivered, fold, message_done, message_sent, part_left, send
-from .reliable import timer_due
+from .reliable import gap, timer_due
 from .state import allocating, compiled, compiled_inline, doubled_pool, grown, more_heap
 
 REDUCE, ALL_TO_ALL, DRAIN, INVALIDATE = int(Kind.reduce), int(Kind.all_to_all), int(Kind.drain), int(Kind.invalidate)
@@ -213,6 +213,8 @@ def upcall(s, i):
         message_sent(s, UP[i, K.U_MSG], UP[i, K.U_FRAG])
     elif kind == K.UP_DONE:
         message_done(s, UP[i, K.U_MSG], UP[i, K.U_NODE])
+    elif kind == K.UP_GAP:
+        gap(s, UP[i, K.U_MSG], UP[i, K.U_NODE], UP[i, K.U_FRAG])
 
 
 @compiled

@@ -183,10 +183,10 @@ def net_send(s, tr, src, nfrags, full, last, route):
         if d != src and boards.has(TR, tr, TR_DMASK, d):
             MD[nmd + nd, K.D_NODE] = d
             nd += 1
-    flags = K.MF_TRACK if RS[RS_RELIABLE] else 0
+    flags = K.MF_TRACK | K.MF_GAP_UPCALL if RS[RS_RELIABLE] else 0
     RS[RS_NBITS] += K.open_message(s, mid, src, nfrags, full, last, flags, nmd, nd, RS[RS_NBITS])
     RS[RS_NMD] = nmd + nd
-    hops = first_hop_streams(s, route * RS[RS_V] + src, mid, route, nfrags, -1, RS[RS_RELIABLE])
+    hops = first_hop_streams(s, route * RS[RS_V] + src, mid, route, nfrags, -1, RS[RS_RELIABLE], 0)
     if hops == 0:  # every fragment is a no_route drop at the source
         source_drop(s, src, nfrags, (nfrags - 1) * full + last)
     rearm(s)

@@ -30,10 +30,10 @@ from __future__ import annotations
 from ..net import kernel as K
 from ..net.framing import fragments
 from ..nic.protocol import (OD_ACKED, OD_NODE, OUT_DEND, OUT_DPTR, OUT_LEFT_AT, OUT_LIVE, OUT_MSG_ID, OUT_NFRAGS,
-                            OUT_RESENDING, OUT_RETRIES, OUT_SEQ, OUT_DUE, ack, arm, left_wire, nack_accepted,
-                            nack_bitmap, nack_named, resend_left, resend_started, timeout)
+                            OUT_RESENDING, OUT_RETRIES, OUT_SEQ, OUT_DUE, OUT_RTO, OUT_RESENT, ack, arm, left_wire,
+                            nack_accepted, nack_bitmap, nack_gap, nack_named, resend_left, resend_started, timeout)
 from .events import at, rearm
-from .layout import (CTRL_ACK, CTRL_NACK, CTRL_PROBE, E_TIMER, RS_CTRL_ACK, RS_CTRL_NACK, RS_CTRL_PROBE,
+from .layout import (CTRL_ACK, CTRL_DATA, CTRL_NACK, CTRL_PROBE, E_TIMER, RS_CTRL_ACK, RS_CTRL_NACK, RS_CTRL_PROBE,
                           RS_HDR, RS_MARGIN, RS_MAX_RETRIES, RS_NBITS, RS_NMD, RS_NMSG, RS_NNKB, RS_NOW,
                           RS_NSL, RS_PER, RS_RETX, RS_RTO_MAX, RS_RTO_MIN, RS_V, TR_DMASK, TR_SET_FAILED, TR_FAIL_RETRIES, RS_MASKW, MX_ABOUT,
                           MX_CTRL, MX_NACK, MX_PEER, MX_SENT, MX_TIMER, MX_TR)
@@ -104,11 +104,11 @@ def first_hops(FW, row):
 
 
 @compiled_inline
-def first_hop_streams(s, row, m, key, n, lst, room):
+def first_hop_streams(s, row, m, key, n, lst, room, prio):
     """A stream of ``n`` fragments of ``m`` (from SL[lst:], or 0..n-1 with ``lst`` -1) on each
     first-hop port of forwarding row ``row``, as Network.send and Network.resend open them;
-    with ``room``, first room for each (reliable delivery's streams were not counted). Returns
-    how many ports took one."""
+    with ``room``, first room for each (reliable delivery's streams were not counted); ``prio``
+    1: in the ports' priority class (control frames, resends). Returns how many ports took one."""
     FW = s.FW
     now = s.RS[RS_NOW]
     hops = 0
@@ -118,7 +118,7 @@ def first_hop_streams(s, row, m, key, n, lst, room):
             hops += 1
             if room:
                 stream_room(s)
-            K.add_stream(s, link, m, key, 0, n, lst, now)
+            K.add_stream(s, link, m, key, 0, n, lst, now, prio)
     return hops
 
 
@@ -152,6 +152,8 @@ def track(s, m):
     OUT[m, OUT_DPTR] = d0
     OUT[m, OUT_DEND] = d1
     OUT[m, OUT_LIVE] = 1
+    OUT[m, OUT_RTO] = 0
+    OUT[m, OUT_RESENT] = 0
 
 
 @compiled
@@ -253,7 +255,7 @@ def nacked(s, m, node, c):
 def resend(s, m, src, dst, off, n):
     """Network.resend: fragments SL[off:off+n] of ``m`` again, unicast towards ``dst``."""
     RS = s.RS
-    if first_hop_streams(s, dst * RS[RS_V] + src, m, dst, n, off, 1) == 0:
+    if first_hop_streams(s, dst * RS[RS_V] + src, m, dst, n, off, 1, 1) == 0:
         MS, SL = s.MS, s.SL
         nb = 0
         for i in range(off, off + n):
@@ -278,6 +280,25 @@ def source_drop(s, src, frames, nbytes):
 def complete(s, m, node):
     """Data message ``m`` is whole at ``node``: it asked for an ack (message_complete)."""
     control(s, node, s.MS[m, K.M_SRC], CTRL_ACK, m, node, 0, -1)
+
+
+@compiled_inline
+def gap(s, m, node, frag):
+    """Fragment ``frag`` of data message ``m`` reached ``node`` right after a missing one: the
+    receiver nacks that gap at once (BoardProtocol.gap_seen)."""
+    RS, MS, MD = s.RS, s.MS, s.MD
+    if s.MX[m, MX_CTRL] != CTRL_DATA:
+        return
+    d = MS[m, K.M_DPTR]
+    while MD[d, K.D_NODE] != node:
+        d += 1
+    nfr = MS[m, K.M_NFRAGS]
+    nb = (nfr + 7) // 8
+    off = RS[RS_NNKB]
+    if off + nb > s.NKB.shape[0]:
+        more_nkb(s, off + nb)
+    RS[RS_NNKB] = off + nack_gap(s.BITS, MD[d, K.D_BITS], frag, nfr, s.NKB, off)
+    control(s, node, MS[m, K.M_SRC], CTRL_NACK, m, node, nb, off)
 
 
 @compiled_inline
@@ -343,6 +364,6 @@ def control(s, src, dst, kind, about, peer, plen, nack):
     MX[mid, MX_ABOUT] = about
     MX[mid, MX_PEER] = peer
     MX[mid, MX_NACK] = nack
-    if first_hop_streams(s, dst * RS[RS_V] + src, mid, dst, nfrags, -1, 1) == 0:
+    if first_hop_streams(s, dst * RS[RS_V] + src, mid, dst, nfrags, -1, 1, 1) == 0:
         source_drop(s, src, nfrags, (nfrags - 1) * full + last)
     rearm(s)

@@ -114,10 +114,14 @@ class ClusterView:
     def control_frames(self) -> int:
         return sum(self.control_frames_by_op.values())
 
-    def incomplete(self) -> list[str]:
+    def incomplete(self, *, failed: bool = False) -> list[str]:
+        """Cluster.incomplete: the sends not delivered everywhere (``failed``: only those
+        reliable delivery gave up on or had no route for)."""
         tr = self._tr
         out = []
         short = (tr[:, self._cols(L.TR_SET_DELIVERED)] != tr[:, self._cols(L.TR_SET_DESTS)]).any(axis=1)
+        if failed:
+            short &= tr[:, L.TR_FAIL_RETRIES] != 0
         for i in np.flatnonzero(short).tolist():
             got = set(self._set(i, L.TR_SET_DELIVERED))
             missing = [d for d in self._set(i, L.TR_SET_DESTS) if d not in got]

@@ -213,6 +213,10 @@ MESSAGES = Table("messages (MS)", "M", (
 M_NCOLS = 8
 MF_FRAME_UPCALL = 1   # tell Python about every delivered frame (reductions)
 MF_TRACK = 2          # keep a bitmap per destination: discard duplicates
+MF_GAP_UPCALL = 4     # tell Python when a fragment arrives right after a missing one (a gap)
+# A priority stream goes ahead of a port's data streams only while the priority streams
+# already ahead of them hold fewer than this many frames (docs/nic.md, "Reliable delivery").
+PRIO_CAP_FRAMES = 64
 
 # ---- message destinations (MD, int64) --------------------------------------
 DESTS = Table("message destinations (MD)", "D", (
@@ -234,10 +238,11 @@ STREAMS = Table("streams (SP)", "S", (
     ("list", '-1: fragments S_POS..S_END-1; else offsets into SL'),
     ("ready", 'earliest time of its first frame'),
     ("next", 'next stream on the same port'),
+    ("prio", '1: the priority class (control frames, resends), queued ahead of data streams'),
 ))
 # STREAMS's columns, rendered from it by `python -m emu.net.render_tables` (do not edit)
-(S_MSG, S_ROUTE, S_POS, S_END, S_LIST, S_READY, S_NEXT) = range(7)
-S_NCOLS = 7
+(S_MSG, S_ROUTE, S_POS, S_END, S_LIST, S_READY, S_NEXT, S_PRIO) = range(8)
+S_NCOLS = 8
 
 # ---- upcalls (UP, int64) ----------------------------------------------------
 UPCALLS = Table("upcalls (UP)", "U", (
@@ -253,6 +258,7 @@ U_NCOLS = 5
 UP_DONE = 0       # message complete at a destination
 UP_FRAME = 1      # one frame delivered at a destination (MF_FRAME_UPCALL)
 UP_SENT = 2       # a stream's last frame finished transmitting (or was dropped at the source)
+UP_GAP = 3        # a tracked fragment arrived right after a missing one (MF_GAP_UPCALL)
 
 # ---- transmission log (LG, int64) ------------------------------------------
 LOG = Table("transmission log (LG)", "G", (
@@ -837,6 +843,10 @@ def _deliver_local(SC, MS, MD, BITS, UP, ND, NS, msg, node, frag, flen, t):
             _drop_node(ND, node, DROP_DUP, 1, flen)
             return
         BITS[byte] |= bit
+        if MS[msg, M_FLAGS] & MF_GAP_UPCALL and frag > 0:
+            prev = frag - 1
+            if BITS[off + (prev >> 3)] & np.uint8(1 << (prev & 7)) == 0:
+                _upcall(SC, UP, t, UP_GAP, msg, node, frag)
     NS[node, N_DLV_F] += 1
     NS[node, N_DLV_B] += flen
     MD[d, D_GOT] += 1
@@ -1444,8 +1454,9 @@ def open_message(s, mid, src, nfrags, flen, llen, flags, dptr, nd, bits_at):
 
 
 @_entry
-def add_stream(s, link, msg, route, pos, end, lst, ready):
-    """Queue a stream on port ``link``'s local queue; returns its row."""
+def add_stream(s, link, msg, route, pos, end, lst, ready, prio):
+    """Queue a stream on port ``link``'s local queue; returns its row. ``prio`` 1: the
+    priority class (``_prio_place``)."""
     SC, LK, HP, MS, SP, SFREE = s.SC, s.LK, s.HP, s.MS, s.SP, s.SFREE
     n = SC[SC_SFREE] - 1
     SC[SC_SFREE] = n
@@ -1457,6 +1468,12 @@ def add_stream(s, link, msg, route, pos, end, lst, ready):
     SP[st, S_LIST] = lst
     SP[st, S_READY] = ready
     SP[st, S_NEXT] = -1
+    SP[st, S_PRIO] = 0
+    if prio and _prio_place(s, link, st, ready):
+        MS[msg, M_LIVE] += 1
+        if LK[link, L_UP] == 1:
+            schedule_tx(LK, HP, SC, link, max(ready, LK[link, L_TX_END]))
+        return st
     # The local queue is in ready-time order, ties in hand-over order: a send is handed
     # to the packetizer at its ready time. A train out on this port is not affected: its
     # stream is the head, ready at or before now, so a stream handed over now or later
@@ -1484,6 +1501,34 @@ def add_stream(s, link, msg, route, pos, end, lst, ready):
     if LK[link, L_UP] == 1:
         schedule_tx(LK, HP, SC, link, max(ready, LK[link, L_TX_END]))
     return st
+
+
+@_inline
+def _prio_place(s, link, st, ready):
+    """Stream ``st`` (ready now) into the priority class of ``link``'s local queue: behind the
+    priority streams already there (FIFO within the class), ahead of every data stream, if
+    those priority streams hold fewer than PRIO_CAP_FRAMES frames; else it is not placed
+    (False) and queues as data. The port's train, if any, is cut first (it may be overtaken)."""
+    SC, LK, SP = s.SC, s.LK, s.SP
+    _cut_at(SC, LK, s.FP, s.FREE, s.NS, SP, s.HP, link, ready, 0)  # positions as per frame
+    prev = -1
+    p = LK[link, L_SHEAD]
+    ahead = 0
+    while p != -1 and SP[p, S_PRIO] == 1:
+        ahead += SP[p, S_END] - SP[p, S_POS]
+        prev = p
+        p = SP[p, S_NEXT]
+    if ahead >= PRIO_CAP_FRAMES:
+        return False
+    SP[st, S_PRIO] = 1
+    SP[st, S_NEXT] = p
+    if prev == -1:
+        LK[link, L_SHEAD] = st
+    else:
+        SP[prev, S_NEXT] = st
+    if p == -1:
+        LK[link, L_STAIL] = st
+    return True
 
 
 @_entry

@@ -409,9 +409,9 @@ class Network:
                     dropped = True
                     continue
                 pos, end, lst = int(SP[s, K.S_POS]), int(SP[s, K.S_END]), int(SP[s, K.S_LIST])
-                ready = max(now, int(SP[s, K.S_READY]))
+                ready, prio = max(now, int(SP[s, K.S_READY])), int(SP[s, K.S_PRIO])
                 self._remove_stream(link, s)
-                self._add_stream(hops[0], mid, route, pos, end, lst, ready)
+                self._add_stream(hops[0], mid, route, pos, end, lst, ready, prio)
         self._replaced.clear()
         if dropped and self._upcall_ev is None:
             self._upcall_ev = self.sim.at(now, self._upcalls_due)
@@ -458,6 +458,8 @@ class Network:
         at: int | None = None,
         frame_upcalls: bool = False,
         track: bool = False,
+        gaps: bool = False,
+        prio: bool = False,
         on_event: Callable | None = None,
         meta: object = None,
     ) -> Message:
@@ -472,7 +474,9 @@ class Network:
         packetizer). A message with no first hop at ``src`` is dropped there
         (``no_route``) and gets no "sent". ``track`` keeps a received bitmap per
         destination (``missing``); multicasts always keep one, so the duplicates a
-        re-route can cause are discarded.
+        re-route can cause are discarded. ``gaps`` (with ``track``): kind "gap" when a
+        fragment arrives right after a missing one (``frag`` is the arrived one). ``prio``:
+        its streams take the ports' priority class (kernel.add_stream).
         """
         dsts = tuple(int(d) for d in dsts)
         if nfrags < 1:
@@ -489,7 +493,8 @@ class Network:
         nd = len(dsts)
         if self._nmd + nd > self.MD.shape[0]:
             self.MD = _grow(self.MD, self._nmd + nd, 0)
-        flags = (K.MF_FRAME_UPCALL if frame_upcalls else 0) | (K.MF_TRACK if track else 0)
+        flags = ((K.MF_FRAME_UPCALL if frame_upcalls else 0) | (K.MF_TRACK if track else 0)
+                 | (K.MF_GAP_UPCALL if track and gaps else 0))
         room = self._nbits + nd * ((nfrags + 7) // 8)  # the most its bitmaps can take
         if room > self.BITS.shape[0]:
             self.BITS = _grow(self.BITS, room, 0)
@@ -502,7 +507,7 @@ class Network:
         t = self.sim.now if at is None else int(at)
         hops = self.first_hops(route, src)
         for link in hops:
-            self._add_stream(link, mid, route, 0, nfrags, -1, t)
+            self._add_stream(link, mid, route, 0, nfrags, -1, t, prio)
         if not hops and any(d != src for d in dsts):
             # No way out of the source: every fragment is a no_route drop there.
             self._count_source_drop(src, nfrags, (nfrags - 1) * frame_len + last_len)
@@ -533,8 +538,10 @@ class Network:
         if outside:
             raise ValueError(f"destinations {outside}: not members of route {route}")
 
-    def resend(self, msg: Message, dst: int, frags: Iterable[int], at: int | None = None) -> None:
-        """Retransmit some fragments of ``msg`` to one destination over its unicast route."""
+    def resend(self, msg: Message, dst: int, frags: Iterable[int], at: int | None = None, *,
+               prio: bool = False) -> None:
+        """Retransmit some fragments of ``msg`` to one destination over its unicast route
+        (``prio``: in the ports' priority class)."""
         frags = np.asarray(sorted(set(int(f) for f in frags)), np.int64)
         if dst not in msg.dsts or dst == msg.src or not 0 <= dst < self.boards:
             raise ValueError(f"resend of message {msg.id} to {dst}: not one of its remote destinations")
@@ -551,7 +558,7 @@ class Network:
         t = self.sim.now if at is None else int(at)
         hops = self.first_hops(dst, msg.src)
         for link in hops:
-            self._add_stream(link, msg.id, dst, 0, int(frags.size), off, t)
+            self._add_stream(link, msg.id, dst, 0, int(frags.size), off, t, prio)
         if not hops:
             self._count_source_drop(msg.src, int(frags.size), self._frag_bytes(msg.id, frags))
         self._rearm()
@@ -583,7 +590,7 @@ class Network:
                 self.MD[d, K.D_GOT] = msg.nfrags
         self._dispatch(K.UP_DONE, msg.id, node, -1, self.sim.now)
 
-    def _add_stream(self, link, mid, route, pos, end, lst, t):
+    def _add_stream(self, link, mid, route, pos, end, lst, t, prio=False):
         if self.SC[K.SC_SFREE] == 0:
             self.SP, self.SFREE = _grow_pool(self.SP, self.SFREE, self.SC, K.SC_SFREE)
         if self.SC[K.SC_HEAP] + self.margin > self.HP.shape[0]:
@@ -591,7 +598,7 @@ class Network:
         head = int(self.LK[link, K.L_SHEAD])
         if self.LK[link, K.L_TRAIN] and t < self.SP[head, K.S_READY]:
             self._cut_port(link)  # it goes ahead of the stream the port's train is sending
-        call(K.add_stream, self.state, link, mid, route, pos, end, lst, t)
+        call(K.add_stream, self.state, link, mid, route, pos, end, lst, t, int(prio))
 
     # ---- link conditions --------------------------------------------------------
 
@@ -860,7 +867,7 @@ class Network:
         for t, kind, mid, node, frag in rows.tolist():
             self._dispatch(kind, mid, node, frag, t)
 
-    _KINDS = {K.UP_DONE: "done", K.UP_FRAME: "frame", K.UP_SENT: "sent"}
+    _KINDS = {K.UP_DONE: "done", K.UP_FRAME: "frame", K.UP_SENT: "sent", K.UP_GAP: "gap"}
 
     def _dispatch(self, kind, mid, node, frag, t) -> None:
         msg = self.messages[mid]

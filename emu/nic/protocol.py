@@ -18,6 +18,7 @@ event                         actions
 ``resend_left``               the resent fragments left the wire: ``ARM``
 ``timer_due``                 ``PROBE`` per silent receiver and ``ARM``, or ``FAILED``
 ``probe_arrived``             ``ACK`` or ``NACK`` (bitmap), at most one per message per gap
+``gap_seen``                  ``NACK`` of the missing run just before a fragment that arrived
 ``message_complete``          ``ACK`` if it asked for one
 ``delivered``                 directory update (``DIRECTORY``)
 ``contribute``                ``REDUCED`` once own + children's contributions are in
@@ -104,11 +105,13 @@ OUTSTANDING = Table("the sender's messages awaiting acks (OUT)", "OUT", (
     ("dptr", "its receivers: rows dptr..dend-1 of OD"),
     ("dend", "one past its last receiver"),
     ("live", "1: the row is in use"),
+    ("rto", "its own timeout, ps: its receivers' RTO when it left the wire, doubled at each of its timeouts"),
+    ("resent", "1: fragments of it were resent (Karn: its ack gives no RTT sample)"),
 ))
 # OUTSTANDING's columns, rendered from it by `python -m emu.net.render_tables` (do not edit)
 (OUT_MSG_ID, OUT_SEQ, OUT_NFRAGS, OUT_RETRIES, OUT_LEFT_AT, OUT_DUE, OUT_RESENDING, OUT_DPTR,
- OUT_DEND, OUT_LIVE) = range(10)
-OUT_NCOLS = 10
+ OUT_DEND, OUT_LIVE, OUT_RTO, OUT_RESENT) = range(12)
+OUT_NCOLS = 12
 RECEIVERS = Table("the receivers of those messages (OD)", "OD", (
     ("node", "the receiver"),
     ("acked", "1: it has acked"),
@@ -130,16 +133,15 @@ def waiting(OUT, OD, s):
 
 @njit(cache=True)
 def arm(OUT, OD, RT, s, now, max_retries):
-    """(Re)start message ``s``'s timer: the largest RTO of the receivers still silent.
-    Returns the due time, -1 when nothing is to be timed (all acked, or retries used up)."""
+    """(Re)start message ``s``'s timer with its own timeout (OUT_RTO, set by ``left_wire``).
+    Returns the due time, -1 when nothing is to be timed (all acked, retries used up, or
+    the message has not left the wire yet: ``left_wire`` starts it)."""
     due = -1
-    if OUT[s, OUT_RETRIES] <= max_retries:
-        rto = -1
+    if OUT[s, OUT_RETRIES] <= max_retries and OUT[s, OUT_LEFT_AT] >= 0:
         for d in range(OUT[s, OUT_DPTR], OUT[s, OUT_DEND]):
             if OD[d, OD_ACKED] == 0:
-                rto = max(rto, RT[OD[d, OD_NODE], RT_RTO])
-        if rto >= 0:
-            due = now + rto
+                due = now + OUT[s, OUT_RTO]
+                break
     OUT[s, OUT_DUE] = due
     return due
 
@@ -154,7 +156,7 @@ def ack(OUT, OD, RT, s, node, now, min_ps, max_ps):
             if OD[d, OD_ACKED]:
                 return -1
             OD[d, OD_ACKED] = 1
-            if OUT[s, OUT_RETRIES] == 0 and OUT[s, OUT_LEFT_AT] >= 0:
+            if OUT[s, OUT_RETRIES] == 0 and OUT[s, OUT_RESENT] == 0 and OUT[s, OUT_LEFT_AT] >= 0:
                 rto_sample(RT, node, now - OUT[s, OUT_LEFT_AT], min_ps, max_ps)
             left = 0
             for e in range(OUT[s, OUT_DPTR], OUT[s, OUT_DEND]):
@@ -182,6 +184,7 @@ def timeout(OUT, OD, RT, s, max_retries, max_ps):
         OUT[s, OUT_RETRIES] += 1  # past max_retries: arm never starts the timer again
         return -1
     OUT[s, OUT_RETRIES] += 1
+    OUT[s, OUT_RTO] = min(max_ps, 2 * OUT[s, OUT_RTO])  # its own back-off
     for d in range(OUT[s, OUT_DPTR], OUT[s, OUT_DEND]):
         if OD[d, OD_ACKED] == 0:
             rto_backoff(RT, OD[d, OD_NODE], max_ps)
@@ -201,8 +204,15 @@ def nack_accepted(OUT, OD, s, node):
 @njit(cache=True)
 def left_wire(OUT, OD, RT, s, now, max_retries):
     """Message ``s``'s last fragment left the wire at ``now``: its timer starts, and the RTT
-    clock (``ack``'s sample) from the same instant. Returns the due time (``arm``)."""
+    clock (``ack``'s sample) from the same instant. Its timeout is the largest RTO of the
+    receivers still silent, taken now and its own from then on: later samples of other
+    messages do not change it. Returns the due time (``arm``)."""
     OUT[s, OUT_LEFT_AT] = now
+    rto = 0
+    for d in range(OUT[s, OUT_DPTR], OUT[s, OUT_DEND]):
+        if OD[d, OD_ACKED] == 0:
+            rto = max(rto, RT[OD[d, OD_NODE], RT_RTO])
+    OUT[s, OUT_RTO] = rto
     return arm(OUT, OD, RT, s, now, max_retries)
 
 
@@ -219,6 +229,7 @@ def resend_started(OUT, OD, RT, s, now, routed, max_retries):
     (``resend_left`` restarts it); with no route (``routed`` False) nothing leaves, so it
     restarts now unless an earlier resend is still leaving. Returns the due time (-1: stopped)."""
     OUT[s, OUT_DUE] = -1
+    OUT[s, OUT_RESENT] = 1
     if routed:
         OUT[s, OUT_RESENDING] = 1
         return -1
@@ -241,6 +252,21 @@ def nack_bitmap(recv, r0, nfrags, out, o0):
         if j == nb - 1 and nfrags % 8:
             byte &= (1 << (nfrags % 8)) - 1
         out[o0 + j] = byte
+    return nb
+
+
+@njit(cache=True)
+def nack_gap(recv, r0, frag, nfrags, out, o0):
+    """The nack of a gap: fragment ``frag`` arrived right after a missing one. Into ``out[o0:]``,
+    a bitmap as ``nack_bitmap``'s (ceil(nfrags / 8) bytes, returned) naming only the run of
+    missing fragments that ends at ``frag - 1``. Compiled: the compiled replay's receivers use it."""
+    nb = (nfrags + 7) // 8
+    for j in range(nb):
+        out[o0 + j] = 0
+    i = frag - 1
+    while i >= 0 and (recv[r0 + (i >> 3)] >> (i & 7)) & 1 == 0:
+        out[o0 + (i >> 3)] |= 1 << (i & 7)
+        i -= 1
     return nb
 
 
@@ -400,7 +426,7 @@ class BoardProtocol:
             self._nod += nd
         self.OD[d0 : d0 + nd, OD_NODE] = dsts
         self.OD[d0 : d0 + nd, OD_ACKED] = 0
-        self.OUT[s] = (msg_id, seq, nfrags, 0, -1, -1, 0, d0, d0 + nd, 1)
+        self.OUT[s] = (msg_id, seq, nfrags, 0, -1, -1, 0, d0, d0 + nd, 1, 0, 0)
         return s
 
     def release(self, s: int) -> None:
@@ -465,6 +491,15 @@ class BoardProtocol:
     def message_complete(self, src: int, msg_id: int, seq: int, ack_req: bool) -> list:
         """A message of ``src`` is here whole (duplicates were discarded before it)."""
         return [(ACK, src, msg_id, seq)] if ack_req else []
+
+    def gap_seen(self, src: int, msg_id: int, seq: int, frag: int, frag_cnt: int, received) -> list:
+        """Fragment ``frag`` of ``src``'s message arrived right after a missing one (a gap; the
+        network's "gap"): a nack of that gap's fragments at once. ``received``: the received
+        bitmap as bytes. Each gap is nacked once: the fragment after it arrives once."""
+        raw = np.frombuffer(bytes(received), np.uint8)
+        out = np.empty((frag_cnt + 7) // 8, np.uint8)
+        nack_gap(raw, 0, frag, frag_cnt, out, 0)
+        return [(NACK, src, msg_id, seq, out.tobytes())]
 
     def probe_arrived(self, src: int, msg_id: int, seq: int, now: int, *, complete: bool, frag_cnt: int = 0,
                       missing=()) -> list:

@@ -99,6 +99,8 @@ def summarize(rp) -> dict:
         "directory_errors": d.errors[:20],
         "incomplete_ops": len(incomplete),
         "incomplete": rp.cluster.incomplete()[:20],
+        # sends reliable delivery gave up on (or had no route for) that never arrived whole
+        "failed_sends": rp.cluster.incomplete(failed=True)[:20],
         "sim_end_s": rp.sim.now / 1e12,
         "engine": rp.engine,  # which loop ran it (emu.engine.loop: compiled; run.Replay: python)
         "wall_s": rp.wall_s,
@@ -204,6 +206,8 @@ def format_summary(s: dict) -> str:
                      f"max rel error {f['max_rel_error']:.3g} vs numpy attention")
     if s["incomplete_ops"]:
         lines.append(f"INCOMPLETE {s['incomplete_ops']} ops never finished; first: " + "; ".join(s["incomplete"][:3]))
+    if s.get("failed_sends"):
+        lines.append(f"FAILED {len(s['failed_sends'])} sends never delivered; first: " + "; ".join(s["failed_sends"][:3]))
     if s["directory_errors"]:
         lines.append(f"DIRECTORY {len(s['directory_errors'])} errors; first: {s['directory_errors'][0]}")
     return "\n".join(lines)
