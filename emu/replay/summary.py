@@ -96,6 +96,7 @@ def summarize(rp) -> dict:
         "final_node_kv_bytes": [m.total for m in d.memory],
         "owner_only_node_kv_bytes": final_owner,
         "busiest_link": {"src": int(c.src[busiest]), "dst": int(c.dst[busiest]), "utilization": float(util[busiest])},
+        **port_buffers(rp.hw, c.peak_queue_bytes.to_numpy()),
         "directory_errors": d.errors[:20],
         "incomplete_ops": len(incomplete),
         "incomplete": rp.cluster.incomplete()[:20],
@@ -104,6 +105,27 @@ def summarize(rp) -> dict:
         "wall_s": rp.wall_s,
         **({"functional": rp.functional.summary()} if rp.functional else {}),
     }
+
+
+def port_buffers(hw: dict, peaks: np.ndarray) -> dict:
+    """The summary's port-buffer figures: the flow control and buffer the run assumed, the deepest
+    transit backlog of any link direction, and how many link directions went past the buffer
+    (only an ``ideal`` run can: the others bound it)."""
+    buf = int(hw["port_buffer"])
+    return {"flow_control": hw["flow_control"], "port_buffer_bytes": buf,
+            "peak_transit_backlog_bytes": int(peaks.max()) if len(peaks) else 0,
+            "ports_over_buffer": int((peaks > buf).sum()), "ports": len(peaks)}
+
+
+def buffer_warning(s: dict) -> str | None:
+    """One line when an ``ideal`` run held more transit bytes at a port than the profile's buffer
+    has (what a real port would have dropped or paused for), else None."""
+    if s.get("flow_control") != "ideal" or not s.get("ports_over_buffer"):
+        return None
+    return (f"warning: flow_control=ideal held up to {s['peak_transit_backlog_bytes'] / 1024:,.1f} KiB of transit "
+            f"frames at a port; {s['ports_over_buffer']} of {s['ports']} link directions exceeded hw.port_buffer "
+            f"({s['port_buffer_bytes'] / 1024:,.0f} KiB): a real port drops or pauses there "
+            f"(--set hw.flow_control=drop)")
 
 
 def ops_frame(rp) -> pd.DataFrame:
@@ -191,6 +213,9 @@ def format_summary(s: dict) -> str:
         f"{max(s['final_node_kv_bytes']) / 2**20:.1f} MiB max vs owner-only {max(s['owner_only_node_kv_bytes']) / 2**20:.1f} MiB; "
         f"owner-only at the end: {'yes' if s['final_layout_owner_only'] else 'NO'}",
         f"busiest   link {s['busiest_link']['src']}->{s['busiest_link']['dst']} at {s['busiest_link']['utilization']:.1%}",
+        *([f"buffers   {s['flow_control']}, {s['port_buffer_bytes'] / 1024:,.0f} KiB per port; peak transit backlog "
+           f"{s['peak_transit_backlog_bytes'] / 1024:,.1f} KiB, {s['ports_over_buffer']} of {s['ports']} ports over"]
+          if "flow_control" in s else []),
         f"wall      {s['wall_s']:.2f} s" + (f" ({s['engine']} engine)" if s.get("engine") else ""),
     ]
     f = s.get("functional")
