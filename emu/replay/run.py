@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import ConfigError
-from ..net import Loss, Network
+from ..net import Loss, Network, deadlock
 from ..net.linkstats import LinkStats
 from ..net.timeline import Timeline, parse as parse_scenario
 from ..nic import NicConfig, Nics
@@ -27,7 +27,7 @@ from ..workload.profiles import DEFAULTS, apply_overrides
 from .functional import Functional
 
 HW_DEFAULTS = DEFAULTS["hw"]
-BUILT_FLOW_CONTROLS = ("ideal", "drop")  # hw.flow_control values the engine runs (pause, credit: issue 23)
+BUILT_FLOW_CONTROLS = ("ideal", "drop", "pause")  # hw.flow_control values the engine runs (credit: issue 23)
 MAX_BINS = 4096  # link time-series bins at most (then wider bins): memory follows the links, not the run
 MAX_OP_PS = 10**18  # one op of at most ~11.6 days: sums of many stay far inside int64 picoseconds
 
@@ -98,7 +98,7 @@ class Replay:
             latency[n], rate[n] = int(hw["nic_latency_ps"]), int(hw.get("nic_rate", 0))
         self.net = Network(self.sim, self.G, self.routes.next_hop, boards=self.nodes,
                            nic_latency_ps=latency, nic_rate_bps=rate, arbiter=hw["port_arbiter"],
-                           lossless=hw["flow_control"] == "ideal", seed=options.seed, trains=options.trains)
+                           lossless=hw["flow_control"] == "ideal", pause=hw["flow_control"] == "pause", seed=options.seed, trains=options.trains)
         # Reliable delivery is on wherever frames can be lost: loss, failures, drop-tail buffers.
         lossy = bool(options.loss or options.scenario) or hw["flow_control"] == "drop"
         reliable = options.reliable if options.reliable is not None else lossy
@@ -171,6 +171,12 @@ class Replay:
         self.done_ops = 0
         runner.run(self)
         self.wall_s = time.perf_counter() - t0
+        if self.net.pause and self.incomplete():
+            stuck = deadlock.cycle(self.net)
+            if stuck:
+                raise ConfigError(f"pause deadlock at {self.sim.now / 1e6:,.3f} us: {deadlock.describe(stuck)} are "
+                                  f"paused in a cycle, each holding the frames the next waits for; "
+                                  f"hw.flow_control=drop or a larger hw.port_buffer avoids it on this topology")
         return self
 
     def _progress(self, end: bool = False) -> None:

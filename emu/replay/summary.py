@@ -96,7 +96,7 @@ def summarize(rp) -> dict:
         "final_node_kv_bytes": [m.total for m in d.memory],
         "owner_only_node_kv_bytes": final_owner,
         "busiest_link": {"src": int(c.src[busiest]), "dst": int(c.dst[busiest]), "utilization": float(util[busiest])},
-        **port_buffers(rp.hw, c.peak_queue_bytes.to_numpy()),
+        **port_buffers(rp.hw, c),
         "directory_errors": d.errors[:20],
         "incomplete_ops": len(incomplete),
         "incomplete": rp.cluster.incomplete()[:20],
@@ -107,14 +107,17 @@ def summarize(rp) -> dict:
     }
 
 
-def port_buffers(hw: dict, peaks: np.ndarray) -> dict:
-    """The summary's port-buffer figures: the flow control and buffer the run assumed, the deepest
-    transit backlog of any link direction, and how many link directions went past the buffer
-    (only an ``ideal`` run can: the others bound it)."""
-    buf = int(hw["port_buffer"])
+def port_buffers(hw: dict, c: pd.DataFrame) -> dict:
+    """The summary's port-buffer figures from the link counters ``c``: the flow control and buffer
+    the run assumed, the deepest transit backlog of any link direction and how many went past
+    the buffer (a drop-tail port of that size would have dropped there), and under pause the
+    most a node held for one link, the time ports were paused and how many were."""
+    buf, peaks = int(hw["port_buffer"]), c.peak_queue_bytes.to_numpy()
     return {"flow_control": hw["flow_control"], "port_buffer_bytes": buf,
             "peak_transit_backlog_bytes": int(peaks.max()) if len(peaks) else 0,
-            "ports_over_buffer": int((peaks > buf).sum()), "ports": len(peaks)}
+            "ports_over_buffer": int((peaks > buf).sum()), "ports": len(peaks),
+            "peak_held_bytes": int(c.peak_held_bytes.max()) if len(c) else 0,
+            "paused_s": int(c.paused_ps.sum()) / 1e12, "ports_paused": int((c.paused_ps > 0).sum())}
 
 
 def buffer_warning(s: dict) -> str | None:
@@ -214,7 +217,9 @@ def format_summary(s: dict) -> str:
         f"owner-only at the end: {'yes' if s['final_layout_owner_only'] else 'NO'}",
         f"busiest   link {s['busiest_link']['src']}->{s['busiest_link']['dst']} at {s['busiest_link']['utilization']:.1%}",
         *([f"buffers   {s['flow_control']}, {s['port_buffer_bytes'] / 1024:,.0f} KiB per port; peak transit backlog "
-           f"{s['peak_transit_backlog_bytes'] / 1024:,.1f} KiB, {s['ports_over_buffer']} of {s['ports']} ports over"]
+           f"{s['peak_transit_backlog_bytes'] / 1024:,.1f} KiB, {s['ports_over_buffer']} of {s['ports']} ports over"
+           + (f"; paused {s['paused_s']:.4f} s over {s['ports_paused']} ports, most held for a link "
+              f"{s['peak_held_bytes'] / 1024:,.1f} KiB" if s["flow_control"] == "pause" else "")]
           if "flow_control" in s else []),
         f"wall      {s['wall_s']:.2f} s" + (f" ({s['engine']} engine)" if s.get("engine") else ""),
     ]
