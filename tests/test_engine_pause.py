@@ -17,7 +17,8 @@ import pytest
 
 from emu.errors import ConfigError
 from emu.net import Network, deadlock
-from emu.net.flowcontrol import ETH_HEADER, thresholds
+from emu.codec.mac import ETH_LEN
+from emu.net.flowcontrol import thresholds
 from emu.sim import Simulator
 
 from test_engine_exact import ARBITERS, grid_multicast_scenario, random_scenario, run_both
@@ -34,7 +35,7 @@ def least_buffer(D, nic=0, nic_rate=0):
         dp = rate_of.get(v, 0)
         lat = D.edges[u, v]["latency_ps"] + (0 if dp else lat_of.get(v, 0))
         th = thresholds(D, u, v, 1 << 40, lat, dp, lat_of.get(v, 0) if dp else 0)
-        need = max(need, th.headroom + 3 * (D.edges[u, v]["mtu"] + ETH_HEADER))
+        need = max(need, th.headroom + 3 * (D.edges[u, v]["mtu"] + ETH_LEN))
     return need
 
 

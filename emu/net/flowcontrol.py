@@ -19,11 +19,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..codec.mac import ETH_LEN
 from ..errors import ConfigError
 from .ethernet import MIN_FRAME, PS_PER_S
 from .framing import serialization_ps
-
-ETH_HEADER = 14
 
 
 @dataclass(frozen=True)
@@ -42,7 +41,7 @@ def thresholds(topology, u: int, v: int, buffer: int, lat_uv: int, datapath_rate
     if not topology.has_edge(v, u):
         raise ConfigError(f"link {u}-{v}: pause needs the reverse link {v}-{u} to carry PAUSE frames")
     back = topology.edges[v, u]
-    rate, frame = int(a["rate_bps"]), int(a["mtu"]) + ETH_HEADER
+    rate, frame = int(a["rate_bps"]), int(a["mtu"]) + ETH_LEN
     delay = serialization_ps(MIN_FRAME, int(back["rate_bps"])) + int(back["latency_ps"])
     window = lat_uv + delay + serialization_ps(frame, rate)
     if datapath_rate:

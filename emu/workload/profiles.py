@@ -14,6 +14,7 @@ import tomllib
 from importlib import resources
 from pathlib import Path
 
+from ..codec.mac import ETH_LEN
 from ..errors import ConfigError
 from ..names import did_you_mean
 from ..units import format_value, parse
@@ -22,8 +23,7 @@ DTYPES = "int4|int8|fp16|fp32"
 # What a port does when its transit buffer (hw.port_buffer) fills (docs/engine.md, "Port buffers
 # and flow control"): ideal = unbounded and lossless (an idealisation), drop = drop-tail.
 FLOW_CONTROLS = ("ideal", "drop", "pause", "credit")
-# A frame is at most the Ethernet header (14 bytes) plus hw.mtu: a port buffer must hold one.
-_ETH_HEADER = 14
+
 # Bits per element; INT4 packs two elements per byte.
 DTYPE_BITS = {"int4": 4, "int8": 8, "fp16": 16, "fp32": 32}
 
@@ -200,13 +200,13 @@ def check(section: str, values: dict, where: str) -> dict:
 
 
 def _check_port_buffer(nbytes: int, mtu: int, where: str) -> None:
-    """A port buffer holds at least one largest frame (else every full frame is lost or never
-    sent) and at most 1 TiB (a typo's bound, like the other sizes)."""
-    lo, hi = mtu + _ETH_HEADER, 1 << 40
+    """A port buffer holds at least one largest frame, the Ethernet header plus hw.mtu (else
+    every full frame is lost or never sent), and at most 1 TiB (a typo's bound, like the other sizes)."""
+    lo, hi = mtu + ETH_LEN, 1 << 40
     if not lo <= nbytes <= hi:
         shown = [format_value("size", x) for x in (nbytes, lo, hi)]
         raise ConfigError(f"{where}: hw.port_buffer = {shown[0]} is outside {shown[1]}..{shown[2]} "
-                          f"(at least one frame of hw.mtu + the {_ETH_HEADER}-byte Ethernet header)")
+                          f"(at least one frame of hw.mtu + the {ETH_LEN}-byte Ethernet header)")
 
 
 def load(section: str, ref: str, overrides=()) -> dict:
