@@ -26,6 +26,8 @@ def test_drop_tail_bounds_every_backlog_and_reliable_delivery_recovers(mars):
     assert ideal.summary["peak_transit_backlog_bytes"] > 8192 and ideal.summary["ports_over_buffer"] > 0
     assert s["ttft_s"] > ideal.ttft_s
     assert drop.links["queue_bytes_max"].max() <= 8192
+    per_port = drop.links.groupby("link").first()  # run totals: the same on every bin of a link
+    assert per_port["run_dropped_queue_full"].sum() == s["dropped_by_cause"]["queue_full"]
 
 
 def test_a_buffer_never_filled_changes_nothing(mars):
@@ -61,7 +63,11 @@ def test_the_cli_warns_once_when_an_ideal_backlog_exceeds_the_buffer(mars, tmp_p
 
 
 def test_pause_is_lossless_and_holds_no_more_than_the_buffer_for_a_link(mars):
-    s = emu.replay(mars, set={"hw.flow_control": "pause", "hw.port_buffer": "28KiB"}).summary
+    r = emu.replay(mars, set={"hw.flow_control": "pause", "hw.port_buffer": "28KiB"})
+    s = r.summary
+    per_port = r.links.groupby("link").first()
+    assert per_port["run_paused_s"].sum() == pytest.approx(s["paused_s"])
+    assert per_port["run_peak_held_bytes"].max() == s["peak_held_bytes"]
     assert s["incomplete_ops"] == 0 and s["dropped_frames"] == 0 and s["retransmitted_frames"] == 0
     assert s["control_frames_by_op"]["ack"] == 0  # lossless: reliable delivery stays off
     assert s["ports_paused"] > 0 and s["paused_s"] > 0

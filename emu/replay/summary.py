@@ -161,8 +161,19 @@ def nodes_frame(rp) -> pd.DataFrame:
     })
 
 
+# Per link direction over the whole run, beside each of its bins in links.parquet: the port's
+# time paused, the most its far node held for it (pause), and its drops by cause.
+RUN_COLUMNS = {"run_paused_s": "paused_ps", "run_peak_held_bytes": "peak_held_bytes",
+               **{f"run_dropped_{c}": f"dropped_{c}" for c in ("queue_full", "loss", "corrupt", "link_down", "mtu")}}
+
+
 def links_frame(rp) -> pd.DataFrame:
-    return rp.linkstats.frame(rp.net.links, rp.net.LK[:, LINKS.col("rate")], max(rp.sim.now, 1))
+    bins = rp.linkstats.frame(rp.net.links, rp.net.LK[:, LINKS.col("rate")], max(rp.sim.now, 1))
+    c = rp.net.counters()
+    for name, col in RUN_COLUMNS.items():
+        per_link = c[col].to_numpy()
+        bins[name] = per_link[bins["link"].to_numpy()] / (1e12 if name == "run_paused_s" else 1)
+    return bins
 
 
 def deliveries_frame(rp) -> pd.DataFrame:
