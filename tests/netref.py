@@ -17,7 +17,15 @@ one object per frame. It shares no code with emu.net; only the rules are the sam
 - loss and corruption drawn at transmission start from splitmix64 streams seeded
   from (seed, link);
 - link down drops what is on the wire and in transit, keeps the local queue; link
-  up resumes at once; re-routing moves unsent fragments to the new first hops.
+  up resumes at once; re-routing moves unsent fragments to the new first hops;
+- pause (``pause={link: (xoff, xon, delay)}``, docs/engine.md "Port buffers and flow
+  control"): the far node of a link counts the bytes of the frame copies that arrived over
+  it and wait in its ports' transit queues (from joining one until granted or dropped
+  there; not while in its datapath's FIFO); on
+  reaching XOFF it sends a PAUSE, on falling below XON after one the resume, each taking
+  effect at the link's port ``delay`` later, after the arrivals and before the grants of
+  that instant (a PAUSE before a resume due at the same instant); a paused port grants
+  nothing, the frame on its wire finishes.
 """
 
 from __future__ import annotations
@@ -53,6 +61,7 @@ class Frame:
     def __init__(self, msg, frag, length, route, hops=0, local=False):
         self.msg, self.frag, self.length, self.route = msg, frag, length, route
         self.hops, self.local = hops, local
+        self.inlink = None  # the link it last arrived over
         self.fate = None
         self.start = self.end = self.arrival = None
         self.last_of = None  # the stream this frame closes
@@ -81,11 +90,18 @@ class Port:
         self.drops = set()
         self.ntx = 0
         self.rng = [Stream64(mix((seed * 1_000_003 + idx) * 2 + j)) for j in range(2)]
+        self.pause = None       # (xoff, xon, delay) of this link's far node, or None
+        self.held = 0           # bytes its far node holds for it
+        self.held_max = 0
+        self.xoff_sent = False
+        self.paused = False
+        self.paused_since = None
+        self.paused_ps = 0
 
 
 class RefNet:
     def __init__(self, links, nodes, boards, next_hop, nic_ps, capacity, *, lossless=True, seed=0,
-                 nic_rate=0, arbiter="rr"):
+                 nic_rate=0, arbiter="rr", pause=None):
         """links: (u, v, rate_bps, latency_ps) sorted by (u, v); capacity: (frames, bytes) per transit queue.
 
         ``nic_ps`` and ``nic_rate`` are numbers or per-node dicts (forwarding latency, datapath rate)."""
@@ -105,7 +121,10 @@ class RefNet:
         self.nodes, self.boards = nodes, boards
         self.next_hop = [list(map(int, row)) for row in next_hop]
         self.trees = {}
-        self.lossless, self.arbiter = lossless, arbiter
+        self.lossless, self.arbiter = lossless or bool(pause), arbiter
+        for i, th in (pause or {}).items():
+            self.ports[i].pause = th
+        self.signals = {}          # t -> [(link, 0 PAUSE / 1 resume)]: flow-control frames taking effect
         self.times = []
         self.changes = {}          # t -> [(kind, args)], applied after the arrivals at t
         self.reroutes = {}         # t -> [(next_hop, {old route: (new route, tree, members)})]
@@ -193,7 +212,7 @@ class RefNet:
             return "corrupt"
         return None
 
-    def offer(self, port, frame):
+    def offer(self, port, frame, t):
         if not port.up:
             self._drop("link_down", "link", port.idx)
             return
@@ -203,6 +222,33 @@ class RefNet:
                 self._drop("queue_full", "link", port.idx)
                 return
         port.transit.append(frame)
+        if not port.datapath:  # the datapath's FIFO is not the port buffer
+            self.hold(frame, frame.length, t)
+
+    def hold(self, frame, n, t):
+        """The far node of the link ``frame`` arrived over holds ``n`` more bytes (or fewer)."""
+        if frame.inlink is None or self.ports[frame.inlink].pause is None:
+            return
+        p = self.ports[frame.inlink]
+        xoff, xon, delay = p.pause
+        p.held += n
+        p.held_max = max(p.held_max, p.held)
+        if not p.xoff_sent and p.held >= xoff:
+            p.xoff_sent = True
+            self.signals.setdefault(t + delay, []).append((p.idx, 0))
+            self._at(t + delay)
+        elif p.xoff_sent and p.held < xon:
+            p.xoff_sent = False
+            self.signals.setdefault(t + delay, []).append((p.idx, 1))
+            self._at(t + delay)
+
+    def signal(self, link, resume, t):
+        p = self.ports[link]
+        if not resume and not p.paused:
+            p.paused, p.paused_since = True, t
+        elif resume and p.paused:
+            p.paused = False
+            p.paused_ps += t - p.paused_since
 
     def arrive(self, port, frame, t):
         if not port.datapath:
@@ -213,8 +259,9 @@ class RefNet:
             return
         if not port.datapath:
             frame.hops += 1
+            frame.inlink = port.idx
             if port.v in self.dp:
-                self.offer(self.dp[port.v], frame)
+                self.offer(self.dp[port.v], frame, t)
                 return
         node = port.v
         member, outs = self.out(frame.route, node)
@@ -234,11 +281,13 @@ class RefNet:
                 if len(got) == nfrags and (frame.msg, node) not in self.delivered:
                     self.delivered[(frame.msg, node)] = t
         for o in outs:
-            self.offer(o, Frame(frame.msg, frame.frag, frame.length, frame.route, frame.hops))
+            copy = Frame(frame.msg, frame.frag, frame.length, frame.route, frame.hops)
+            copy.inlink = frame.inlink
+            self.offer(o, copy, t)
 
     def grant(self, port, t):
         """One frame from the arbiter, if the transmitter is free and a queue has one."""
-        if not port.up or port.tx_end > t:
+        if not port.up or port.tx_end > t or port.paused:
             return
         has_t = bool(port.transit)
         has_l = bool(port.local) and port.local[0].ready <= t
@@ -261,6 +310,8 @@ class RefNet:
                 frame.last_of = s
         else:
             frame = port.transit.pop(0)
+            if not port.datapath:
+                self.hold(frame, -frame.length, t)
         frame.start = t
         frame.end = t + self.ser(port, frame.length)
         frame.arrival = frame.end + port.lat
@@ -280,6 +331,8 @@ class RefNet:
                     self.sent.append((f.msg, port.idx, t))  # cut off: the stream is over
                     f.last_of = None
             self._drop("link_down", "link", port.idx, len(port.wire) + len(port.transit))
+            for f in port.transit:
+                self.hold(f, -f.length, t)
             port.wire, port.transit = [], []
             port.up = False
             port.tx_end = min(port.tx_end, t)
@@ -350,6 +403,8 @@ class RefNet:
             for port in self.ports:
                 while port.wire and port.wire[0].arrival == t:
                     self.arrive(port, port.wire.pop(0), t)
+            for link, resume in sorted(self.signals.pop(t, [])):
+                self.signal(link, resume, t)
             for kind, args in self.changes.pop(t, []):
                 self.apply(t, kind, args)
             for port in self.ports:

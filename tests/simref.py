@@ -19,6 +19,9 @@ event whose priority encodes its phase at the instant:
   frames arriving then use the new tables ("at or after t_d").
 - ARRIVE (1), key = link id: frame arrivals in ascending link id (a node's datapath
   "link" u->u is numbered after every physical link).
+- PAUSE (2), key = 2 x link id + (0 PAUSE, 1 resume): flow-control frames reaching the
+  port they govern (Scenario.pause), after the arrivals and before the link changes and
+  grants of their instant.
 - LINK (2): link down/up, node down/up, rate and loss changes, in scenario order.
   After the arrivals at their time (a frame due then has arrived), before the grants
   (a link coming up is usable, a new rate or loss model applies to frames starting
@@ -85,7 +88,7 @@ MIN_FRAME = 60
 WIRE_OVERHEAD = 24          # preamble + SFD 8, FCS 4, inter-frame gap 12
 PS = 10**12
 
-REROUTE, ARRIVE, LINK, GRANT, APP = 0, 1, 2, 3, 4
+REROUTE, ARRIVE, PAUSE, LINK, GRANT, APP = 0, 1, 2, 3, 4, 5
 LINK_CAUSES = ("queue_full", "loss", "corrupt", "link_down", "mtu")
 NODE_CAUSES = ("no_route", "duplicate", "mtu")
 ARBITERS = ("rr", "transit-first", "local-first")
@@ -170,6 +173,7 @@ class Scenario:
     changes: list[Change] = field(default_factory=list)
     lossless: bool = True
     arbiter: str = "rr"
+    pause: bool = False     # 802.3x PAUSE on every link, from its queue_bytes (lossless)
 
     @property
     def boards(self) -> int:
@@ -211,6 +215,7 @@ class Frame:
     len: int
     to: int = -1            # -1: the message's route; else unicast towards this board (a resend)
     tree: tuple | None = None   # the multicast tree it left its source on (Rules "old-tree")
+    came: int = -1          # the physical link it last arrived over (pause accounting)
 
 
 @dataclass
@@ -261,6 +266,12 @@ class Port:
         self.flying: dict[int, tuple[Transmission, simpy.Event]] = {}   # record index -> (rec, arrival)
         self.checks: set[int] = set()     # times with a grant check pending
         self.c = dict(offered=0, transmitted=0, delivered=0, busy=0, **{k: 0 for k in LINK_CAUSES})
+        self.xoff = self.xon = self.pause_delay = None   # pause: set by RefNet when Scenario.pause
+        self.held = self.held_max = 0    # bytes v holds for this link (frames that came over it)
+        self.pause_sent = False          # v's last word to u was PAUSE
+        self.paused = False
+        self.paused_since = 0
+        self.paused_ps = 0
 
     def eligible_stream(self, t: int) -> Stream | None:
         best = None
@@ -322,7 +333,9 @@ class RefNet:
                          LossModel(), datapath=True)
                 self.ports.append(p)
                 self.dp[n] = p
-        self.M = len(self.ports) + 1
+        self.M = 2 * len(self.ports) + 2
+        if sc.pause:
+            self._pause_thresholds()
         self.records: list[Transmission] = []
         self.deliveries: dict[tuple[int, int, int], list[int]] = {}
         self.done: dict[tuple[int, int], int] = {}
@@ -346,6 +359,51 @@ class RefNet:
                 self._at(r.at, APP, 0, self._hand_over_resend, r)
             else:
                 self._hand_over_resend(r)
+
+    def _pause_thresholds(self) -> None:
+        """docs/engine.md, "Port buffers and flow control": for link u->v, with frame = mtu + 14,
+        delay = the PAUSE frame's wire time on v->u + v->u's propagation; window = u->v's latency
+        to v's forwarding + delay + (with a datapath at v: one frame per ingress port at its
+        rate + its latency) + one frame's time on u->v; headroom = (window x rate / 8 + 2 frames)
+        x v's out-degree; XOFF = buffer - headroom; XON = XOFF - 2 frames."""
+        links = self.sc.links
+        for p in self.ports[:len(links)]:
+            back = self.out[(p.v, p.u)]
+            frame = p.mtu + ETH_HEADER
+            delay = ser_ps(MIN_FRAME, back.rate) + back.prop
+            dp = self.sc.dp_rate[p.v]
+            window = p.prop + (0 if dp else self.sc.latency[p.v]) + delay + ser_ps(frame, p.rate)
+            if dp:
+                window += sum(1 for l in links if l.v == p.v) * ser_ps(frame, dp) + self.sc.latency[p.v]
+            copies = max(1, sum(1 for l in links if l.u == p.v))
+            headroom = (-(-window * p.rate // (8 * PS)) + 2 * frame) * copies
+            p.xoff = (p.cap_bytes or 65536) - headroom
+            p.xon = p.xoff - 2 * frame
+            p.pause_delay = delay
+
+    def _hold(self, f: Frame, nbytes: int, t: int) -> None:
+        """The node f is at holds nbytes more (or fewer) for the link f came over: PAUSE at XOFF,
+        the resume below XON after one, each reaching that link's port pause_delay later."""
+        if f.came < 0 or not self.sc.pause:
+            return
+        p = self.ports[f.came]
+        p.held += nbytes
+        p.held_max = max(p.held_max, p.held)
+        if not p.pause_sent and p.held >= p.xoff:
+            p.pause_sent = True
+            self._at(t + p.pause_delay, PAUSE, 2 * p.id, self._paused, p, True)
+        elif p.pause_sent and p.held < p.xon:
+            p.pause_sent = False
+            self._at(t + p.pause_delay, PAUSE, 2 * p.id + 1, self._paused, p, False)
+
+    def _paused(self, p: Port, on: bool) -> None:
+        t = self.env.now
+        if on and not p.paused:
+            p.paused, p.paused_since = True, t
+        elif not on and p.paused:
+            p.paused = False
+            p.paused_ps += t - p.paused_since
+            self._want_grant(p, t)
 
     # -- scheduling
     def _at(self, t: int, phase: int, key: int, fn, *args) -> None:
@@ -424,7 +482,7 @@ class RefNet:
     def _grant(self, p: Port) -> None:
         t = self.env.now
         p.checks.discard(t)
-        if not p.up or p.free_at > t:
+        if not p.up or p.free_at > t or p.paused:
             return
         while True:
             st = p.eligible_stream(t)
@@ -443,6 +501,8 @@ class RefNet:
             if pick == "transit":
                 f = p.transit.popleft()
                 p.transit_bytes -= f.len
+                if not p.datapath:
+                    self._hold(f, -f.len, t)
             else:
                 m = self.messages[st.msg]
                 k = st.frags[st.pos]
@@ -496,6 +556,8 @@ class RefNet:
             self._drop_link(p, fate, f, t)
             return
         p.c["delivered"] += 1
+        if not p.datapath:
+            f.came = p.id
         if not p.datapath and p.v in self.dp:
             dp = self.dp[p.v]
             dp.c["offered"] += 1
@@ -527,7 +589,7 @@ class RefNet:
                 if len(got) == m.nfrags and (m.id, v) not in self.done:
                     self.done[(m.id, v)] = t
         for q in egress:
-            self._offer_transit(q, Frame(f.msg, f.frag, f.len, f.to, f.tree), t)
+            self._offer_transit(q, Frame(f.msg, f.frag, f.len, f.to, f.tree, f.came), t)
 
     def _offer_transit(self, q: Port, f: Frame, t: int) -> None:
         q.c["offered"] += 1
@@ -537,13 +599,14 @@ class RefNet:
         if q.mtu is not None and f.len - ETH_HEADER > q.mtu:
             self._drop_link(q, "mtu", f, t)
             return
-        if not self.sc.lossless:
+        if not self.sc.lossless and not self.sc.pause:
             cap_f, cap_b = q.cap_frames, q.cap_bytes
             if (cap_f and len(q.transit) + 1 > cap_f) or (cap_b and q.transit_bytes + f.len > cap_b):
                 self._drop_link(q, "queue_full", f, t)
                 return
         q.transit.append(f)
         q.transit_bytes += f.len
+        self._hold(f, f.len, t)
         self._want_grant(q, t)
 
     # -- changes
@@ -579,7 +642,9 @@ class RefNet:
             self._drop_link(p, "link_down", Frame(rec.msg, rec.frag, rec.len), t)
         p.flying.clear()
         while p.transit:
-            self._drop_link(p, "link_down", p.transit.popleft(), t)
+            f = p.transit.popleft()
+            self._hold(f, -f.len, t)
+            self._drop_link(p, "link_down", f, t)
         p.transit_bytes = 0
         p.free_at = t
 

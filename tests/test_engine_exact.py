@@ -75,8 +75,9 @@ def random_scenario(seed, *, max_at=400_000_000):
 
 
 def run_both(D, n, nh, msgs, cap, *, lossless=True, trees=(), losses=(), nic=0, seed=0, nic_rate=0,
-             arbiter="rr", changes=(), reroutes=(), track=False, trains=None, log=True):
+             arbiter="rr", changes=(), reroutes=(), track=False, trains=None, log=True, pause=False):
     """``changes``: (t, kind, args) as RefNet.change; ``reroutes``: (t, next_hop, {tree index: (tree, members)}).
+    ``pause``: 802.3x PAUSE on every link, thresholds from each port's byte capacity ``cap[1]``.
 
     ``log=False``: no log sink (the engine writes no transmission records, as in replay):
     completions, "sent", drops and conservation are still compared with the reference."""
@@ -85,7 +86,7 @@ def run_both(D, n, nh, msgs, cap, *, lossless=True, trees=(), losses=(), nic=0, 
         D.edges[e]["queue_bytes"] = cap[1] or None
     sim = Simulator()
     net = Network(sim, D, nh, boards=n, nic_latency_ps=nic, nic_rate_bps=nic_rate, lossless=lossless,
-                  seed=seed, arbiter=arbiter, trains=TRAINS if trains is None else trains)
+                  seed=seed, arbiter=arbiter, trains=TRAINS if trains is None else trains, pause=pause)
     log_on, log = log, []
     if log_on:
         net.log_sinks.append(log.append)
@@ -98,7 +99,9 @@ def run_both(D, n, nh, msgs, cap, *, lossless=True, trees=(), losses=(), nic=0, 
     if log_on:
         net.log_sinks.append(folded)
     ref = RefNet([(u, v, D.edges[u, v]["rate_bps"], D.edges[u, v]["latency_ps"]) for u, v in links],
-                 n, n, nh, nic, cap, lossless=lossless, seed=seed, nic_rate=nic_rate, arbiter=arbiter)
+                 n, n, nh, nic, cap, lossless=lossless, seed=seed, nic_rate=nic_rate, arbiter=arbiter,
+                 pause={i: (int(net.LK[i, K.L_XOFF]), int(net.LK[i, K.L_XON]), int(net.LK[i, K.L_PAUSE_DLY]))
+                        for i in range(len(links))} if pause else None)
 
     def ref_loss(loss):
         return None if not loss.p and loss.r is None else ((loss.p,) if loss.r is None else
@@ -182,6 +185,12 @@ def run_both(D, n, nh, msgs, cap, *, lossless=True, trees=(), losses=(), nic=0, 
     lk = net.counters()
     # Per link: every frame offered to a port reached the far node or was dropped on the link.
     assert (lk.offered_frames == lk.delivered_frames + lk.dropped_frames).all()
+    nl = len(links)
+    assert lk.peak_held_bytes.tolist() == [p.held_max for p in ref.ports[:nl]]
+    assert lk.paused_ps.tolist() == [p.paused_ps + (end - p.paused_since if p.paused else 0) for p in ref.ports[:nl]]
+    if pause:
+        assert (lk.peak_held_bytes <= cap[1]).all()  # a paused fabric never overflows its buffers
+        assert not net.LK[:nl, K.L_HELD].any() and not net.LK[:nl, K.L_PAUSED].any()  # all released
     return net, ref, done
 
 

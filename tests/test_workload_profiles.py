@@ -44,10 +44,23 @@ def test_overrides_apply_to_their_section():
     (["hw.mtu=32"], "hw.mtu"),
     (["model.layers=0"], "model.layers must be positive"),
     (["hw.gamma=-1"], "hw.gamma"),
+    (["hw.flow_control=lossless"], "hw.flow_control: 'lossless' is not one of ideal, drop, pause, credit"),
+    (["hw.port_buffer=1513B"], r"hw.port_buffer = 1513B is outside 1514B\.\.1TiB"),
+    (["hw.mtu=9000", "hw.port_buffer=8KiB"], r"hw.port_buffer = 8192B is outside 9014B"),
+    (["hw.port_buffer=lots"], "hw.port_buffer: cannot read 'lots'"),
 ])
 def test_bad_overrides(overrides, needle):
     with pytest.raises(ConfigError, match=needle):
         profiles.load_pair("qwen2.5-1.5b", "kr260", overrides)
+
+
+def test_port_buffer_and_flow_control_are_optional_with_documented_defaults():
+    """A profile without them gets 128 KiB and ideal (docs/engine.md); --set changes both, a
+    buffer of exactly one largest frame is accepted."""
+    assert "port_buffer" not in profiles.load("hw", "kr260")
+    assert profiles.DEFAULTS["hw"]["port_buffer"] == 128 * 1024 and profiles.DEFAULTS["hw"]["flow_control"] == "ideal"
+    hw = profiles.load("hw", "kr260", ["hw.flow_control=drop", "hw.port_buffer=1514B"])
+    assert hw["flow_control"] == "drop" and hw["port_buffer"] == 1514
 
 
 def test_profile_files(tmp_path):

@@ -62,7 +62,7 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from ..progress import mode as progress_mode
-    from ..replay.summary import format_summary
+    from ..replay.summary import buffer_warning, format_summary
     from ..replay.session import replay
     from ..validate import integer_text, number_text
 
@@ -77,6 +77,9 @@ def run(args) -> int:
                  capture_filter=args.capture_filter, snaplen=integer_text(args.snaplen, "--snaplen"), engine=args.engine, trains=args.trains, out=args.out, out_default=default,
                  progress=progress_mode(args.progress, sys.stderr.isatty() and not args.json) or False, flag="--")
     summary = res.summary
+    warning = buffer_warning(summary)
+    if warning:
+        print(f"emu replay: {warning}", file=sys.stderr)
     print(json.dumps(summary, indent=2) if args.json else format_summary(summary)
           + (f"\nresults   {summary['results']}" if "results" in summary else "")
           + (f"\ncapture   {summary['capture']}" if "capture" in summary else ""))

@@ -124,14 +124,24 @@ LINKS = Table("link directions (LK)", "L", (
     ("nicq", "the receiving node's datapath, as a link of its own (-1: none)"),
     ("train", 'the train this port is transmitting: its frame entry (the wire tail) + 1; 0: none'),
     ("defer_in", "a datapath: DEFER_DATAPATH trains arriving into it"),
+    ("held", "pause: bytes of frames that arrived over this link and wait in the far node's transit queues"),
+    ("held_max", "pause: peak of held"),
+    ("xoff", "pause: the far node sends PAUSE when held reaches this (0: no pause on this link)"),
+    ("xon", "pause: ... and the resume when held falls below this"),
+    ("pause_dly", "pause: ps from the far node's decision to this port obeying it (PAUSE wire time + propagation)"),
+    ("xoff_sent", "pause: 1 while the far node's last decision was PAUSE"),
+    ("paused", "pause: 1 while this port starts no frame"),
+    ("paused_at", "pause: when it was paused"),
+    ("paused_ps", "pause: time paused before paused_at"),
 ))
 # LINKS's columns, rendered from it by `python -m emu.net.render_tables` (do not edit)
 (L_SRC, L_DST, L_RATE, L_LAT, L_MTU, L_CAPF, L_CAPB, L_UP, L_WHEAD, L_WTAIL, L_THEAD, L_TTAIL,
  L_QF, L_QB, L_TX_END, L_ARR_PEND, L_TX_PEND, L_SHEAD, L_STAIL, L_LAST, L_SENT, L_OFF_F,
  L_OFF_B, L_TX_F, L_TX_B, L_DLV_F, L_DLV_B, L_BUSY, L_MAXQ, L_LOCAL_F, L_TRANSIT_F, L_LOSS,
- L_GE_BAD, L_TXN, L_DL_POS, L_DL_END, L_SER_LEN, L_SER_PS, L_NICQ, L_TRAIN,
- L_DEFER_IN) = range(41)
-L_NCOLS = 41
+ L_GE_BAD, L_TXN, L_DL_POS, L_DL_END, L_SER_LEN, L_SER_PS, L_NICQ, L_TRAIN, L_DEFER_IN, L_HELD,
+ L_HELD_MAX, L_XOFF, L_XON, L_PAUSE_DLY, L_XOFF_SENT, L_PAUSED, L_PAUSED_AT,
+ L_PAUSED_PS) = range(50)
+L_NCOLS = 50
 
 # ---- link parameters (LF, float64) ------------------------------------------
 LINK_PARAMS = Table("link parameters (LF)", "LF", (
@@ -188,14 +198,15 @@ FRAMES = Table("frame pool (FP)", "F", (
     ("ser", "a train's per-frame serialization (frame k is on the wire F_START + k * F_GAP .. + F_SER)"),
     ("gap", "a train's spacing: frame k starts at F_START + k * F_GAP (= F_SER where it was granted)"),
     ("defer", "a train whose frames the far node takes as one (DEFER_*; 0: frame by frame)"),
+    ("in", "the physical link it last arrived over (pause accounting at its node)"),
 ))
 DEFER_HERE = 1      # the link's far node takes the train's frames as one, when its last frame is there
 DEFER_DATAPATH = 2  # the frames pass the far node's idle datapath one by one, then as DEFER_HERE there
 DEFER_NOT = -1      # taken back to frame by frame: not deferred again (whatever took it back recurs)
 # FRAMES's columns, rendered from it by `python -m emu.net.render_tables` (do not edit)
 (F_MSG, F_FRAG, F_LEN, F_ROUTE, F_NEXT, F_ENQ, F_START, F_END, F_ARR, F_FATE, F_QB, F_RETX,
- F_HOPS, F_LOCAL, F_NTRAIN, F_SER, F_GAP, F_DEFER) = range(18)
-F_NCOLS = 18
+ F_HOPS, F_LOCAL, F_NTRAIN, F_SER, F_GAP, F_DEFER, F_IN) = range(19)
+F_NCOLS = 19
 
 # ---- messages (MS, int64) ---------------------------------------------------
 MESSAGES = Table("messages (MS)", "M", (
@@ -307,6 +318,9 @@ ST_NEED_BINS = 7  # the statistics table needs more bins (the clock passed its l
 
 INF = np.int64(2**62)
 _KIND_SHIFT = 1 << 40  # heap key = kind * _KIND_SHIFT + link: arrivals (0) before grants (1)
+# A PAUSE or resume reaching port ``link``: key _PAUSE_KEY + 2 * link + (0 PAUSE, 1 resume), after
+# the arrivals and before the grants of its instant (a PAUSE sent before a resume goes first).
+_PAUSE_KEY = 1 << 39
 KEY_GRANTS = _KIND_SHIFT   # stop key: before the grants at the limit time
 KEY_ALL = INF              # stop key: after everything at the limit time
 
@@ -364,6 +378,8 @@ def _stale(LK, t, key):
     end), or an arrival on a link that was flushed."""
     if key >= _KIND_SHIFT:
         return LK[key - _KIND_SHIFT, L_TX_PEND] != t
+    if key >= _PAUSE_KEY:
+        return False  # a PAUSE or resume on its way is always delivered
     return LK[key, L_ARR_PEND] != t or LK[key, L_WHEAD] == -1
 
 
@@ -521,7 +537,49 @@ def offer_transit(SC, LK, LD, FP, FREE, HP, NS, SP, link, e, t):
     LK[link, L_QB] += flen
     if LK[link, L_QB] > LK[link, L_MAXQ]:
         LK[link, L_MAXQ] = LK[link, L_QB]
+    _hold(SC, LK, HP, FP[e, F_IN], flen, t)
     schedule_tx(LK, HP, SC, link, max(t, LK[link, L_TX_END]))
+
+
+@_inline
+def _hold(SC, LK, HP, i, nbytes, t):
+    """Pause accounting at the far node of link ``i`` (the link a transit frame arrived over):
+    ``nbytes`` more (a frame joins a transit queue) or fewer (< 0: it leaves for the wire, or is
+    dropped there) held for ``i``. Crossing XOFF upwards sends a PAUSE to ``i``'s port, falling
+    below XON after one sends the resume; each reaches the port L_PAUSE_DLY later (docs/engine.md,
+    "Port buffers and flow control")."""
+    if i < 0 or LK[i, L_XOFF] == 0:
+        return
+    h = LK[i, L_HELD] + nbytes
+    LK[i, L_HELD] = h
+    if h > LK[i, L_HELD_MAX]:
+        LK[i, L_HELD_MAX] = h
+    if LK[i, L_XOFF_SENT] == 0:
+        if h >= LK[i, L_XOFF]:
+            LK[i, L_XOFF_SENT] = 1
+            heap_push(HP, SC, t + LK[i, L_PAUSE_DLY], _PAUSE_KEY + 2 * i)
+    elif h < LK[i, L_XON]:
+        LK[i, L_XOFF_SENT] = 0
+        heap_push(HP, SC, t + LK[i, L_PAUSE_DLY], _PAUSE_KEY + 2 * i + 1)
+
+
+@_entry
+def _pause_event(SC, LK, FP, FREE, NS, SP, HP, x, t, key):
+    """A PAUSE (x even) or resume (x odd) reaches port x // 2 at (t, key). Paused, the port starts
+    no frame from now (the one on the wire finishes; a train's frames not granted yet go back
+    to their stream); resumed, its transmitter looks at its queues again."""
+    link = x >> 1
+    if x & 1 == 0:
+        if LK[link, L_PAUSED] == 0:
+            LK[link, L_PAUSED] = 1
+            LK[link, L_PAUSED_AT] = t
+            if LK[link, L_TRAIN] > 0:
+                _cut_train(SC, LK, FP, FREE, NS, SP, HP, link, t, key)
+    elif LK[link, L_PAUSED] == 1:
+        LK[link, L_PAUSED] = 0
+        LK[link, L_PAUSED_PS] += t - LK[link, L_PAUSED_AT]
+        if LK[link, L_UP] == 1 and (LK[link, L_SHEAD] != -1 or LK[link, L_THEAD] != -1):
+            schedule_tx(LK, HP, SC, link, max(t, LK[link, L_TX_END]))
 
 
 @_inline
@@ -768,8 +826,9 @@ def _train(SC, LK, NS, FP, SP, link, s, e, frag, flen, src):
 
 
 @_inline
-def _grant_transit(LK, FP, link):
-    """Grant transit: the oldest frame of the transit queue (FIFO) leaves it for the wire."""
+def _grant_transit(SC, LK, FP, HP, link, t):
+    """Grant transit: the oldest frame of the transit queue (FIFO) leaves it for the wire (and
+    the node's buffer: pause accounting)."""
     e = LK[link, L_THEAD]
     nxt = FP[e, F_NEXT]
     LK[link, L_THEAD] = nxt
@@ -778,6 +837,7 @@ def _grant_transit(LK, FP, link):
     LK[link, L_QF] -= 1
     LK[link, L_QB] -= FP[e, F_LEN]
     LK[link, L_TRANSIT_F] += 1
+    _hold(SC, LK, HP, FP[e, F_IN], -FP[e, F_LEN], t)
     return e
 
 
@@ -798,6 +858,8 @@ def _transmitter(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, MS, SP, SL, SFREE
         _stream_sent(SC, MS, UP, m, link, t)
     if LK[link, L_UP] == 0:
         return  # no carrier: the local queue waits for the link to come up
+    if LK[link, L_PAUSED] == 1:
+        return  # paused: both queues wait for the resume (_pause_event)
     while True:
         if SC[SC_UP] + 2 > UP.shape[0] or SC[SC_FREE] < 2:
             schedule_tx(LK, HP, SC, link, t)  # let Python grow a buffer; same instant
@@ -814,7 +876,7 @@ def _transmitter(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, MS, SP, SL, SFREE
             if e < 0:
                 continue
         else:
-            e = _grant_transit(LK, FP, link)
+            e = _grant_transit(SC, LK, FP, HP, link, t)
         end = _start(LK, LF, LR, DL, FP, HP, SC, link, e, t)
         if FP[e, F_NTRAIN] > 1:
             # Loss-free link: every frame's fate is 0; only the transmission index moves.
@@ -1069,6 +1131,7 @@ def _transmitted(SC, LK, LD, LG, LB, FP, FREE, link, e, t):
     LK[link, L_DLV_B] += flen
     if physical:
         FP[e, F_HOPS] += 1
+        FP[e, F_IN] = link
     return True
 
 
@@ -1422,6 +1485,7 @@ def _replicate(SC, LK, LD, FP, FREE, HP, NS, SP, FW, row, n, only, e, t):
             FP[f, F_ROUTE] = FP[e, F_ROUTE]
             FP[f, F_RETX] = FP[e, F_RETX]
             FP[f, F_HOPS] = FP[e, F_HOPS]
+            FP[f, F_IN] = FP[e, F_IN]
             FP[f, F_NTRAIN] = 1
             FP[f, F_DEFER] = 0
         offer_transit(SC, LK, LD, FP, FREE, HP, NS, SP, out, f, t)
@@ -1627,6 +1691,10 @@ def advance(s, limit, limit_key, margin):
             SC[SC_EVENTS] += 1
             SC[SC_HOLE] = 1  # popped when it is done, unless a push takes its place first
             _transmitter(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, MS, SP, SL, SFREE, UP, link, t)
+        elif key >= _PAUSE_KEY:
+            SC[SC_EVENTS] += 1
+            SC[SC_HOLE] = 1
+            _pause_event(SC, LK, FP, FREE, NS, SP, HP, key - _PAUSE_KEY, t, key)
         else:
             link = key
             SC[SC_EVENTS] += 1
@@ -1677,6 +1745,7 @@ def link_down(s, link, t, key):
     while e != -1:
         nxt = FP[e, F_NEXT]
         _drop_link(LD, link, DROP_DOWN, FP[e, F_LEN])
+        _hold(SC, LK, s.HP, FP[e, F_IN], -FP[e, F_LEN], t)
         _free_frame(SC, FREE, e)
         e = nxt
     LK[link, L_WHEAD] = -1

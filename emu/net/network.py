@@ -27,6 +27,7 @@ from ..errors import ConfigError
 from ..sim import Simulator
 from ..topology.forwarding import tree_rows, unicast_rows
 from . import kernel as K
+from .flowcontrol import thresholds
 from .state import KERNEL, State, placeholders, set_kernel
 
 # Default transit queue when the topology gives none: what a 1 GbE MAC on the KR260
@@ -176,6 +177,7 @@ class Network:
         nic_rate_bps: int | dict = 0,
         arbiter: str = "rr",
         lossless: bool = True,
+        pause: bool = False,
         seed: int = 0,
         log: bool = True,
         frames: int = 4096,
@@ -225,6 +227,13 @@ class Network:
         LK[:, K.L_NICQ] = -1
         for i, (u, v) in enumerate(edges):
             LK[i, K.L_NICQ] = datapath.get(v, -1)
+        self.pause = pause
+        if pause:
+            # 802.3x PAUSE per link direction, from each port's byte capacity (docs/engine.md).
+            for i, (u, v) in enumerate(edges):
+                th = thresholds(topology, u, v, int(LK[i, K.L_CAPB]) or DEFAULT_QUEUE_BYTES, int(LK[i, K.L_LAT]),
+                                int(nic_rate.get(v, 0) or 0), int(nic.get(v, 0)) if v in datapath else 0)
+                LK[i, K.L_XOFF], LK[i, K.L_XON], LK[i, K.L_PAUSE_DLY] = th.xoff, th.xon, th.delay_ps
         self.datapath = datapath
         self.forwarding_latency_ps = {n: int(nic.get(n, 0)) for n in topology.nodes}
         for col in (K.L_WHEAD, K.L_WTAIL, K.L_THEAD, K.L_TTAIL, K.L_ARR_PEND, K.L_TX_PEND,
@@ -257,7 +266,7 @@ class Network:
         self.SC = np.zeros(K.SC_SIZE, np.int64)
         self.SC[K.SC_FREE] = frames
         self.SC[K.SC_SFREE] = 256
-        self.SC[K.SC_LOSSLESS] = int(lossless)
+        self.SC[K.SC_LOSSLESS] = int(lossless or pause)  # paused ports hold frames back: none dropped
         self.SC[K.SC_NLINKS] = nl
         self.SC[K.SC_NNODES] = self.nodes
         self.SC[K.SC_ARB] = K.ARBITERS[arbiter]
@@ -699,6 +708,8 @@ class Network:
     def link_down(self, link: int) -> None:
         self._sync()
         self._cut_port(link)  # a train's frames not started by now go back to its stream
+        if self.pause:
+            self._heap_room(len(self.links))  # a resume for each link whose frames its queue drops
         if self.SC[K.SC_UP] + 1 > self.UP.shape[0]:
             self.UP = _grow(self.UP, 2 * self.UP.shape[0], 0)
         self._logging()
@@ -932,6 +943,10 @@ class Network:
             "delivered_bytes": LK[:, K.L_DLV_B],
             "busy_ps": LK[:, K.L_BUSY],
             "peak_queue_bytes": LK[:, K.L_MAXQ],
+            # pause: time this port was paused (to now), and the most its far node held for it
+            "paused_ps": LK[:, K.L_PAUSED_PS] + LK[:, K.L_PAUSED] * (max(self.sim.now, int(self.SC[K.SC_NOW]))
+                                                                     - LK[:, K.L_PAUSED_AT]),
+            "peak_held_bytes": LK[:, K.L_HELD_MAX],
         }
         return pd.DataFrame(data | _drop_columns(LD))
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import ConfigError
-from ..net import Loss, Network
+from ..net import Loss, Network, deadlock
 from ..net.linkstats import LinkStats
 from ..net.timeline import Timeline, parse as parse_scenario
 from ..nic import NicConfig, Nics
@@ -27,6 +27,7 @@ from ..workload.profiles import DEFAULTS, apply_overrides
 from .functional import Functional
 
 HW_DEFAULTS = DEFAULTS["hw"]
+BUILT_FLOW_CONTROLS = ("ideal", "drop", "pause")  # hw.flow_control values the engine runs (credit: issue 23)
 MAX_BINS = 4096  # link time-series bins at most (then wider bins): memory follows the links, not the run
 MAX_OP_PS = 10**18  # one op of at most ~11.6 days: sums of many stay far inside int64 picoseconds
 
@@ -77,7 +78,12 @@ class Replay:
         self.model, self.hw = prof["model"], {**HW_DEFAULTS, **prof["hw"]}
         hw = self.hw
         self.nodes = int(meta["nodes"])
-        link = LinkDefaults(rate_bps=int(hw["link_rate"]), latency_ps=int(hw["link_latency_ps"]), mtu=int(hw["mtu"]))
+        if hw["flow_control"] not in BUILT_FLOW_CONTROLS:
+            raise ConfigError(f"hw.flow_control={hw['flow_control']}: not built yet (issue 23); "
+                              f"one of {', '.join(BUILT_FLOW_CONTROLS)}")
+        # Every port buffers hw.port_buffer bytes of transit frames; "ideal" ignores the bound.
+        link = LinkDefaults(rate_bps=int(hw["link_rate"]), latency_ps=int(hw["link_latency_ps"]), mtu=int(hw["mtu"]),
+                            queue_bytes=int(hw["port_buffer"]))
         self.G = build(options.topology, self.nodes, link, ports=int(hw["ports"]))
         if self.G.graph["boards"] != self.nodes:
             raise ConfigError(f"topology {options.topology!r} has {self.G.graph['boards']} boards, the trace {self.nodes}")
@@ -92,8 +98,10 @@ class Replay:
             latency[n], rate[n] = int(hw["nic_latency_ps"]), int(hw.get("nic_rate", 0))
         self.net = Network(self.sim, self.G, self.routes.next_hop, boards=self.nodes,
                            nic_latency_ps=latency, nic_rate_bps=rate, arbiter=hw["port_arbiter"],
-                           seed=options.seed, trains=options.trains)
-        reliable = options.reliable if options.reliable is not None else bool(options.loss or options.scenario)
+                           lossless=hw["flow_control"] == "ideal", pause=hw["flow_control"] == "pause", seed=options.seed, trains=options.trains)
+        # Reliable delivery is on wherever frames can be lost: loss, failures, drop-tail buffers.
+        lossy = bool(options.loss or options.scenario) or hw["flow_control"] == "drop"
+        reliable = options.reliable if options.reliable is not None else lossy
         self.cluster = self._nics(NicConfig(mtu=int(hw["mtu"]), reliable=reliable, fifo_bytes=int(hw["comm_buffer"]),
                                             rto_min_ps=int(hw["rto_min_ps"]), rto_initial_ps=int(hw["rto_initial_ps"])))
         if options.loss:
@@ -163,6 +171,12 @@ class Replay:
         self.done_ops = 0
         runner.run(self)
         self.wall_s = time.perf_counter() - t0
+        if self.net.pause and self.incomplete():
+            stuck = deadlock.cycle(self.net)
+            if stuck:
+                raise ConfigError(f"pause deadlock at {self.sim.now / 1e6:,.3f} us: {deadlock.describe(stuck)} are "
+                                  f"paused in a cycle, each holding the frames the next waits for; "
+                                  f"hw.flow_control=drop or a larger hw.port_buffer avoids it on this topology")
         return self
 
     def _progress(self, end: bool = False) -> None:

@@ -96,6 +96,7 @@ def summarize(rp) -> dict:
         "final_node_kv_bytes": [m.total for m in d.memory],
         "owner_only_node_kv_bytes": final_owner,
         "busiest_link": {"src": int(c.src[busiest]), "dst": int(c.dst[busiest]), "utilization": float(util[busiest])},
+        **port_buffers(rp.hw, c),
         "directory_errors": d.errors[:20],
         "incomplete_ops": len(incomplete),
         "incomplete": rp.cluster.incomplete()[:20],
@@ -106,6 +107,30 @@ def summarize(rp) -> dict:
         "wall_s": rp.wall_s,
         **({"functional": rp.functional.summary()} if rp.functional else {}),
     }
+
+
+def port_buffers(hw: dict, c: pd.DataFrame) -> dict:
+    """The summary's port-buffer figures from the link counters ``c``: the flow control and buffer
+    the run assumed, the deepest transit backlog of any link direction and how many went past
+    the buffer (a drop-tail port of that size would have dropped there), and under pause the
+    most a node held for one link, the time ports were paused and how many were."""
+    buf, peaks = int(hw["port_buffer"]), c.peak_queue_bytes.to_numpy()
+    return {"flow_control": hw["flow_control"], "port_buffer_bytes": buf,
+            "peak_transit_backlog_bytes": int(peaks.max()) if len(peaks) else 0,
+            "ports_over_buffer": int((peaks > buf).sum()), "ports": len(peaks),
+            "peak_held_bytes": int(c.peak_held_bytes.max()) if len(c) else 0,
+            "paused_s": int(c.paused_ps.sum()) / 1e12, "ports_paused": int((c.paused_ps > 0).sum())}
+
+
+def buffer_warning(s: dict) -> str | None:
+    """One line when an ``ideal`` run held more transit bytes at a port than the profile's buffer
+    has (what a real port would have dropped or paused for), else None."""
+    if s.get("flow_control") != "ideal" or not s.get("ports_over_buffer"):
+        return None
+    return (f"warning: flow_control=ideal held up to {s['peak_transit_backlog_bytes'] / 1024:,.1f} KiB of transit "
+            f"frames at a port; {s['ports_over_buffer']} of {s['ports']} link directions exceeded hw.port_buffer "
+            f"({s['port_buffer_bytes'] / 1024:,.0f} KiB): a real port drops or pauses there "
+            f"(--set hw.flow_control=drop)")
 
 
 def ops_frame(rp) -> pd.DataFrame:
@@ -138,8 +163,19 @@ def nodes_frame(rp) -> pd.DataFrame:
     })
 
 
+# Per link direction over the whole run, beside each of its bins in links.parquet: the port's
+# time paused, the most its far node held for it (pause), and its drops by cause.
+RUN_COLUMNS = {"run_paused_s": "paused_ps", "run_peak_held_bytes": "peak_held_bytes",
+               **{f"run_dropped_{c}": f"dropped_{c}" for c in ("queue_full", "loss", "corrupt", "link_down", "mtu")}}
+
+
 def links_frame(rp) -> pd.DataFrame:
-    return rp.linkstats.frame(rp.net.links, rp.net.LK[:, LINKS.col("rate")], max(rp.sim.now, 1))
+    bins = rp.linkstats.frame(rp.net.links, rp.net.LK[:, LINKS.col("rate")], max(rp.sim.now, 1))
+    c = rp.net.counters()
+    for name, col in RUN_COLUMNS.items():
+        per_link = c[col].to_numpy()
+        bins[name] = per_link[bins["link"].to_numpy()] / (1e12 if name == "run_paused_s" else 1)
+    return bins
 
 
 def deliveries_frame(rp) -> pd.DataFrame:
@@ -193,6 +229,11 @@ def format_summary(s: dict) -> str:
         f"{max(s['final_node_kv_bytes']) / 2**20:.1f} MiB max vs owner-only {max(s['owner_only_node_kv_bytes']) / 2**20:.1f} MiB; "
         f"owner-only at the end: {'yes' if s['final_layout_owner_only'] else 'NO'}",
         f"busiest   link {s['busiest_link']['src']}->{s['busiest_link']['dst']} at {s['busiest_link']['utilization']:.1%}",
+        *([f"buffers   {s['flow_control']}, {s['port_buffer_bytes'] / 1024:,.0f} KiB per port; peak transit backlog "
+           f"{s['peak_transit_backlog_bytes'] / 1024:,.1f} KiB, {s['ports_over_buffer']} of {s['ports']} ports over"
+           + (f"; paused {s['paused_s']:.4f} s over {s['ports_paused']} ports, most held for a link "
+              f"{s['peak_held_bytes'] / 1024:,.1f} KiB" if s["flow_control"] == "pause" else "")]
+          if "flow_control" in s else []),
         f"wall      {s['wall_s']:.2f} s" + (f" ({s['engine']} engine)" if s.get("engine") else ""),
     ]
     f = s.get("functional")

@@ -14,11 +14,16 @@ import tomllib
 from importlib import resources
 from pathlib import Path
 
+from ..codec.mac import ETH_LEN
 from ..errors import ConfigError
 from ..names import did_you_mean
 from ..units import format_value, parse
 
 DTYPES = "int4|int8|fp16|fp32"
+# What a port does when its transit buffer (hw.port_buffer) fills (docs/engine.md, "Port buffers
+# and flow control"): ideal = unbounded and lossless (an idealisation), drop = drop-tail.
+FLOW_CONTROLS = ("ideal", "drop", "pause", "credit")
+
 # Bits per element; INT4 packs two elements per byte.
 DTYPE_BITS = {"int4": 4, "int8": 8, "fp16": 16, "fp32": 32}
 
@@ -55,6 +60,8 @@ SCHEMA: dict[str, dict[str, str]] = {
         "switch_latency_ps": "time",
         "switch_rate": "rate",
         "port_arbiter": "enum:rr|transit-first|local-first",
+        "port_buffer": "size",
+        "flow_control": f"enum:{'|'.join(FLOW_CONTROLS)}",
         "ports": "int",
         "gamma": "float",
         "rto_min_ps": "time",
@@ -65,9 +72,13 @@ SCHEMA: dict[str, dict[str, str]] = {
 # initial retransmission timeout, 100 us and 1 ms (docs/nic.md gives the reasoning); a
 # store-and-forward Ethernet switch forwards at line rate on every port (non-blocking
 # fabric, 0 = unlimited) after about 1 us of lookup and fabric (docs/workloads.md); a NIC
-# port arbitrates its own and forwarded frames round robin (docs/engine.md).
+# port arbitrates its own and forwarded frames round robin (docs/engine.md); a port holds
+# 128 KiB of transit frames, four of the K26's UltraRAM blocks (docs/engine.md, "Port buffers
+# and flow control"), which the replay treats as unbounded and lossless until the kernel's flow
+# control is complete ("ideal", named as the idealisation it is).
 DEFAULTS = {"hw": {"rto_min_ps": 100_000_000, "rto_initial_ps": 1_000_000_000,
-                   "switch_latency_ps": 1_000_000, "switch_rate": 0, "port_arbiter": "rr"}}
+                   "switch_latency_ps": 1_000_000, "switch_rate": 0, "port_arbiter": "rr",
+                   "port_buffer": 128 * 1024, "flow_control": "ideal"}}
 OPTIONAL = {"description", *DEFAULTS["hw"]}
 # Fields that must be >= 1 (counts, rates, sizes that divide something).
 _POSITIVE = {
@@ -183,7 +194,19 @@ def check(section: str, values: dict, where: str) -> dict:
         for name in ("rto_min_ps", "rto_initial_ps"):
             if name in out and out[name] < 1:
                 raise ConfigError(f"{where}: hw.{name} must be positive, got {out[name]}")
+        if "port_buffer" in out:
+            _check_port_buffer(out["port_buffer"], out["mtu"], where)
     return out
+
+
+def _check_port_buffer(nbytes: int, mtu: int, where: str) -> None:
+    """A port buffer holds at least one largest frame, the Ethernet header plus hw.mtu (else
+    every full frame is lost or never sent), and at most 1 TiB (a typo's bound, like the other sizes)."""
+    lo, hi = mtu + ETH_LEN, 1 << 40
+    if not lo <= nbytes <= hi:
+        shown = [format_value("size", x) for x in (nbytes, lo, hi)]
+        raise ConfigError(f"{where}: hw.port_buffer = {shown[0]} is outside {shown[1]}..{shown[2]} "
+                          f"(at least one frame of hw.mtu + the {ETH_LEN}-byte Ethernet header)")
 
 
 def load(section: str, ref: str, overrides=()) -> dict:
