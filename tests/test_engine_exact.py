@@ -461,3 +461,25 @@ def test_the_priority_scenarios_reached_the_cap_and_overtook_data():
     """Not vacuous: the runs above placed prio streams, overtook data streams with frames sent
     already, and passed the cap (run after them, in file order)."""
     assert all(PRIO_SEEN.values()), PRIO_SEEN
+
+
+def test_a_prio_stream_for_later_is_refused_and_one_for_now_overtakes_the_data():
+    """docs/engine.md: a prio stream is placed when handed over; one ready later would hold the
+    port's data until then (a send with a later at= never holds up earlier ones), so
+    Network.send and resend refuse prio with a later at=; handed over now it goes ahead."""
+    D = nx.DiGraph()
+    for u, v in ((0, 1), (1, 0)):
+        D.add_edge(u, v, rate_bps=10**9, latency_ps=0, mtu=1500)
+    sim = Simulator()
+    net = Network(sim, D, np.array([[-1, 1], [0, -1]], np.int64), boards=2, trains=TRAINS)
+    log = []
+    net.log_sinks.append(log.append)
+    data = net.send(0, (1,), 4, 1462, track=True)
+    with pytest.raises(ValueError, match="prio stream is handed over now"):
+        net.send(0, (1,), 1, 1462, at=100, prio=True)
+    with pytest.raises(ValueError, match="prio stream is handed over now"):
+        net.resend(data, 1, [0], at=100, prio=True)
+    sim.at(1, lambda: net.send(0, (1,), 1, 100, prio=True))
+    net.run()
+    order = [int(r[K.G_MSG]) for r in np.concatenate(log)]
+    assert order == [0, 1, 0, 0, 0]  # after the data frame on the wire, before the rest
