@@ -25,7 +25,13 @@ one object per frame. It shares no code with emu.net; only the rules are the sam
   reaching XOFF it sends a PAUSE, on falling below XON after one the resume, each taking
   effect at the link's port ``delay`` later, after the arrivals and before the grants of
   that instant (a PAUSE before a resume due at the same instant); a paused port grants
-  nothing, the frame on its wire finishes.
+  nothing, the frame on its wire finishes;
+- the priority class (``prio=True``, docs/engine.md "The egress port"): a stream handed
+  over with prio joins the local queue behind the prio streams at its front and before
+  every data stream (also one that has frames on the wire already), if the frames those
+  prio streams have still to send number fewer than PRIO_CAP; otherwise it is an ordinary
+  data stream. Prio hand-overs here are the application's, at an instant t (``live``):
+  after the grants of t, followed by another round of grants at t.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ import heapq
 M64 = 0xFFFFFFFFFFFFFFFF
 OVER = 24
 MIN_FRAME = 60
+PRIO_CAP = 64  # frames the prio streams at the front of a local queue may hold still
 
 
 def mix(x):
@@ -71,6 +78,10 @@ class Stream:
     def __init__(self, msg, route, frags, ready, seq):
         self.msg, self.route, self.frags, self.ready, self.seq = msg, route, list(frags), ready, seq
         self.pos = 0
+        self.prio = False  # in the port's priority class
+
+    def left(self):
+        return len(self.frags) - self.pos
 
 
 class Port:
@@ -128,6 +139,8 @@ class RefNet:
         self.times = []
         self.changes = {}          # t -> [(kind, args)], applied after the arrivals at t
         self.reroutes = {}         # t -> [(next_hop, {old route: (new route, tree, members)})]
+        self.live = {}             # t -> [hand-over]: the application's, after the grants at t
+        self.prio_seen = {"placed": 0, "over_cap": 0, "overtook": 0}  # how prio hand-overs went
         self.seq = 0
         self.msgs = {}             # mid -> (src, nfrags, flen, llen, dsts, tracked)
         self.log = []              # (link, msg, frag, start, end, arrival, fate, hops)
@@ -166,7 +179,24 @@ class RefNet:
         port.local.insert(k, stream)
         self._at(stream.ready)
 
-    def send(self, mid, src, dsts, route, nfrags, flen, llen, at, track=False):
+    def _queue_prio(self, port, stream):
+        """Behind the prio streams at the front while they hold fewer than PRIO_CAP frames still
+        to send, before everything else; past the cap, in the queue as data."""
+        k = 0
+        while k < len(port.local) and port.local[k].prio:
+            k += 1
+        if sum(x.left() for x in port.local[:k]) >= PRIO_CAP:
+            self.prio_seen["over_cap"] += 1
+            self._queue_stream(port, stream)
+            return
+        self.prio_seen["placed"] += 1
+        if k < len(port.local) and port.local[k].pos > 0:
+            self.prio_seen["overtook"] += 1  # a data stream with frames sent already
+        stream.prio = True
+        port.local.insert(k, stream)
+        self._at(stream.ready)
+
+    def send(self, mid, src, dsts, route, nfrags, flen, llen, at, track=False, prio=False):
         self.msgs[mid] = (src, nfrags, flen, llen, set(dsts), track)
         outs = self.out(route, src)[1]
         if not outs and any(d != src for d in dsts):
@@ -174,7 +204,28 @@ class RefNet:
             self._drop("no_route", "node", src, nfrags)
         for port in outs:
             self.seq += 1
-            self._queue_stream(port, Stream(mid, route, range(nfrags), at, self.seq))
+            (self._queue_prio if prio else self._queue_stream)(port, Stream(mid, route, range(nfrags), at, self.seq))
+
+    def resend(self, mid, dst, frags, at, prio=False):
+        """Fragments ``frags`` of message ``mid`` again, unicast towards board ``dst``."""
+        src = self.msgs[mid][0]
+        frags = sorted(set(frags))
+        outs = self.out(dst, src)[1]
+        if not outs:
+            self.offered += len(frags)
+            self._drop("no_route", "node", src, len(frags))
+        for port in outs:
+            self.seq += 1
+            (self._queue_prio if prio else self._queue_stream)(port, Stream(mid, dst, frags, at, self.seq))
+
+    def live_send(self, t, *args, **kw):
+        """``send(..., at=t)`` made by the application at t (after the grants of t)."""
+        self.live.setdefault(t, []).append(lambda: self.send(*args, at=t, **kw))
+        self._at(t)
+
+    def live_resend(self, t, *args, **kw):
+        self.live.setdefault(t, []).append(lambda: self.resend(*args, at=t, **kw))
+        self._at(t)
 
     def change(self, t, kind, *args):
         """kind: down(link), up(link), rate(link, bps), loss(link, (p,) | (p, r, lg, lb) | None, corrupt, drops)."""
@@ -383,7 +434,8 @@ class RefNet:
                     continue
                 self.seq += 1
                 moved = Stream(s.msg, s.route, s.frags[s.pos :], max(t, s.ready), self.seq)
-                self._queue_stream(outs[0], moved)
+                # a prio stream asks for the class again at its new port
+                (self._queue_prio if s.prio else self._queue_stream)(outs[0], moved)
 
     def run(self):
         last = None
@@ -412,6 +464,12 @@ class RefNet:
                 # a stream not yet ready, or a port that came up, is looked at again later
                 if port.local and port.local[0].ready > t:
                     self._at(port.local[0].ready)
+            app = self.live.pop(t, [])
+            for handover in app:
+                handover()
+            if app:  # what the application handed over at t: a further round of grants
+                for port in self.ports:
+                    self.grant(port, t)
         return self
 
     def dropped(self):

@@ -64,6 +64,12 @@ engine on one of them is a spec question, not necessarily an engine bug):
 - Busy time of a frame cut by a link going down ends at the down time.
 - A resend stream (explicit fragments towards one board) re-homes as a unicast stream to
   that board; a multicast message's "old streams" are its own tree streams only.
+- The priority class (docs/engine.md, "The egress port"): a port keeps its prio streams in a
+  FIFO of their own, served before any data stream (one with frames sent already too); a
+  stream handed over with prio joins that FIFO only while the streams in it have fewer than
+  PRIO_CAP frames left to send, else it is a data stream like any other. Prio streams are
+  handed over when they are ready (live, or before the run for time 0). On re-homing a prio
+  stream that moves asks for the class at its new port again; a restarted multicast is data.
 - Every transmission that starts has a record, also one cut by a link going down (fate
   `link_down`, time = the down time, whether it was on the wire or propagating); a
   link's `transmitted` counts them all, as its drop list's transmission indices do.
@@ -92,6 +98,7 @@ REROUTE, ARRIVE, PAUSE, LINK, GRANT, APP = 0, 1, 2, 3, 4, 5
 LINK_CAUSES = ("queue_full", "loss", "corrupt", "link_down", "mtu")
 NODE_CAUSES = ("no_route", "duplicate", "mtu")
 ARBITERS = ("rr", "transit-first", "local-first")
+PRIO_CAP = 64               # frames left in a port's prio FIFO below which a prio stream joins it
 
 
 def ser_ps(length: int, rate_bps: int) -> int:
@@ -137,6 +144,7 @@ class Send:
     tree: int | None = None   # index into Scenario.trees; None: unicast to dsts[0]
     track: bool = False
     live: bool = False        # handed over at `at` by the application, not before the run
+    prio: bool = False        # the ports' priority class (unicast, handed over when ready)
 
 
 @dataclass
@@ -147,6 +155,7 @@ class Resend:
     frags: tuple[int, ...]
     at: int
     live: bool = False
+    prio: bool = False
 
 
 @dataclass
@@ -240,6 +249,7 @@ class Stream:
     to: int = -1            # as Frame.to
     seq: int = 0            # hand-over order (re-homing hands over again)
     pos: int = 0
+    prio: bool = False      # in its port's prio FIFO
 
     @property
     def done(self) -> bool:
@@ -257,7 +267,8 @@ class Port:
         self.loss = loss
         self.datapath = datapath
         self.up = True
-        self.local: list[Stream] = []
+        self.local: list[Stream] = []    # data streams, served by (ready, seq)
+        self.prio: list[Stream] = []     # the priority class, FIFO, served first
         self.transit: deque[Frame] = deque()
         self.transit_bytes = 0
         self.free_at = 0
@@ -273,7 +284,16 @@ class Port:
         self.paused_since = 0
         self.paused_ps = 0
 
+    def in_order(self) -> list[Stream]:
+        """The streams waiting, in the order the port serves them."""
+        return self.prio + sorted((s for s in self.local if not s.done), key=lambda x: (x.ready, x.seq))
+
+    def unqueue(self, st: Stream) -> None:
+        (self.prio if st.prio else self.local).remove(st)
+
     def eligible_stream(self, t: int) -> Stream | None:
+        if self.prio:
+            return self.prio[0]       # handed over when ready: eligible
         best = None
         for s in self.local:
             if s.ready <= t and not s.done and (best is None or (s.ready, s.seq) < (best.ready, best.seq)):
@@ -347,6 +367,7 @@ class RefNet:
         self.node_c = [dict(offered=0, replicated=0, delivered=0) for _ in range(self.nodes)]
         self.messages: list[Message] = []
         self.seq = 0
+        self.prio_seen = dict(placed=0, over_cap=0)   # prio hand-overs: into the class, past the cap
         for ch in sc.changes:
             self._at(ch.t, REROUTE if ch.kind == "reroute" else LINK, 0, self._change, ch)
         for s in sc.sends:
@@ -454,7 +475,7 @@ class RefNet:
         if not ports:
             self._at(s.at, APP, 0, self._drop_at_source, m, frags)
         for p in ports:
-            self._add_stream(m, p, frags, s.at)
+            self._add_stream(m, p, frags, s.at, prio=s.prio)
 
     def _hand_over_resend(self, r: Resend) -> None:
         m = self.messages[r.msg]
@@ -462,12 +483,19 @@ class RefNet:
         if not ports:
             self._at(r.at, APP, 0, self._drop_at_source, m, list(r.frags))
         for p in ports:
-            self._add_stream(m, p, list(r.frags), r.at, r.dst)
+            self._add_stream(m, p, list(r.frags), r.at, r.dst, prio=r.prio)
 
-    def _add_stream(self, m: Message, p: Port, frags: list[int], ready: int, to: int = -1) -> None:
+    def _add_stream(self, m: Message, p: Port, frags: list[int], ready: int, to: int = -1,
+                    prio: bool = False) -> None:
         self.seq += 1
         st = Stream(m.id, list(frags), ready, to, self.seq)
-        p.local.append(st)
+        if prio and sum(len(x.frags) - x.pos for x in p.prio) < PRIO_CAP:
+            st.prio = True
+            p.prio.append(st)
+            self.prio_seen["placed"] += 1
+        else:
+            self.prio_seen["over_cap"] += prio
+            p.local.append(st)
         m.streams.append((p, st))
         self._want_grant(p, max(ready, self.env.now))
 
@@ -508,7 +536,7 @@ class RefNet:
                 k = st.frags[st.pos]
                 st.pos += 1
                 if st.done:
-                    p.local.remove(st)
+                    p.unqueue(st)
                 f = Frame(m.id, k, m.frame_len_of(k), st.to,
                           self.trees[m.tree] if m.tree is not None and st.to < 0 else None)
                 self.offered += 1
@@ -659,8 +687,7 @@ class RefNet:
         self.next_hop = nh
         for i, (tree, members) in trees.items():
             self.trees[i] = (self._norm_tree(tree), tuple(sorted(members)))
-        waiting = [(p, s) for p in self.ports                      # each queue in service order
-                   for s in sorted(p.local, key=lambda x: (x.ready, x.seq)) if not s.done]
+        waiting = [(p, s) for p in self.ports for s in p.in_order()]   # each queue in service order
         restarted = set()
         for p, s in waiting:
             m = self.messages[s.msg]
@@ -673,7 +700,7 @@ class RefNet:
                 start = min(x.frags[x.pos] for _, x in own)
                 ready = max(min(x.ready for _, x in own), t)
                 for q, x in own:
-                    q.local.remove(x)
+                    q.unqueue(x)
                 gone = {id(x) for _, x in own}
                 m.streams = [(q, x) for q, x in m.streams if id(x) not in gone]
                 frags = list(range(start, m.nfrags))
@@ -689,12 +716,12 @@ class RefNet:
             ports = self._egress(m, m.src, s.to)
             if ports and ports[0] is p:
                 continue                        # unicast, first hop unchanged: stays
-            p.local.remove(s)
+            p.unqueue(s)
             m.streams = [(q, x) for q, x in m.streams if x is not s]
             if not ports:
                 self._drop_at_source(m, s.frags[s.pos:])
             else:
-                self._add_stream(m, ports[0], s.frags[s.pos:], max(s.ready, t), s.to)
+                self._add_stream(m, ports[0], s.frags[s.pos:], max(s.ready, t), s.to, prio=s.prio)
 
     # -- run and results
     def run(self) -> "RefNet":

@@ -21,7 +21,7 @@ from emu.codec.mac import ETH_LEN
 from emu.net.flowcontrol import thresholds
 from emu.sim import Simulator
 
-from test_engine_exact import ARBITERS, grid_multicast_scenario, random_scenario, run_both
+from test_engine_exact import ARBITERS, grid_multicast_scenario, prio_scenario, random_scenario, run_both
 
 TOTALS = {"paused_ps": 0, "runs": 0}
 
@@ -83,6 +83,18 @@ def test_multicast_trees_under_pause_match_reference(seed):
     net, ref, done = run_both(D, n, nh, msgs, (0, buf), trees=trees, pause=True, arbiter=ARBITERS[seed % 3])
     for i, (root, members, *_rest) in enumerate(msgs[:3]):
         assert {node for (m, node) in done if m == i} == set(members)
+    check(net, ref)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_prio_streams_under_pause_match_reference(seed):
+    """The ports' priority class under pause: prio bursts, sends and resends (test_engine_exact's
+    prio_scenario, heavier) while ports pause; a paused port starts no frame, prio or not."""
+    D, n, nh, msgs, _cap, rng, live = prio_scenario(8000 + seed)
+    msgs = [(s, d, r, nf * 4, fl, ll, at) for s, d, r, nf, fl, ll, at in msgs]
+    buf = least_buffer(D) + rng.randint(0, 6) * 1500
+    net, ref, done = run_both(D, n, nh, msgs, (0, buf), pause=True, arbiter=ARBITERS[seed % 3], track=True,
+                              live=live)
     check(net, ref)
 
 

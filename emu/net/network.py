@@ -485,11 +485,12 @@ class Network:
         destination (``missing``); multicasts always keep one, so the duplicates a
         re-route can cause are discarded. ``gaps`` (with ``track``): kind "gap" when a
         fragment arrives right after a missing one (``frag`` is the arrived one). ``prio``:
-        its streams take the ports' priority class (kernel.add_stream).
+        its streams take the ports' priority class (kernel.add_stream), handed over now only.
         """
         dsts = tuple(int(d) for d in dsts)
         if nfrags < 1:
             raise ValueError("a message has at least one fragment")
+        self._check_prio_now(prio, at)
         if route is None:
             if len(dsts) != 1:
                 raise ValueError("a message to several destinations needs a multicast route")
@@ -526,6 +527,13 @@ class Network:
         self._rearm()
         return msg
 
+    def _check_prio_now(self, prio: bool, at: int | None) -> None:
+        """A priority stream is placed ahead of the data when handed over (kernel._prio_place):
+        one ready later would hold the data behind it until then, so it is refused."""
+        if prio and at is not None and int(at) > self.sim.now:
+            raise ValueError(f"a prio stream is handed over now ({self.sim.now} ps), not at {int(at)} ps: "
+                             "it would hold the port's data streams until then")
+
     def _check_message(self, src: int, dsts: tuple[int, ...], route: int) -> None:
         """The boundary of the kernel: a message goes from a node, on an installed route, to
         distinct nodes that are members of that route (the source excepted: its copy never
@@ -550,7 +558,8 @@ class Network:
     def resend(self, msg: Message, dst: int, frags: Iterable[int], at: int | None = None, *,
                prio: bool = False) -> None:
         """Retransmit some fragments of ``msg`` to one destination over its unicast route
-        (``prio``: in the ports' priority class)."""
+        (``prio``: in the ports' priority class, handed over now only)."""
+        self._check_prio_now(prio, at)
         frags = np.asarray(sorted(set(int(f) for f in frags)), np.int64)
         if dst not in msg.dsts or dst == msg.src or not 0 <= dst < self.boards:
             raise ValueError(f"resend of message {msg.id} to {dst}: not one of its remote destinations")
