@@ -47,7 +47,11 @@ COLUMNS: list[tuple[str, pa.DataType]] = [
     ("owner_only_node_kv_bytes_max", I), ("busiest_link_src", I), ("busiest_link_dst", I),
     ("busiest_link_utilization", F), ("directory_errors", I), ("incomplete_ops", I), ("sim_end_s", F),
     ("replica_factor_peak", F), ("replica_factor_mean", F), ("peak_node_owner_replica_bytes", I), ("peak_node_replica_bytes", I),
-    ("peak_node_transient_bytes", I), ("run_dir", S),
+    ("peak_node_transient_bytes", I),
+    # the fabric (docs/engine.md, Port buffers and flow control)
+    ("flow_control", S), ("port_buffer_bytes", I), ("ports", I), ("peak_transit_backlog_bytes", I),
+    ("ports_over_buffer", I), ("peak_held_bytes", I), ("paused_s", F), ("ports_paused", I),
+    ("run_dir", S),
     ("engine", S),  # the replay loop that ran the point (compiled or python: identical results)
     ("wall_s", F),
 ]
