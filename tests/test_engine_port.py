@@ -86,6 +86,21 @@ def test_sent_fires_when_the_last_frame_has_left_the_port():
     assert ev == [("sent", 0, 0, 10 * ser), ("done", 1, -1, 10 * ser + 3 * US)]
 
 
+def test_the_local_queue_is_in_ready_order_ties_in_hand_over_order():
+    # Handed over in the order A (ready 10 us), B (20 us), C (10 us): the queue is A, C, B.
+    # C ties with A and goes behind it; it goes ahead of B, so it is placed by walking the queue.
+    G = ring(2, bidirectional=False, link=LinkDefaults(rate_bps=GBPS, latency_ps=3 * US, mtu=1500))
+    sim = Simulator()
+    net = Network(sim, G, Routes(G).next_hop)
+    sent = {}
+    for name, at in (("A", 10 * US), ("B", 20 * US), ("C", 10 * US)):
+        net.send(0, [1], 10, FULL, at=at, on_event=lambda k, m, node, f, t, name=name:
+                 k == "sent" and sent.__setitem__(name, t))
+    net.run()
+    ser = serialization_ps(FULL, GBPS)
+    assert sent == {"A": 10 * US + 10 * ser, "C": 10 * US + 20 * ser, "B": 10 * US + 30 * ser}
+
+
 def test_drops_inside_a_node_are_counted_by_cause_and_place():
     # Item 2: node 2 is down before routing knows; frames that reach board 1's datapath
     # for 2 find no route there once re-routed, and frames for 2 at the source are dropped.

@@ -286,39 +286,46 @@ def complete(s, m, node):
 def gap(s, m, node, frag):
     """Fragment ``frag`` of data message ``m`` reached ``node`` right after a missing one: the
     receiver nacks that gap at once (BoardProtocol.gap_seen)."""
-    RS, MS, MD = s.RS, s.MS, s.MD
-    if s.MX[m, MX_CTRL] != CTRL_DATA:
-        return
-    d = MS[m, K.M_DPTR]
-    while MD[d, K.D_NODE] != node:
-        d += 1
-    nfr = MS[m, K.M_NFRAGS]
-    nb = (nfr + 7) // 8
-    off = RS[RS_NNKB]
-    if off + nb > s.NKB.shape[0]:
-        more_nkb(s, off + nb)
-    RS[RS_NNKB] = off + nack_gap(s.BITS, MD[d, K.D_BITS], frag, nfr, s.NKB, off)
-    control(s, node, MS[m, K.M_SRC], CTRL_NACK, m, node, nb, off)
+    if s.MX[m, MX_CTRL] == CTRL_DATA:
+        _nack(s, m, node, _receiver(s, m, node), frag)
 
 
 @compiled_inline
 def probed(s, m, node):
     """A probe of ``m`` reached receiver ``node``: it answers from its bitmap as it is now
     (BoardProtocol.probe_arrived; the emulator answers every probe)."""
-    RS, MS, MD = s.RS, s.MS, s.MD
-    d = MS[m, K.M_DPTR]
-    while MD[d, K.D_NODE] != node:
+    d = _receiver(s, m, node)
+    if s.MD[d, K.D_GOT] == s.MS[m, K.M_NFRAGS]:
+        control(s, node, s.MS[m, K.M_SRC], CTRL_ACK, m, node, 0, -1)
+    else:
+        _nack(s, m, node, d, -1)
+
+
+@compiled_inline
+def _receiver(s, m, node):
+    """The MD row of ``node`` among ``m``'s destinations (it is one)."""
+    d = s.MS[m, K.M_DPTR]
+    while s.MD[d, K.D_NODE] != node:
         d += 1
-    src, nfr = MS[m, K.M_SRC], MS[m, K.M_NFRAGS]
-    if MD[d, K.D_GOT] == nfr:
-        control(s, node, src, CTRL_ACK, m, node, 0, -1)
-        return
+    return d
+
+
+@compiled_inline
+def _nack(s, m, node, d, gap_at):
+    """Receiver ``node`` (MD row ``d``) nacks ``m`` to its source: the run of missing fragments
+    just before fragment ``gap_at`` (a gap), or with ``gap_at`` -1 every missing one (a
+    probe's answer). The bitmap goes into NKB, where the nack's payload is read from."""
+    RS, MS = s.RS, s.MS
+    nfr = MS[m, K.M_NFRAGS]
     nb = (nfr + 7) // 8
     off = RS[RS_NNKB]
     if off + nb > s.NKB.shape[0]:
         more_nkb(s, off + nb)
-    RS[RS_NNKB] = off + nack_bitmap(s.BITS, MD[d, K.D_BITS], nfr, s.NKB, off)
-    control(s, node, src, CTRL_NACK, m, node, nb, off)
+    if gap_at < 0:
+        RS[RS_NNKB] = off + nack_bitmap(s.BITS, s.MD[d, K.D_BITS], nfr, s.NKB, off)
+    else:
+        RS[RS_NNKB] = off + nack_gap(s.BITS, s.MD[d, K.D_BITS], gap_at, nfr, s.NKB, off)
+    control(s, node, MS[m, K.M_SRC], CTRL_NACK, m, node, nb, off)
 
 
 @compiled_inline

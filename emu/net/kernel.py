@@ -1533,38 +1533,43 @@ def add_stream(s, link, msg, route, pos, end, lst, ready, prio):
     SP[st, S_READY] = ready
     SP[st, S_NEXT] = -1
     SP[st, S_PRIO] = 0
-    if prio and _prio_place(s, link, st, ready):
-        MS[msg, M_LIVE] += 1
-        if LK[link, L_UP] == 1:
-            schedule_tx(LK, HP, SC, link, max(ready, LK[link, L_TX_END]))
-        return st
-    # The local queue is in ready-time order, ties in hand-over order: a send is handed
-    # to the packetizer at its ready time. A train out on this port is not affected: its
-    # stream is the head, ready at or before now, so a stream handed over now or later
-    # goes behind it (a caller adding one that would go ahead cuts the train first,
-    # cut_port), and the transmitter's look at the train's end is already pending.
-    tail = LK[link, L_STAIL]
-    if tail == -1:
+    if not (prio and _prio_place(s, link, st, ready)):
+        _data_place(LK, SP, link, st, ready)
+    MS[msg, M_LIVE] += 1
+    if LK[link, L_UP] == 1:
+        schedule_tx(LK, HP, SC, link, max(ready, LK[link, L_TX_END]))
+    return st
+
+
+@_inline
+def _splice(LK, SP, link, st, prev, p):
+    """Stream ``st`` into ``link``'s local queue between ``prev`` (-1: at the head) and ``p``
+    (-1: at the tail)."""
+    SP[st, S_NEXT] = p
+    if prev == -1:
         LK[link, L_SHEAD] = st
-        LK[link, L_STAIL] = st
-    elif SP[tail, S_READY] <= ready:
-        SP[tail, S_NEXT] = st
-        LK[link, L_STAIL] = st
     else:
+        SP[prev, S_NEXT] = st
+    if p == -1:
+        LK[link, L_STAIL] = st
+
+
+@_inline
+def _data_place(LK, SP, link, st, ready):
+    """A data stream into ``link``'s local queue. The local queue is in ready-time order, ties
+    in hand-over order: a send is handed to the packetizer at its ready time. A train out on
+    this port is not affected: its stream is the head, ready at or before now, so a stream
+    handed over now or later goes behind it (a caller adding one that would go ahead cuts the
+    train first, cut_port), and the transmitter's look at the train's end is already pending."""
+    prev = LK[link, L_STAIL]
+    p = -1
+    if prev != -1 and SP[prev, S_READY] > ready:  # not simply last: walk from the head
         prev = -1
         p = LK[link, L_SHEAD]
         while SP[p, S_READY] <= ready:
             prev = p
             p = SP[p, S_NEXT]
-        SP[st, S_NEXT] = p
-        if prev == -1:
-            LK[link, L_SHEAD] = st
-        else:
-            SP[prev, S_NEXT] = st
-    MS[msg, M_LIVE] += 1
-    if LK[link, L_UP] == 1:
-        schedule_tx(LK, HP, SC, link, max(ready, LK[link, L_TX_END]))
-    return st
+    _splice(LK, SP, link, st, prev, p)
 
 
 @_inline
@@ -1585,13 +1590,7 @@ def _prio_place(s, link, st, ready):
     if ahead >= PRIO_CAP_FRAMES:
         return False
     SP[st, S_PRIO] = 1
-    SP[st, S_NEXT] = p
-    if prev == -1:
-        LK[link, L_SHEAD] = st
-    else:
-        SP[prev, S_NEXT] = st
-    if p == -1:
-        LK[link, L_STAIL] = st
+    _splice(LK, SP, link, st, prev, p)
     return True
 
 

@@ -27,7 +27,7 @@ from ..workload.profiles import DEFAULTS, apply_overrides
 from .functional import Functional
 
 HW_DEFAULTS = DEFAULTS["hw"]
-BUILT_FLOW_CONTROLS = ("ideal", "drop", "pause")  # hw.flow_control values the engine runs (credit: issue 23)
+BUILT_FLOW_CONTROLS = ("ideal", "drop", "pause")  # hw.flow_control values the engine runs (not yet credit)
 MAX_BINS = 4096  # link time-series bins at most (then wider bins): memory follows the links, not the run
 MAX_OP_PS = 10**18  # one op of at most ~11.6 days: sums of many stay far inside int64 picoseconds
 
@@ -79,7 +79,7 @@ class Replay:
         hw = self.hw
         self.nodes = int(meta["nodes"])
         if hw["flow_control"] not in BUILT_FLOW_CONTROLS:
-            raise ConfigError(f"hw.flow_control={hw['flow_control']}: not built yet (issue 23); "
+            raise ConfigError(f"hw.flow_control={hw['flow_control']}: not built yet; "
                               f"one of {', '.join(BUILT_FLOW_CONTROLS)}")
         # Every port buffers hw.port_buffer bytes of transit frames; "ideal" ignores the bound.
         link = LinkDefaults(rate_bps=int(hw["link_rate"]), latency_ps=int(hw["link_latency_ps"]), mtu=int(hw["mtu"]),
