@@ -137,6 +137,11 @@ class Cluster(Nics):
 
     # ---- routes --------------------------------------------------------------------
 
+
+    @property
+    def multicasts(self) -> list[tuple]:
+        """(source, destinations) of every multicast tree built (the summary's dependency check)."""
+        return list(self._trees)
     def reroute(self, routes) -> None:
         """New routes after a failure or repair: later multicasts build new trees, and the
         multicasts still in a packetizer get a new tree (Network.rehome moves them to it)."""

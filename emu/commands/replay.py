@@ -40,6 +40,10 @@ def register(sub) -> None:
     p.add_argument("--no-trains", dest="trains", action="store_false",
                    help="advance every frame as its own event (the same results; trains advance a stream's "
                         "uninterrupted frames on a link as one event, docs/engine.md)")
+    p.add_argument("--routing", default="shortest",
+                   help="shortest: shortest paths (default); dateline: dimension order with a dateline on a torus, mesh or ring: "
+                        "routes whose buffer dependencies have no cycle, so pause cannot deadlock "
+                        "(docs/engine.md, Deadlock)")
     # The test suite's hook: "python" runs its reference path (tests/pyreplay.py) where it is
     # registered; the product runs every replay on the compiled loop.
     p.add_argument("--engine", choices=("auto", "compiled", "python"), default="auto", help=argparse.SUPPRESS)
@@ -74,7 +78,8 @@ def run(args) -> int:
     res = replay(args.trace, topology=args.topology, set=args.overrides, loss=number_text(args.loss, "--loss"),
                  fail=args.fail, degrade=args.degrade, detect=args.detect, reliable=args.reliable,
                  seed=integer_text(args.seed, "--seed"), capture=args.capture, functional=args.functional,
-                 capture_filter=args.capture_filter, snaplen=integer_text(args.snaplen, "--snaplen"), engine=args.engine, trains=args.trains, out=args.out, out_default=default,
+                 capture_filter=args.capture_filter, snaplen=integer_text(args.snaplen, "--snaplen"), engine=args.engine, trains=args.trains,
+                 routing=args.routing, out=args.out, out_default=default,
                  progress=progress_mode(args.progress, sys.stderr.isatty() and not args.json) or False, flag="--")
     summary = res.summary
     warning = buffer_warning(summary)

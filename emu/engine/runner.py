@@ -80,6 +80,7 @@ class ClusterView:
         RS, TR = tables.RS, tables.TR
         self.config, self.routes = nics.config, nics.routes
         self.board_tree = nics.board_tree  # the reduction trees the run used
+        self.multicasts = list(tables.trees)  # (source, destinations) of every multicast tree built
         self.directory = DirectoryView(tables)
         self._block_id = tables.block_id
         self.control_frames_by_op = dict.fromkeys(CONTROL_OPS, 0)

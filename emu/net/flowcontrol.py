@@ -38,9 +38,10 @@ def thresholds(topology, u: int, v: int, buffer: int, lat_uv: int, datapath_rate
     """The PAUSE thresholds of link u->v with ``buffer`` bytes at v; ``lat_uv`` is the link's
     latency to v's forwarding (propagation, plus v's latency when v has no finite datapath)."""
     a = topology.edges[u, v]
-    if not topology.has_edge(v, u):
-        raise ConfigError(f"link {u}-{v}: pause needs the reverse link {v}-{u} to carry PAUSE frames")
-    back = topology.edges[v, u]
+    # A PAUSE travels v -> u. Every Ethernet link is full duplex: where the topology routes no
+    # data v -> u (a one-way ring), the PAUSE still takes the cable's other direction, at the
+    # link's own rate and latency.
+    back = topology.edges[v, u] if topology.has_edge(v, u) else a
     rate, frame = int(a["rate_bps"]), int(a["mtu"]) + ETH_LEN
     delay = serialization_ps(MIN_FRAME, int(back["rate_bps"])) + int(back["latency_ps"])
     window = lat_uv + delay + serialization_ps(frame, rate)

@@ -928,6 +928,12 @@ class Network:
     def duplicates(self) -> int:
         return int(self.ND[:, K.DROP_DUP, 0].sum())
 
+    @property
+    def clock_ps(self) -> int:
+        """The network's time: its last event's, which can be past the application's (a PAUSE
+        that arrived after the last delivery)."""
+        return max(self.sim.now, int(self.SC[K.SC_NOW]))
+
     def counters(self):
         """One row per link direction: offered, granted (local / transit), transmitted, delivered,
         dropped on the link by cause (the node causes no_route and duplicate are 0 here: see
@@ -953,8 +959,7 @@ class Network:
             "busy_ps": LK[:, K.L_BUSY],
             "peak_queue_bytes": LK[:, K.L_MAXQ],
             # pause: time this port was paused (to now), and the most its far node held for it
-            "paused_ps": LK[:, K.L_PAUSED_PS] + LK[:, K.L_PAUSED] * (max(self.sim.now, int(self.SC[K.SC_NOW]))
-                                                                     - LK[:, K.L_PAUSED_AT]),
+            "paused_ps": LK[:, K.L_PAUSED_PS] + LK[:, K.L_PAUSED] * (self.clock_ps - LK[:, K.L_PAUSED_AT]),
             "peak_held_bytes": LK[:, K.L_HELD_MAX],
         }
         return pd.DataFrame(data | _drop_columns(LD))

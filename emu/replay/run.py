@@ -46,6 +46,7 @@ class Options:
     functional: bool = False        # real payload bytes and reductions (emu.replay.functional)
     engine: str = "auto"            # "auto" or "compiled": the compiled loop; "python": the tests' reference
     trains: bool = True             # a stream's uninterrupted frames on a link as one event (same results)
+    routing: str = "shortest"       # emu.topology.ROUTINGS: "dateline" cannot deadlock under back-pressure
 
 ENGINES = ("auto", "compiled", "python")
 
@@ -87,7 +88,7 @@ class Replay:
         self.G = build(options.topology, self.nodes, link, ports=int(hw["ports"]))
         if self.G.graph["boards"] != self.nodes:
             raise ConfigError(f"topology {options.topology!r} has {self.G.graph['boards']} boards, the trace {self.nodes}")
-        self.routes = Routes(self.G)
+        self.routes = Routes(self.G, routing=options.routing)
         self.sim = Simulator()
         # Boards forward through the compute-NIC datapath, switches through their own
         # (latency and rate from the hardware profile; docs/engine.md).
@@ -174,9 +175,10 @@ class Replay:
         if self.net.pause and self.incomplete():
             stuck = deadlock.cycle(self.net)
             if stuck:
-                raise ConfigError(f"pause deadlock at {self.sim.now / 1e6:,.3f} us: {deadlock.describe(stuck)} are "
+                raise ConfigError(f"pause deadlock at {self.net.clock_ps / 1e6:,.3f} us: {deadlock.describe(stuck)} are "
                                   f"paused in a cycle, each holding the frames the next waits for; "
-                                  f"hw.flow_control=drop or a larger hw.port_buffer avoids it on this topology")
+                                  f"--routing dateline (a torus, mesh or ring), hw.flow_control=drop or a larger "
+                                  f"hw.port_buffer avoids it")
         return self
 
     def _progress(self, end: bool = False) -> None:

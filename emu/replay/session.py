@@ -102,7 +102,7 @@ class _CaptureTarget:
 def replay(trace, *, topology: str = "auto", set=None, loss=0.0, fail=None, degrade=None, detect="100us",
            reliable=None, seed=0, capture=None, capture_filter=(), snaplen=DEFAULT_SNAPLEN,
            out=None, out_default=None, progress: bool | str = False, functional: bool = False, engine: str = "auto", trains: bool = True,
-           flag: str = ""):
+           routing: str = "shortest", flag: str = ""):
     """Replay ``trace`` (a Trace, a file path, or a shipped trace's name such as "mars_16k") on the
     emulated cluster and return its Result. ``set``: profile overrides ({"hw.link_rate": "10Gbps"});
     ``loss``: Bernoulli frame loss on every link; ``fail``/``degrade``: timeline clauses
@@ -114,7 +114,9 @@ def replay(trace, *, topology: str = "auto", set=None, loss=0.0, fail=None, degr
     (the summary reports the error). ``progress``: True or "bar" draws a bar on stderr (ops,
     simulated and wall time, ETA), "json" writes one JSON object per line there (emu.progress).
     ``engine``: "auto" or "compiled" (the compiled loop, emu.engine.loop, which runs every
-    replay); "python" is the test suite's reference path (tests/pyreplay.py), refused elsewhere. ``flag``: what error messages put before an option's name
+    replay); "python" is the test suite's reference path (tests/pyreplay.py), refused elsewhere.
+    ``routing``: "shortest" or "dateline" (dimension order with a dateline on a torus, mesh or
+    ring: routes back-pressure cannot deadlock, emu.topology.dateline). ``flag``: what error messages put before an option's name
     (the CLI passes "--", so a message names ``--loss``). Every option is checked, types as
     docs/api.md lists them, before the trace is read: ConfigError in one line."""
     import contextlib
@@ -127,7 +129,8 @@ def replay(trace, *, topology: str = "auto", set=None, loss=0.0, fail=None, degr
     flt, snaplen, target, cap_name, folder, opt = _options(
         topology=topology, set=set, loss=loss, fail=fail, degrade=degrade, detect=detect, reliable=reliable,
         seed=seed, capture=capture, capture_filter=capture_filter, snaplen=snaplen, out=out,
-        out_default=out_default, progress=progress, functional=functional, engine=engine, trains=trains, flag=flag)
+        out_default=out_default, progress=progress, functional=functional, engine=engine, trains=trains,
+        routing=routing, flag=flag)
     tr = resolve_trace(trace)
     rp = Replay(tr, opt)
     # Claimed only now that every option is checked; from here on an error or a signal
@@ -163,11 +166,12 @@ def replay(trace, *, topology: str = "auto", set=None, loss=0.0, fail=None, degr
 
 
 def _options(*, topology, set, loss, fail, degrade, detect, reliable, seed, capture, capture_filter, snaplen,
-             out, out_default, progress, functional, engine, trains, flag):
+             out, out_default, progress, functional, engine, trains, routing, flag):
     """Every option checked (types first, then values), before the trace is read or a file made:
     (capture filter, snaplen, absolute capture target, capture name in the folder, folder, Options)."""
     from ..outputs import OutputFolder, file_name
     from .capture import parse_filters
+    from ..topology.routing import ROUTINGS
     from .run import ENGINES, Options
 
     V.choice(flag, "flag", ("", "--"))
@@ -186,7 +190,8 @@ def _options(*, topology, set, loss, fail, degrade, detect, reliable, seed, capt
                   loss=V.number(loss, f"{flag}loss", 0, 1, expect=PROBABILITY),
                   seed=V.integer(seed, f"{flag}seed", lo=0), reliable=_reliable(reliable, f"{flag}reliable"),
                   detect_ps=V.time_ps(detect, f"{flag}detect"), progress=progress, functional=functional,
-                  engine=V.choice(engine, f"{flag}engine", ENGINES), trains=trains)
+                  engine=V.choice(engine, f"{flag}engine", ENGINES), trains=trains,
+                  routing=V.choice(routing, f"{flag}routing", ROUTINGS))
     for what, p in (("out", out), ("out_default", out_default)):
         if p is not None:
             V.path(p, f"{flag}{what}")

@@ -25,7 +25,8 @@ import pandas as pd
 from .. import __version__
 from ..outputs import OutputFolder
 from ..net.kernel import LINKS
-from ..topology import to_json
+from ..net.deadlock import describe
+from ..topology import dependencies, multicast_tree, to_json
 from ..workload.enums import Kind
 from ..workload.enums import Stage as TStage
 from ..workload.options import scheme_options
@@ -97,6 +98,7 @@ def summarize(rp) -> dict:
         "owner_only_node_kv_bytes": final_owner,
         "busiest_link": {"src": int(c.src[busiest]), "dst": int(c.dst[busiest]), "utilization": float(util[busiest])},
         **port_buffers(rp.hw, c),
+        **routing(rp),
         "directory_errors": d.errors[:20],
         "incomplete_ops": len(incomplete),
         "incomplete": rp.cluster.incomplete()[:20],
@@ -107,6 +109,15 @@ def summarize(rp) -> dict:
         "wall_s": rp.wall_s,
         **({"functional": rp.functional.summary()} if rp.functional else {}),
     }
+
+
+def routing(rp) -> dict:
+    """The routing discipline and a cycle of its buffer dependencies (emu.topology.dependencies:
+    the unicast routes and the multicast trees the run built), "" when there is none: with
+    pause a cycle is what can deadlock, whether this run did or not."""
+    trees = [multicast_tree(rp.G, rp.routes, s, list(d)) for s, d in rp.cluster.multicasts]
+    found = dependencies.cycle(rp.routes, trees)
+    return {"routing": rp.routes.routing, "dependency_cycle": describe(found) if found else ""}
 
 
 def port_buffers(hw: dict, c: pd.DataFrame) -> dict:
@@ -234,6 +245,9 @@ def format_summary(s: dict) -> str:
            + (f"; paused {s['paused_s']:.4f} s over {s['ports_paused']} ports, most held for a link "
               f"{s['peak_held_bytes'] / 1024:,.1f} KiB" if s["flow_control"] == "pause" else "")]
           if "flow_control" in s else []),
+        *([f"routing   {s['routing']}; buffer dependencies: "
+           + (f"a cycle, {s['dependency_cycle']}: back-pressure can deadlock here" if s["dependency_cycle"]
+              else "no cycle, back-pressure cannot deadlock")] if "routing" in s else []),
         f"wall      {s['wall_s']:.2f} s" + (f" ({s['engine']} engine)" if s.get("engine") else ""),
     ]
     f = s.get("functional")

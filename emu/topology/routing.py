@@ -24,9 +24,14 @@ import networkx as nx
 import numpy as np
 
 from ..errors import ConfigError
+from . import dateline
 from .graph import check
 
 WEIGHTS = ("hops", "latency")
+# "shortest": the metric's shortest paths; "dateline": dimension order with a dateline on a
+# torus, mesh or bidirectional ring, whose routes cannot deadlock under back-pressure
+# (emu.topology.dateline). After a failure the re-routes are shortest paths.
+ROUTINGS = ("shortest", "dateline")
 
 _INF = np.int64(1) << 62
 # Bound on the (edges x destinations) working arrays of one chunk, to keep memory flat.
@@ -43,12 +48,15 @@ class Routes:
     Routes after changing G's links."""
 
     def __init__(self, G: nx.DiGraph, weight: str = "hops",
-                 failed_links: Iterable = (), failed_nodes: Iterable[int] = ()):
+                 failed_links: Iterable = (), failed_nodes: Iterable[int] = (), routing: str = "shortest"):
         if weight not in WEIGHTS:
             raise ConfigError(f"routing: weight must be one of {', '.join(WEIGHTS)}, got {weight!r}")
+        if routing not in ROUTINGS:
+            raise ConfigError(f"routing: must be one of {', '.join(ROUTINGS)}, got {routing!r}")
         check(G)
         self.G = G
         self.weight = weight
+        self.routing = routing
         self.name = str(G.graph.get("name", "topology"))
         self.n_boards = N = int(G.graph["boards"])
         self.n_nodes = M = G.number_of_nodes()
@@ -62,7 +70,12 @@ class Routes:
         self.next_link = np.full((M, N), -1, dtype=np.int32)
         self.hop_count = np.full((M, N), -1, dtype=np.int32)
         self._latency: np.ndarray | None = None
-        self._compute()
+        if routing == "dateline":
+            dateline.grid(G)  # refuses a shape it does not know, failures or not
+        if routing == "dateline" and not (self.failed_links or self.failed_nodes):
+            self._dateline()
+        else:
+            self._compute()
 
     # ----------------------------------------------------------------- inputs
     def _node(self, x) -> int:
@@ -142,6 +155,21 @@ class Routes:
         self.next_hop.setflags(write=False)
         self.next_link.setflags(write=False)
         self.hop_count.setflags(write=False)
+
+    def _dateline(self) -> None:
+        """Dimension-order routes with a dateline (emu.topology.dateline); boards only."""
+        nh, hops = dateline.tables(self.G)
+        self.next_hop[:], self.hop_count[:] = nh, hops
+        n = nh.shape[0]
+        v = np.repeat(np.arange(n), n)
+        away = v != nh.reshape(-1)
+        keys = v[away] * self.n_nodes + nh.reshape(-1)[away]
+        lookup = self.links[:, 0] * self.n_nodes + self.links[:, 1]
+        order = np.argsort(lookup)
+        at = np.searchsorted(lookup, keys, sorter=order)
+        self.next_link.reshape(-1)[np.flatnonzero(away)] = order[at]
+        for a in (self.next_hop, self.next_link, self.hop_count):
+            a.setflags(write=False)
 
     def _distances(self, dsts, eu, cost, by_head, in_deg, in_ptr) -> np.ndarray:
         """dist[v, j] from every node v to board dsts[j]: Bellman-Ford relaxing only the pairs
@@ -244,8 +272,9 @@ class Routes:
                 u, v = (int(x) for x in self.links[i])
                 if (v, u) in self.edge_index:
                     ids.add(self.edge_index[(v, u)])
-        return Routes(self.G, self.weight, self.failed_links | ids, self.failed_nodes | {self._node(n) for n in nodes})
+        return Routes(self.G, self.weight, self.failed_links | ids, self.failed_nodes | {self._node(n) for n in nodes},
+                      self.routing)
 
     def __repr__(self) -> str:
-        return (f"Routes({self.name}, weight={self.weight!r}, boards={self.n_boards}, nodes={self.n_nodes}, "
+        return (f"Routes({self.name}, weight={self.weight!r}, routing={self.routing!r}, boards={self.n_boards}, nodes={self.n_nodes}, "
                 f"failed_links={len(self.failed_links)}, failed_nodes={len(self.failed_nodes)})")

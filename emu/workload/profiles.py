@@ -21,7 +21,8 @@ from ..units import format_value, parse
 
 DTYPES = "int4|int8|fp16|fp32"
 # What a port does when its transit buffer (hw.port_buffer) fills (docs/engine.md, "Port buffers
-# and flow control"): ideal = unbounded and lossless (an idealisation), drop = drop-tail.
+# and flow control"): ideal = unbounded and lossless (an idealisation), drop = drop-tail,
+# pause = IEEE 802.3x PAUSE per link (the default), credit = hop-by-hop credits.
 FLOW_CONTROLS = ("ideal", "drop", "pause", "credit")
 
 # Bits per element; INT4 packs two elements per byte.
@@ -73,12 +74,12 @@ SCHEMA: dict[str, dict[str, str]] = {
 # store-and-forward Ethernet switch forwards at line rate on every port (non-blocking
 # fabric, 0 = unlimited) after about 1 us of lookup and fabric (docs/workloads.md); a NIC
 # port arbitrates its own and forwarded frames round robin (docs/engine.md); a port holds
-# 128 KiB of transit frames, four of the K26's UltraRAM blocks (docs/engine.md, "Port buffers
-# and flow control"), which the replay treats as unbounded and lossless until the kernel's flow
-# control is complete ("ideal", named as the idealisation it is).
+# 128 KiB of transit frames, four of the K26's UltraRAM blocks, and pauses its upstream
+# neighbour with IEEE 802.3x PAUSE frames before they overflow, as the KR260's Ethernet MACs
+# do (docs/engine.md, "Port buffers and flow control": why pause is the default).
 DEFAULTS = {"hw": {"rto_min_ps": 100_000_000, "rto_initial_ps": 1_000_000_000,
                    "switch_latency_ps": 1_000_000, "switch_rate": 0, "port_arbiter": "rr",
-                   "port_buffer": 128 * 1024, "flow_control": "ideal"}}
+                   "port_buffer": 128 * 1024, "flow_control": "pause"}}
 OPTIONAL = {"description", *DEFAULTS["hw"]}
 # Fields that must be >= 1 (counts, rates, sizes that divide something).
 _POSITIVE = {
