@@ -163,7 +163,9 @@ class Network:
     picks the next frame. Transit queues hold ``queue_bytes`` / ``queue_frames``
     (64 KiB when the topology gives neither) and drop what does not fit (drop-tail)
     unless ``lossless``, where they grow instead: an ideal lossless fabric whose
-    buffers absorb bursts, with the depth reported.
+    buffers absorb bursts, with the depth reported. ``pause`` (802.3x PAUSE) or ``credit``
+    (hop-by-hop credits) make the fabric lossless with each port's byte capacity as the far
+    node's buffer for it (docs/engine.md, "Port buffers and flow control").
     """
 
     def __init__(
