@@ -150,7 +150,7 @@ class RefNet:
         self.credit = credit
         if credit:
             for p in self.ports[: self.nlinks]:
-                back = self.by_uv[(p.v, p.u)]
+                back = self.by_uv.get((p.v, p.u), p)  # a one-way link: the cable's other direction
                 p.credit = capacity[1] or 65536
                 p.credit_delay = -(-(MIN_FRAME + OVER) * 8 * 10**12 // back.rate) + links[back.idx][3]
         self.credits = {}          # t -> [(link, bytes)]: credit returns reaching their port

@@ -366,7 +366,7 @@ class RefNet:
             # docs/engine.md: u->v starts with v's buffer for it as credit; v's returns take a
             # minimum frame's wire time on v->u plus v->u's propagation.
             for p in self.ports[:len(sc.links)]:
-                back = self.out[(p.v, p.u)]
+                back = self.out.get((p.v, p.u), p)  # a one-way link: the cable's other direction
                 p.credit = p.cap_bytes or 65536
                 p.credit_delay = ser_ps(MIN_FRAME, back.rate) + back.prop
         self.records: list[Transmission] = []

@@ -185,3 +185,21 @@ def test_two_hops_on_the_same_ring_drain_and_no_cycle_is_reported():
     net.run()
     assert done.count("done") == 5 and deadlock.cycle(net) is None
     assert (net.LK[: len(net.links), K.L_CREDIT] == least_buffer(D)).all()
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_one_way_ring_returns_credit_over_the_cables_other_direction(seed):
+    """A one-way ring routes no data v -> u, but its cables are full duplex: credit comes back the
+    other way at the link's own rate and latency, and the engine still equals the reference."""
+    rng = random.Random(40 + seed)
+    n = 5
+    D = nx.DiGraph()
+    for i in range(n):
+        D.add_edge(i, (i + 1) % n, rate_bps=10**9, latency_ps=rng.choice([1_000_000, 5_000_000]), mtu=1500)
+    nh = np.array([[-1 if d == s else (s + 1) % n for d in range(n)] for s in range(n)])
+    msgs = [(s, ((s + 2) % n,), (s + 2) % n, rng.randint(20, 80), 1514, 1514, rng.randint(0, 10**6))
+            for s in range(n)]
+    buf = least_buffer(D) + rng.randint(0, 2) * 1514
+    net, ref, done = run_both(D, n, nh, msgs, (0, buf), credit=True)
+    assert len(done) == n
+    check(net, buf)

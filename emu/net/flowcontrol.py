@@ -36,19 +36,19 @@ class Thresholds:
     headroom: int  # bytes the buffer keeps above XOFF
 
 
-def signal_delay(topology, u: int, v: int, what: str = "pause", carries: str = "PAUSE frames") -> int:
+def signal_delay(topology, u: int, v: int) -> int:
     """From v's decision to u's port having it: a minimum frame's wire time on v->u plus v->u's
-    propagation (a PAUSE or resume, or a credit return)."""
-    if not topology.has_edge(v, u):
-        raise ConfigError(f"link {u}-{v}: {what} needs the reverse link {v}-{u} to carry {carries}")
-    back = topology.edges[v, u]
+    propagation (a PAUSE or resume, or a credit return). Every Ethernet link is full duplex:
+    where the topology routes no data v -> u (a one-way ring), the signal still takes the
+    cable's other direction, at the link's own rate and latency."""
+    back = topology.edges[v, u] if topology.has_edge(v, u) else topology.edges[u, v]
     return serialization_ps(MIN_FRAME, int(back["rate_bps"])) + int(back["latency_ps"])
 
 
 def credit(topology, u: int, v: int, buffer: int) -> int:
     """The delay of link u->v's credit returns, after checking that ``buffer`` bytes of credit
     start the largest frame however many transit copies v makes of it (one per egress port)."""
-    delay = signal_delay(topology, u, v, "credit", "credit returns")
+    delay = signal_delay(topology, u, v)
     need = (int(topology.edges[u, v]["mtu"]) + ETH_LEN) * topology.out_degree(v)
     if buffer < need:
         raise ConfigError(f"link {u}-{v}: a {buffer} B port buffer is too small for credit: the largest "
