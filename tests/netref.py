@@ -26,6 +26,15 @@ one object per frame. It shares no code with emu.net; only the rules are the sam
   effect at the link's port ``delay`` later, after the arrivals and before the grants of
   that instant (a PAUSE before a resume due at the same instant); a paused port grants
   nothing, the frame on its wire finishes;
+- credit (``credit=True``, docs/engine.md "Port buffers and flow control"): port u->v starts
+  with v's buffer (the byte capacity, 64 KiB when none) as credit; a frame starts only if the port
+  holds what it costs, its length times the egress ports v's route gives it (0 where v only
+  delivers it; 0 for a frame dropped at the source for its MTU), else the port grants nothing
+  and its round robin turn stays; v gives the length back for each copy granted on (or dropped
+  at) an egress port, the whole cost for a frame lost on u->v or cut by u->v going down, and
+  the cost minus length x copies when it decides on a frame (a route changed, or no_route);
+  each return reaches u a minimum frame's time on v->u plus v->u's propagation later, in the
+  PAUSE's place at that instant; a port's waiting time counts as paused;
 - the priority class (``prio=True``, docs/engine.md "The egress port"): a stream handed
   over with prio joins the local queue behind the prio streams at its front and before
   every data stream (also one that has frames on the wire already), if the frames those
@@ -69,6 +78,7 @@ class Frame:
         self.msg, self.frag, self.length, self.route = msg, frag, length, route
         self.hops, self.local = hops, local
         self.inlink = None  # the link it last arrived over
+        self.cost = 0       # credit it spent on the link it is on
         self.fate = None
         self.start = self.end = self.arrival = None
         self.last_of = None  # the stream this frame closes
@@ -108,11 +118,13 @@ class Port:
         self.paused = False
         self.paused_since = None
         self.paused_ps = 0
+        self.credit = None      # credit: bytes it may still send into its far node, or None
+        self.credit_delay = 0
 
 
 class RefNet:
     def __init__(self, links, nodes, boards, next_hop, nic_ps, capacity, *, lossless=True, seed=0,
-                 nic_rate=0, arbiter="rr", pause=None):
+                 nic_rate=0, arbiter="rr", pause=None, credit=False):
         """links: (u, v, rate_bps, latency_ps) sorted by (u, v); capacity: (frames, bytes) per transit queue.
 
         ``nic_ps`` and ``nic_rate`` are numbers or per-node dicts (forwarding latency, datapath rate)."""
@@ -132,9 +144,16 @@ class RefNet:
         self.nodes, self.boards = nodes, boards
         self.next_hop = [list(map(int, row)) for row in next_hop]
         self.trees = {}
-        self.lossless, self.arbiter = lossless or bool(pause), arbiter
+        self.lossless, self.arbiter = lossless or bool(pause) or credit, arbiter
         for i, th in (pause or {}).items():
             self.ports[i].pause = th
+        self.credit = credit
+        if credit:
+            for p in self.ports[: self.nlinks]:
+                back = self.by_uv.get((p.v, p.u), p)  # a one-way link: the cable's other direction
+                p.credit = capacity[1] or 65536
+                p.credit_delay = -(-(MIN_FRAME + OVER) * 8 * 10**12 // back.rate) + links[back.idx][3]
+        self.credits = {}          # t -> [(link, bytes)]: credit returns reaching their port
         self.signals = {}          # t -> [(link, 0 PAUSE / 1 resume)]: flow-control frames taking effect
         self.times = []
         self.changes = {}          # t -> [(kind, args)], applied after the arrivals at t
@@ -266,6 +285,8 @@ class RefNet:
     def offer(self, port, frame, t):
         if not port.up:
             self._drop("link_down", "link", port.idx)
+            if not port.datapath:
+                self.give_back(frame.inlink, frame.length, t)
             return
         if not self.lossless:
             waiting = sum(f.length for f in port.transit)
@@ -278,6 +299,13 @@ class RefNet:
 
     def hold(self, frame, n, t):
         """The far node of the link ``frame`` arrived over holds ``n`` more bytes (or fewer)."""
+        if frame.inlink is not None and self.credit:
+            p = self.ports[frame.inlink]
+            p.held += n
+            p.held_max = max(p.held_max, p.held)
+            if n < 0:
+                self.give_back(frame.inlink, -n, t)
+            return
         if frame.inlink is None or self.ports[frame.inlink].pause is None:
             return
         p = self.ports[frame.inlink]
@@ -293,6 +321,28 @@ class RefNet:
             self.signals.setdefault(t + delay, []).append((p.idx, 1))
             self._at(t + delay)
 
+    def give_back(self, link, n, t):
+        """Credit: ``n`` bytes (< 0: taken back) on their way back to port ``link``."""
+        if link is None or not self.credit or n == 0:
+            return
+        p = self.ports[link]
+        self.credits.setdefault(t + p.credit_delay, []).append((link, n))
+        self._at(t + p.credit_delay)
+
+    def cost(self, port, frame_len, route):
+        """Credit a frame costs on ``port``: its length per egress copy its far node makes."""
+        return frame_len * len(self.out(route, port.v)[1])
+
+    def starve(self, port, on, t):
+        """Credit: the port's head frame waits for credit from ``t`` (on) or no longer; counted as paused."""
+        if port.credit is None:
+            return
+        if on and not port.paused:
+            port.paused, port.paused_since = True, t
+        elif not on and port.paused:
+            port.paused = False
+            port.paused_ps += t - port.paused_since
+
     def signal(self, link, resume, t):
         p = self.ports[link]
         if not resume and not p.paused:
@@ -307,6 +357,8 @@ class RefNet:
                              {None: 0, "loss": 1, "corrupt": 2}[frame.fate], frame.hops))
         if frame.fate:
             self._drop(frame.fate, "link", port.idx)
+            if not port.datapath:
+                self.give_back(port.idx, frame.cost, t)
             return
         if not port.datapath:
             frame.hops += 1
@@ -318,6 +370,7 @@ class RefNet:
         member, outs = self.out(frame.route, node)
         src, nfrags, _f, _l, dsts, tracked = self.msgs[frame.msg]
         member = member and node in dsts
+        self.give_back(frame.inlink, frame.cost - frame.length * len(outs), t)
         if not member and not outs:
             self._drop("no_route", "node", node)
             return
@@ -338,16 +391,31 @@ class RefNet:
 
     def grant(self, port, t):
         """One frame from the arbiter, if the transmitter is free and a queue has one."""
-        if not port.up or port.tx_end > t or port.paused:
+        if not port.up or port.tx_end > t or (port.paused and port.credit is None):
             return
         has_t = bool(port.transit)
         has_l = bool(port.local) and port.local[0].ready <= t
         if not has_t and not has_l:
+            self.starve(port, False, t)
             return
         if has_t and has_l:
             local = {"rr": not port.last_local, "transit-first": False, "local-first": True}[self.arbiter]
         else:
             local = has_l
+        cost = 0
+        if port.credit is not None:
+            if local:
+                s = port.local[0]
+                src, nfrags, flen, llen, _d, _t = self.msgs[s.msg]
+                frag = s.frags[s.pos]
+                cost = self.cost(port, llen if frag == nfrags - 1 else flen, s.route)
+            else:
+                cost = self.cost(port, port.transit[0].length, port.transit[0].route)
+            if cost and cost > port.credit:
+                self.starve(port, True, t)  # the whole port waits; the arbiter's turn does not move
+                return
+            self.starve(port, False, t)
+            port.credit -= cost
         port.last_local = local
         if local:
             s = port.local[0]
@@ -363,6 +431,8 @@ class RefNet:
             frame = port.transit.pop(0)
             if not port.datapath:
                 self.hold(frame, -frame.length, t)
+        if not port.datapath:
+            frame.cost = cost
         frame.start = t
         frame.end = t + self.ser(port, frame.length)
         frame.arrival = frame.end + port.lat
@@ -382,6 +452,9 @@ class RefNet:
                     self.sent.append((f.msg, port.idx, t))  # cut off: the stream is over
                     f.last_of = None
             self._drop("link_down", "link", port.idx, len(port.wire) + len(port.transit))
+            if not port.datapath:
+                self.give_back(port.idx, sum(f.cost for f in port.wire), t)
+                self.starve(port, False, t)
             for f in port.transit:
                 self.hold(f, -f.length, t)
             port.wire, port.transit = [], []
@@ -457,6 +530,8 @@ class RefNet:
                     self.arrive(port, port.wire.pop(0), t)
             for link, resume in sorted(self.signals.pop(t, [])):
                 self.signal(link, resume, t)
+            for link, n in self.credits.pop(t, []):
+                self.ports[link].credit += n
             for kind, args in self.changes.pop(t, []):
                 self.apply(t, kind, args)
             for port in self.ports:

@@ -22,6 +22,7 @@ event whose priority encodes its phase at the instant:
 - PAUSE (2), key = 2 x link id + (0 PAUSE, 1 resume): flow-control frames reaching the
   port they govern (Scenario.pause), after the arrivals and before the link changes and
   grants of their instant.
+  A credit return (Scenario.credit) reaching its port takes the same phase, key = 2 x link id.
 - LINK (2): link down/up, node down/up, rate and loss changes, in scenario order.
   After the arrivals at their time (a frame due then has arrived), before the grants
   (a link coming up is usable, a new rate or loss model applies to frames starting
@@ -183,6 +184,7 @@ class Scenario:
     lossless: bool = True
     arbiter: str = "rr"
     pause: bool = False     # 802.3x PAUSE on every link, from its queue_bytes (lossless)
+    credit: bool = False    # hop-by-hop credits on every link, its queue_bytes of them (lossless)
 
     @property
     def boards(self) -> int:
@@ -225,6 +227,7 @@ class Frame:
     to: int = -1            # -1: the message's route; else unicast towards this board (a resend)
     tree: tuple | None = None   # the multicast tree it left its source on (Rules "old-tree")
     came: int = -1          # the physical link it last arrived over (pause accounting)
+    cred: int = 0           # credit its start on the link it is on spent
 
 
 @dataclass
@@ -239,6 +242,7 @@ class Transmission:
     retx: bool = False
     time: int = -1          # arrival at the far node, or when it was cut
     fate: str = "flying"    # ok | loss | corrupt | link_down
+    cred: int = 0           # credit the transmission spent (given back if it is cut)
 
 
 @dataclass(eq=False)          # identity: two streams may carry the same fragments
@@ -283,6 +287,8 @@ class Port:
         self.paused = False
         self.paused_since = 0
         self.paused_ps = 0
+        self.credit = None               # credit: bytes it may still send into v (None: no credit)
+        self.credit_delay = 0
 
     def in_order(self) -> list[Stream]:
         """The streams waiting, in the order the port serves them."""
@@ -356,6 +362,13 @@ class RefNet:
         self.M = 2 * len(self.ports) + 2
         if sc.pause:
             self._pause_thresholds()
+        if sc.credit:
+            # docs/engine.md: u->v starts with v's buffer for it as credit; v's returns take a
+            # minimum frame's wire time on v->u plus v->u's propagation.
+            for p in self.ports[:len(sc.links)]:
+                back = self.out.get((p.v, p.u), p)  # a one-way link: the cable's other direction
+                p.credit = p.cap_bytes or 65536
+                p.credit_delay = ser_ps(MIN_FRAME, back.rate) + back.prop
         self.records: list[Transmission] = []
         self.deliveries: dict[tuple[int, int, int], list[int]] = {}
         self.done: dict[tuple[int, int], int] = {}
@@ -405,6 +418,13 @@ class RefNet:
     def _hold(self, f: Frame, nbytes: int, t: int) -> None:
         """The node f is at holds nbytes more (or fewer) for the link f came over: PAUSE at XOFF,
         the resume below XON after one, each reaching that link's port pause_delay later."""
+        if f.came >= 0 and self.sc.credit:
+            p = self.ports[f.came]
+            p.held += nbytes
+            p.held_max = max(p.held_max, p.held)
+            if nbytes < 0:
+                self._give_back(f.came, -nbytes, t)   # a copy left v's buffer: its credit goes home
+            return
         if f.came < 0 or not self.sc.pause:
             return
         p = self.ports[f.came]
@@ -416,6 +436,34 @@ class RefNet:
         elif p.pause_sent and p.held < p.xon:
             p.pause_sent = False
             self._at(t + p.pause_delay, PAUSE, 2 * p.id + 1, self._paused, p, False)
+
+    def _give_back(self, link: int, n: int, t: int) -> None:
+        """Credit: n bytes (negative: taken back) decided at t, on their way to port `link`."""
+        if link < 0 or not self.sc.credit or n == 0:
+            return
+        p = self.ports[link]
+        self._at(t + p.credit_delay, PAUSE, 2 * p.id, self._credit_home, p, n)
+
+    def _credit_home(self, p: Port, n: int) -> None:
+        p.credit += n
+        if p.paused:
+            self._want_grant(p, self.env.now)
+
+    def _starve(self, p: Port, on: bool, t: int) -> None:
+        """Credit: p's head frame waits for credit (on) or does not any more: counted as paused."""
+        if p.credit is None:
+            return
+        if on and not p.paused:
+            p.paused, p.paused_since = True, t
+        elif not on and p.paused:
+            p.paused = False
+            p.paused_ps += t - p.paused_since
+
+    def _cost(self, p: Port, f: Frame) -> int:
+        """Credit frame f spends on p: its length per egress port its route gives it at v."""
+        m = self.messages[f.msg]
+        tree = f.tree if self.rules.in_flight_multicast == "old-tree" else None
+        return f.len * len(self._egress(m, p.v, f.to, tree))
 
     def _paused(self, p: Port, on: bool) -> None:
         t = self.env.now
@@ -510,12 +558,13 @@ class RefNet:
     def _grant(self, p: Port) -> None:
         t = self.env.now
         p.checks.discard(t)
-        if not p.up or p.free_at > t or p.paused:
+        if not p.up or p.free_at > t or (p.paused and p.credit is None):
             return
         while True:
             st = p.eligible_stream(t)
             have_t, have_l = bool(p.transit), st is not None
             if not have_t and not have_l:
+                self._starve(p, False, t)
                 return
             if have_t and have_l:
                 pol = self.sc.arbiter
@@ -525,6 +574,23 @@ class RefNet:
                     pick = "transit" if pol == "transit-first" else "local"
             else:
                 pick = "transit" if have_t else "local"
+            cost = 0
+            if p.credit is not None:
+                if pick == "transit":
+                    head = p.transit[0]
+                else:
+                    m = self.messages[st.msg]
+                    k = st.frags[st.pos]
+                    head = Frame(m.id, k, m.frame_len_of(k), st.to,
+                                 self.trees[m.tree] if m.tree is not None and st.to < 0 else None)
+                    if p.mtu is not None and head.len - ETH_HEADER > p.mtu:
+                        head = None       # dropped at the source: it spends nothing
+                cost = self._cost(p, head) if head is not None else 0
+                if cost and cost > p.credit:
+                    self._starve(p, True, t)          # the port waits; the arbiter's turn stays
+                    return
+                self._starve(p, False, t)
+                p.credit -= cost
             p.granted_last = pick
             if pick == "transit":
                 f = p.transit.popleft()
@@ -545,6 +611,8 @@ class RefNet:
                     self._drop_node(p.u, "mtu", f, t)
                     continue
                 p.c["offered"] += 1
+            if p.credit is not None:
+                f.cred = cost
             self._transmit(p, f, t)
             return
 
@@ -557,7 +625,7 @@ class RefNet:
         elif p.loss.corrupt == 1.0:
             fate = "corrupt"
         end = t + ser_ps(f.len, p.rate)
-        rec = Transmission(p.id, f.msg, f.frag, f.len, t, end, retx=f.to >= 0)
+        rec = Transmission(p.id, f.msg, f.frag, f.len, t, end, retx=f.to >= 0, cred=f.cred)
         self.records.append(rec)
         p.c["transmitted"] += 1
         p.free_at = end
@@ -582,6 +650,8 @@ class RefNet:
         p.c["busy"] += rec.end - rec.start
         if fate != "ok":
             self._drop_link(p, fate, f, t)
+            if not p.datapath:
+                self._give_back(p.id, f.cred, t)   # lost on u->v: v returns what it cost
             return
         p.c["delivered"] += 1
         if not p.datapath:
@@ -600,6 +670,8 @@ class RefNet:
         tree = f.tree if self.rules.in_flight_multicast == "old-tree" else None
         here = v in self._members(m, f.to, tree)
         egress = self._egress(m, v, f.to, tree)
+        if self.sc.credit:
+            self._give_back(f.came, f.cred - f.len * len(egress), t)  # copies not as paid for
         if not here and not egress:
             self._drop_node(v, "no_route", f, t)
             return
@@ -623,11 +695,13 @@ class RefNet:
         q.c["offered"] += 1
         if not q.up:
             self._drop_link(q, "link_down", f, t)
+            self._give_back(f.came, f.len, t)
             return
         if q.mtu is not None and f.len - ETH_HEADER > q.mtu:
             self._drop_link(q, "mtu", f, t)
+            self._give_back(f.came, f.len, t)
             return
-        if not self.sc.lossless and not self.sc.pause:
+        if not self.sc.lossless and not self.sc.pause and not self.sc.credit:
             cap_f, cap_b = q.cap_frames, q.cap_bytes
             if (cap_f and len(q.transit) + 1 > cap_f) or (cap_b and q.transit_bytes + f.len > cap_b):
                 self._drop_link(q, "queue_full", f, t)
@@ -663,6 +737,8 @@ class RefNet:
         if not p.up:
             return
         p.up = False
+        self._starve(p, False, t)
+        self._give_back(p.id, sum(rec.cred for rec, _ev in p.flying.values()), t)
         for key in sorted(p.flying):
             rec, _ev = p.flying[key]
             rec.fate, rec.time = "link_down", t
@@ -722,6 +798,9 @@ class RefNet:
                 self._drop_at_source(m, s.frags[s.pos:])
             else:
                 self._add_stream(m, ports[0], s.frags[s.pos:], max(s.ready, t), s.to, prio=s.prio)
+        for p in self.ports:
+            if p.credit is not None and p.paused:
+                self._want_grant(p, t)    # what a head frame costs follows the new routes
 
     # -- run and results
     def run(self) -> "RefNet":

@@ -75,12 +75,14 @@ def random_scenario(seed, *, max_at=400_000_000):
 
 
 def run_both(D, n, nh, msgs, cap, *, lossless=True, trees=(), losses=(), nic=0, seed=0, nic_rate=0,
-             arbiter="rr", changes=(), reroutes=(), track=False, trains=None, log=True, pause=False, live=()):
+             arbiter="rr", changes=(), reroutes=(), track=False, trains=None, log=True, pause=False, live=(),
+             credit=False):
     """``changes``: (t, kind, args) as RefNet.change; ``reroutes``: (t, next_hop, {tree index: (tree, members)}).
     ``live``: what the application hands over during the run, in time order: (t, "send", (src, dst,
     nfrags, flen, llen, prio)) or (t, "resend", (message index, dst, frags, prio)); live sends are
     numbered after ``msgs`` in that order.
     ``pause``: 802.3x PAUSE on every link, thresholds from each port's byte capacity ``cap[1]``.
+    ``credit``: hop-by-hop credits on every link, ``cap[1]`` bytes of them per port.
 
     ``log=False``: no log sink (the engine writes no transmission records, as in replay):
     completions, "sent", drops and conservation are still compared with the reference."""
@@ -89,7 +91,7 @@ def run_both(D, n, nh, msgs, cap, *, lossless=True, trees=(), losses=(), nic=0, 
         D.edges[e]["queue_bytes"] = cap[1] or None
     sim = Simulator()
     net = Network(sim, D, nh, boards=n, nic_latency_ps=nic, nic_rate_bps=nic_rate, lossless=lossless,
-                  seed=seed, arbiter=arbiter, trains=TRAINS if trains is None else trains, pause=pause)
+                  seed=seed, arbiter=arbiter, trains=TRAINS if trains is None else trains, pause=pause, credit=credit)
     log_on, log = log, []
     if log_on:
         net.log_sinks.append(log.append)
@@ -104,7 +106,7 @@ def run_both(D, n, nh, msgs, cap, *, lossless=True, trees=(), losses=(), nic=0, 
     ref = RefNet([(u, v, D.edges[u, v]["rate_bps"], D.edges[u, v]["latency_ps"]) for u, v in links],
                  n, n, nh, nic, cap, lossless=lossless, seed=seed, nic_rate=nic_rate, arbiter=arbiter,
                  pause={i: (int(net.LK[i, K.L_XOFF]), int(net.LK[i, K.L_XON]), int(net.LK[i, K.L_PAUSE_DLY]))
-                        for i in range(len(links))} if pause else None)
+                        for i in range(len(links))} if pause else None, credit=credit)
 
     def ref_loss(loss):
         return None if not loss.p and loss.r is None else ((loss.p,) if loss.r is None else
@@ -207,6 +209,11 @@ def run_both(D, n, nh, msgs, cap, *, lossless=True, trees=(), losses=(), nic=0, 
     if pause:
         assert (lk.peak_held_bytes <= cap[1]).all()  # a paused fabric never overflows its buffers
         assert not net.LK[:nl, K.L_HELD].any() and not net.LK[:nl, K.L_PAUSED].any()  # all released
+    if credit:
+        assert (lk.peak_held_bytes <= cap[1]).all()  # by construction: a port never overdraws its credit
+        # drained: every credit came back, and nothing waits for any
+        assert (net.LK[:nl, K.L_CREDIT] == cap[1]).all() and (net.LK[:nl, K.L_CHEAD] == -1).all()
+        assert not net.LK[:nl, K.L_HELD].any() and net.SC[K.SC_CTOKENS] == 0 and not net.LK[:nl, K.L_PAUSED].any()
     return net, ref, done
 
 

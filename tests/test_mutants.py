@@ -30,7 +30,7 @@ def test_every_listed_original_is_found_once_in_the_tree():
 
 
 def test_a_list_whose_original_is_not_found_exactly_once_is_refused(tmp_path):
-    for original, found in (("local = LK[link, L_LAST] == 2", 0), ("LK[link, L_LAST]", 2)):
+    for original, found in (("local = LK[link, L_LAST] == 2", 0), ("LK[link, L_LAST] = ", 2)):
         data = tmp_path / "m.toml"
         data.write_text(ENTRY.format(original=original))
         p = check("--data", str(data))

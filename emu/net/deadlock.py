@@ -1,10 +1,14 @@
-"""Pause deadlock: ports paused in a cycle, each holding back the frames the next one waits for.
+"""Pause or credit deadlock: ports paused (or waiting for credit) in a cycle, each holding back the
+frames the next one waits for.
 
 With PAUSE (docs/engine.md, "Port buffers and flow control") port u->v is paused while v holds
 XOFF bytes of frames that arrived over it; those frames wait at v's egress ports. If each of
 those ports is itself paused for the same reason, around a cycle, no frame of the cycle can
-move again: a cyclic buffer dependency, the known PFC hazard on rings and tori. ``cycle`` finds
-one in a network whose frame loop has nothing left to do (no progress).
+move again: a cyclic buffer dependency, the known PFC hazard on rings and tori. Credit has the
+same hazard: port u->v waits for credit that returns only when the frames that arrived over it
+leave v's egress ports, and those wait for credit of their own. Under credit the kernel marks a
+port waiting for credit as paused (L_PAUSED), so one graph finds both. ``cycle`` finds one in a
+network whose frame loop has nothing left to do (no progress).
 """
 
 from __future__ import annotations

@@ -74,7 +74,9 @@ SC_DEFERRED = 23     # train entries whose frames are delivered as one at the fa
 SC_NDEFER = 24       # trains delivered as one at their destination (docs/engine.md, "Trains")
 SC_HOLE = 25         # 1: the heap's root is the event being processed: the first push takes its place
 SC_BIN_CAP = 26      # most bins LB may hold (0: no limit): past it the bins widen (coarsen_bins)
-SC_SIZE = 27
+SC_CREDIT = 27       # 1: hop-by-hop credit flow control (docs/engine.md, "Port buffers and flow control")
+SC_CTOKENS = 28      # credit returns on their way (rows of the frame pool that are not frames)
+SC_SIZE = 29
 
 ARB_RR = 0        # round robin per frame between the local and the transit queue
 ARB_TRANSIT = 1   # transit first
@@ -128,20 +130,23 @@ LINKS = Table("link directions (LK)", "L", (
     ("held_max", "pause: peak of held"),
     ("xoff", "pause: the far node sends PAUSE when held reaches this (0: no pause on this link)"),
     ("xon", "pause: ... and the resume when held falls below this"),
-    ("pause_dly", "pause: ps from the far node's decision to this port obeying it (PAUSE wire time + propagation)"),
+    ("pause_dly", "pause, credit: ps from the far node's decision (PAUSE, or a credit return) to this port having it (its frame's wire time + propagation)"),
     ("xoff_sent", "pause: 1 while the far node's last decision was PAUSE"),
-    ("paused", "pause: 1 while this port starts no frame"),
-    ("paused_at", "pause: when it was paused"),
-    ("paused_ps", "pause: time paused before paused_at"),
+    ("paused", "pause: 1 while this port starts no frame; credit: 1 while its head frame waits for credit"),
+    ("paused_at", "pause: when it was paused (credit: starved)"),
+    ("paused_ps", "pause: time paused before paused_at (credit: starved)"),
+    ("credit", "credit: bytes of the far node's transit buffer this port may still fill"),
+    ("chead", "credit: the oldest credit return on its way to this port (a frame pool row; -1: none)"),
+    ("ctail", "credit: the newest credit return on its way"),
 ))
 # LINKS's columns, rendered from it by `python -m emu.net.render_tables` (do not edit)
 (L_SRC, L_DST, L_RATE, L_LAT, L_MTU, L_CAPF, L_CAPB, L_UP, L_WHEAD, L_WTAIL, L_THEAD, L_TTAIL,
  L_QF, L_QB, L_TX_END, L_ARR_PEND, L_TX_PEND, L_SHEAD, L_STAIL, L_LAST, L_SENT, L_OFF_F,
  L_OFF_B, L_TX_F, L_TX_B, L_DLV_F, L_DLV_B, L_BUSY, L_MAXQ, L_LOCAL_F, L_TRANSIT_F, L_LOSS,
  L_GE_BAD, L_TXN, L_DL_POS, L_DL_END, L_SER_LEN, L_SER_PS, L_NICQ, L_TRAIN, L_DEFER_IN, L_HELD,
- L_HELD_MAX, L_XOFF, L_XON, L_PAUSE_DLY, L_XOFF_SENT, L_PAUSED, L_PAUSED_AT,
- L_PAUSED_PS) = range(50)
-L_NCOLS = 50
+ L_HELD_MAX, L_XOFF, L_XON, L_PAUSE_DLY, L_XOFF_SENT, L_PAUSED, L_PAUSED_AT, L_PAUSED_PS,
+ L_CREDIT, L_CHEAD, L_CTAIL) = range(53)
+L_NCOLS = 53
 
 # ---- link parameters (LF, float64) ------------------------------------------
 LINK_PARAMS = Table("link parameters (LF)", "LF", (
@@ -199,14 +204,15 @@ FRAMES = Table("frame pool (FP)", "F", (
     ("gap", "a train's spacing: frame k starts at F_START + k * F_GAP (= F_SER where it was granted)"),
     ("defer", "a train whose frames the far node takes as one (DEFER_*; 0: frame by frame)"),
     ("in", "the physical link it last arrived over (pause accounting at its node)"),
+    ("cred", "credit: what its start on the current link spent (bytes x the far node's transit copies)"),
 ))
 DEFER_HERE = 1      # the link's far node takes the train's frames as one, when its last frame is there
 DEFER_DATAPATH = 2  # the frames pass the far node's idle datapath one by one, then as DEFER_HERE there
 DEFER_NOT = -1      # taken back to frame by frame: not deferred again (whatever took it back recurs)
 # FRAMES's columns, rendered from it by `python -m emu.net.render_tables` (do not edit)
 (F_MSG, F_FRAG, F_LEN, F_ROUTE, F_NEXT, F_ENQ, F_START, F_END, F_ARR, F_FATE, F_QB, F_RETX,
- F_HOPS, F_LOCAL, F_NTRAIN, F_SER, F_GAP, F_DEFER, F_IN) = range(19)
-F_NCOLS = 19
+ F_HOPS, F_LOCAL, F_NTRAIN, F_SER, F_GAP, F_DEFER, F_IN, F_CRED) = range(20)
+F_NCOLS = 20
 
 # ---- messages (MS, int64) ---------------------------------------------------
 MESSAGES = Table("messages (MS)", "M", (
@@ -321,6 +327,8 @@ _KIND_SHIFT = 1 << 40  # heap key = kind * _KIND_SHIFT + link: arrivals (0) befo
 # A PAUSE or resume reaching port ``link``: key _PAUSE_KEY + 2 * link + (0 PAUSE, 1 resume), after
 # the arrivals and before the grants of its instant (a PAUSE sent before a resume goes first).
 _PAUSE_KEY = 1 << 39
+# Credit returned to port ``link`` reaching it: key _CREDIT_KEY + link, in the same phase as a PAUSE.
+_CREDIT_KEY = _PAUSE_KEY + (1 << 38)
 KEY_GRANTS = _KIND_SHIFT   # stop key: before the grants at the limit time
 KEY_ALL = INF              # stop key: after everything at the limit time
 
@@ -511,10 +519,14 @@ def offer_transit(SC, LK, LD, FP, FREE, HP, NS, SP, link, e, t):
     if LK[link, L_UP] == 0:
         _drop_link(LD, link, DROP_DOWN, flen)
         _free_frame(SC, FREE, e)
+        if SC[SC_CREDIT] == 1:
+            _credit_back(SC, LK, FP, FREE, HP, FP[e, F_IN], flen, t)  # the copy's credit goes back
         return
     if flen - ETH_LEN > LK[link, L_MTU]:
         _drop_link(LD, link, DROP_MTU, flen)
         _free_frame(SC, FREE, e)
+        if SC[SC_CREDIT] == 1:
+            _credit_back(SC, LK, FP, FREE, HP, FP[e, F_IN], flen, t)
         return
     if SC[SC_LOSSLESS] == 0:
         capf = LK[link, L_CAPF]
@@ -537,18 +549,28 @@ def offer_transit(SC, LK, LD, FP, FREE, HP, NS, SP, link, e, t):
     LK[link, L_QB] += flen
     if LK[link, L_QB] > LK[link, L_MAXQ]:
         LK[link, L_MAXQ] = LK[link, L_QB]
-    _hold(SC, LK, HP, FP[e, F_IN], flen, t)
+    _hold(SC, LK, FP, FREE, HP, FP[e, F_IN], flen, 0, t)
     schedule_tx(LK, HP, SC, link, max(t, LK[link, L_TX_END]))
 
 
 @_inline
-def _hold(SC, LK, HP, i, nbytes, t):
+def _hold(SC, LK, FP, FREE, HP, i, nbytes, back, t):
     """Pause accounting at the far node of link ``i`` (the link a transit frame arrived over):
     ``nbytes`` more (a frame joins a transit queue) or fewer (< 0: it leaves for the wire, or is
     dropped there) held for ``i``. Crossing XOFF upwards sends a PAUSE to ``i``'s port, falling
     below XON after one sends the resume; each reaches the port L_PAUSE_DLY later (docs/engine.md,
-    "Port buffers and flow control")."""
-    if i < 0 or LK[i, L_XOFF] == 0:
+    "Port buffers and flow control"). Under credit the same count is kept, and a copy that leaves
+    (``back`` > 0 bytes: granted on its egress port, or dropped there) returns its credit to ``i``."""
+    if i < 0:
+        return
+    if LK[i, L_XOFF] == 0:
+        if SC[SC_CREDIT] == 1:
+            h = LK[i, L_HELD] + nbytes
+            LK[i, L_HELD] = h
+            if h > LK[i, L_HELD_MAX]:
+                LK[i, L_HELD_MAX] = h
+            if back != 0:
+                _credit_back(SC, LK, FP, FREE, HP, i, back, t)
         return
     h = LK[i, L_HELD] + nbytes
     LK[i, L_HELD] = h
@@ -580,6 +602,84 @@ def _pause_event(SC, LK, FP, FREE, NS, SP, HP, x, t, key):
         LK[link, L_PAUSED_PS] += t - LK[link, L_PAUSED_AT]
         if LK[link, L_UP] == 1 and (LK[link, L_SHEAD] != -1 or LK[link, L_THEAD] != -1):
             schedule_tx(LK, HP, SC, link, max(t, LK[link, L_TX_END]))
+
+
+@_inline
+def _credit_back(SC, LK, FP, FREE, HP, i, nbytes, t):
+    """Credit: ``nbytes`` of port ``i``'s credit return (< 0: taken back), decided at its far node
+    at ``t``, reach the port L_PAUSE_DLY later (the credit frame's wire time + propagation). Returns
+    due at the same instant travel as one (a row of the frame pool, on the port's list)."""
+    at = t + LK[i, L_PAUSE_DLY]
+    tail = LK[i, L_CTAIL]
+    if tail != -1 and FP[tail, F_ARR] == at:
+        FP[tail, F_LEN] += nbytes
+        return
+    c = _alloc_frame(SC, FREE)
+    FP[c, F_ARR] = at
+    FP[c, F_LEN] = nbytes
+    FP[c, F_NEXT] = -1
+    if tail == -1:
+        LK[i, L_CHEAD] = c
+    else:
+        FP[tail, F_NEXT] = c
+    LK[i, L_CTAIL] = c
+    SC[SC_CTOKENS] += 1
+    heap_push(HP, SC, at, _CREDIT_KEY + i)
+
+
+@_inline
+def _starved(LK, link, t, on):
+    """Credit: port ``link``'s head frame starts (on = 1) or stops waiting for credit at ``t``;
+    the time it waited counts as paused (L_PAUSED_PS)."""
+    if on == 1:
+        if LK[link, L_PAUSED] == 0:
+            LK[link, L_PAUSED] = 1
+            LK[link, L_PAUSED_AT] = t
+    elif LK[link, L_PAUSED] == 1:
+        LK[link, L_PAUSED] = 0
+        LK[link, L_PAUSED_PS] += t - LK[link, L_PAUSED_AT]
+
+
+@_entry
+def _credit_event(SC, LK, FP, FREE, HP, link, t):
+    """Credit returned to port ``link`` reaches it at ``t``: a port waiting for credit looks again."""
+    c = LK[link, L_CHEAD]
+    while c != -1 and FP[c, F_ARR] <= t:
+        LK[link, L_CREDIT] += FP[c, F_LEN]
+        nxt = FP[c, F_NEXT]
+        _free_frame(SC, FREE, c)
+        SC[SC_CTOKENS] -= 1
+        c = nxt
+    LK[link, L_CHEAD] = c
+    if c == -1:
+        LK[link, L_CTAIL] = -1
+    if LK[link, L_PAUSED] == 1 and LK[link, L_UP] == 1:
+        schedule_tx(LK, HP, SC, link, max(t, LK[link, L_TX_END]))  # the waiting port looks again
+
+
+@_inline
+def _credit_cost(SC, LK, FP, FW, MS, SP, SL, link, local, s):
+    """Credit: what the frame the arbiter picked spends to start on ``link``: its length times the
+    transit copies the far node makes of it (its egress ports on the frame's route there; 0 where
+    it only delivers). A local frame too large for the port is dropped at the source: 0."""
+    if local:
+        msg = SP[s, S_MSG]
+        pos = SP[s, S_POS]
+        frag = pos if SP[s, S_LIST] < 0 else SL[SP[s, S_LIST] + pos]
+        flen = MS[msg, M_LLEN] if frag == MS[msg, M_NFRAGS] - 1 else MS[msg, M_FLEN]
+        if flen - ETH_LEN > LK[link, L_MTU]:
+            return 0
+        route = SP[s, S_ROUTE]
+    else:
+        e = LK[link, L_THEAD]
+        flen = FP[e, F_LEN]
+        route = FP[e, F_ROUTE]
+    row = route * SC[SC_NNODES] + LK[link, L_DST]
+    ncols = FW.shape[1]
+    n = 0
+    while n + 1 < ncols and FW[row, n + 1] >= 0:
+        n += 1
+    return flen * n
 
 
 @_inline
@@ -826,7 +926,7 @@ def _train(SC, LK, NS, FP, SP, link, s, e, frag, flen, src):
 
 
 @_inline
-def _grant_transit(SC, LK, FP, HP, link, t):
+def _grant_transit(SC, LK, FP, FREE, HP, link, t):
     """Grant transit: the oldest frame of the transit queue (FIFO) leaves it for the wire (and
     the node's buffer: pause accounting)."""
     e = LK[link, L_THEAD]
@@ -837,15 +937,17 @@ def _grant_transit(SC, LK, FP, HP, link, t):
     LK[link, L_QF] -= 1
     LK[link, L_QB] -= FP[e, F_LEN]
     LK[link, L_TRANSIT_F] += 1
-    _hold(SC, LK, HP, FP[e, F_IN], -FP[e, F_LEN], t)
+    _hold(SC, LK, FP, FREE, HP, FP[e, F_IN], -FP[e, F_LEN], FP[e, F_LEN], t)
     return e
 
 
 @_inline
-def _transmitter(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, MS, SP, SL, SFREE, UP, link, t):
+def _transmitter(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, FW, MS, SP, SL, SFREE, UP, link, t):
     """The port's transmitter is free at ``t``: the arbiter grants one frame, if any is eligible
     (the transmit start of the port: the frame, or a train, goes on the wire now and the
-    transmitter looks again when it ends)."""
+    transmitter looks again when it ends). Under credit the frame the arbiter picks starts only
+    if the port has the credit it spends (``_credit_cost``); else the whole port waits (head of
+    line) and its arbiter picks again when credit arrives or the port's queues change."""
     LK[link, L_TX_PEND] = -1
     if LK[link, L_TX_END] > t:
         schedule_tx(LK, HP, SC, link, LK[link, L_TX_END])
@@ -858,7 +960,7 @@ def _transmitter(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, MS, SP, SL, SFREE
         _stream_sent(SC, MS, UP, m, link, t)
     if LK[link, L_UP] == 0:
         return  # no carrier: the local queue waits for the link to come up
-    if LK[link, L_PAUSED] == 1:
+    if LK[link, L_PAUSED] == 1 and SC[SC_CREDIT] == 0:
         return  # paused: both queues wait for the resume (_pause_event)
     while True:
         if SC[SC_UP] + 2 > UP.shape[0] or SC[SC_FREE] < 2:
@@ -870,13 +972,30 @@ def _transmitter(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, MS, SP, SL, SFREE
         if not has_t and not has_l:
             if s != -1:
                 schedule_tx(LK, HP, SC, link, SP[s, S_READY])
+            if LK[link, L_PAUSED] == 1:
+                _starved(LK, link, t, 0)  # credit: nothing waits any more
             return
-        if _arbiter(SC, LK, link, has_t, has_l):
+        last = LK[link, L_LAST]
+        local = _arbiter(SC, LK, link, has_t, has_l)
+        cost = 0
+        if SC[SC_CREDIT] == 1:
+            cost = _credit_cost(SC, LK, FP, FW, MS, SP, SL, link, local, s)
+            if cost > 0 and cost > LK[link, L_CREDIT]:
+                # Not enough credit for the head frame: the port waits (the round robin's turn stays).
+                LK[link, L_LAST] = last
+                _starved(LK, link, t, 1)
+                if s != -1 and not has_l:
+                    schedule_tx(LK, HP, SC, link, SP[s, S_READY])  # the arbiter picks again then
+                return
+            _starved(LK, link, t, 0)
+            LK[link, L_CREDIT] -= cost
+        if local:
             e = _grant_local(SC, LK, LF, ND, NS, FP, FREE, MS, SP, SL, SFREE, UP, link, s, has_t, t)
             if e < 0:
                 continue
         else:
-            e = _grant_transit(SC, LK, FP, HP, link, t)
+            e = _grant_transit(SC, LK, FP, FREE, HP, link, t)
+        FP[e, F_CRED] = cost
         end = _start(LK, LF, LR, DL, FP, HP, SC, link, e, t)
         if FP[e, F_NTRAIN] > 1:
             # Loss-free link: every frame's fate is 0; only the transmission index moves.
@@ -1107,7 +1226,7 @@ def _off_wire(SC, LK, FP, FREE, HP, link, e):
 
 
 @_inline
-def _transmitted(SC, LK, LD, LG, LB, FP, FREE, link, e, t):
+def _transmitted(SC, LK, LD, LG, LB, FP, FREE, HP, link, e, t):
     """Transmit complete: frame ``e``'s transmission on ``link`` is accounted when it is over,
     so a link failure never leaves counters for frames that did not cross the wire: the
     port's sent frames, wire bytes and busy time, a log record and the statistics bins
@@ -1126,6 +1245,8 @@ def _transmitted(SC, LK, LD, LG, LB, FP, FREE, link, e, t):
     if fate != 0:
         _drop_link(LD, link, fate, flen)
         _free_frame(SC, FREE, e)
+        if SC[SC_CREDIT] == 1 and physical and FP[e, F_CRED] != 0:
+            _credit_back(SC, LK, FP, FREE, HP, link, FP[e, F_CRED], t)  # as if the far node dropped it
         return False
     LK[link, L_DLV_F] += 1
     LK[link, L_DLV_B] += flen
@@ -1159,6 +1280,10 @@ def _forward(SC, LK, LD, ND, NS, FP, FREE, HP, FW, MS, MD, BITS, UP, SP, LB, lin
     n = 0
     while n + 1 < ncols and FW[row, n + 1] >= 0:
         n += 1
+    if SC[SC_CREDIT] == 1 and FP[e, F_CRED] != n * flen:
+        # Credit: the copies made here are not what the port paid for (a route changed on the
+        # way, or none: no_route): the difference goes back to it (or is taken back).
+        _credit_back(SC, LK, FP, FREE, HP, FP[e, F_IN], FP[e, F_CRED] - n * flen, t)
     if not member and n == 0:
         _drop_node(ND, node, DROP_NOROUTE, 1, flen)  # neither delivered nor forwarded
         _free_frame(SC, FREE, e)
@@ -1186,7 +1311,7 @@ def _arrival(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, LG, FW, MS, MD, BITS,
     if _arrive_deferred(SC, LK, LD, ND, NS, FP, FREE, HP, FW, MS, MD, BITS, UP, LB, link, e, t):
         return
     e = _off_wire(SC, LK, FP, FREE, HP, link, e)
-    if _transmitted(SC, LK, LD, LG, LB, FP, FREE, link, e, t):
+    if _transmitted(SC, LK, LD, LG, LB, FP, FREE, HP, link, e, t):
         _forward(SC, LK, LD, ND, NS, FP, FREE, HP, FW, MS, MD, BITS, UP, SP, LB, link, e, t)
 
 
@@ -1614,6 +1739,18 @@ def remove_stream(s, link, st, t, key):
     MS[SP[st, S_MSG], M_LIVE] -= 1
     SFREE[SC[SC_SFREE]] = st
     SC[SC_SFREE] += 1
+    if SC[SC_CREDIT] == 1 and LK[link, L_PAUSED] == 1 and LK[link, L_UP] == 1:
+        schedule_tx(LK, s.HP, SC, link, max(t, LK[link, L_TX_END]))  # its head waited for credit
+
+
+@_entry
+def credit_look(s, t):
+    """Credit: after the routes changed at ``t`` (what a frame spends depends on them), every port
+    waiting for credit looks again. Pushes at most one heap entry per link."""
+    SC, LK, HP = s.SC, s.LK, s.HP
+    for link in range(SC[SC_NLINKS]):
+        if LK[link, L_PAUSED] == 1 and LK[link, L_UP] == 1:
+            schedule_tx(LK, HP, SC, link, max(t, LK[link, L_TX_END]))
 
 
 @_inline
@@ -1689,11 +1826,14 @@ def advance(s, limit, limit_key, margin):
             link = key - _KIND_SHIFT
             SC[SC_EVENTS] += 1
             SC[SC_HOLE] = 1  # popped when it is done, unless a push takes its place first
-            _transmitter(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, MS, SP, SL, SFREE, UP, link, t)
+            _transmitter(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, FW, MS, SP, SL, SFREE, UP, link, t)
         elif key >= _PAUSE_KEY:
             SC[SC_EVENTS] += 1
             SC[SC_HOLE] = 1
-            _pause_event(SC, LK, FP, FREE, NS, SP, HP, key - _PAUSE_KEY, t, key)
+            if key >= _CREDIT_KEY:
+                _credit_event(SC, LK, FP, FREE, HP, key - _CREDIT_KEY, t)
+            else:
+                _pause_event(SC, LK, FP, FREE, NS, SP, HP, key - _PAUSE_KEY, t, key)
         else:
             link = key
             SC[SC_EVENTS] += 1
@@ -1717,9 +1857,11 @@ def link_down(s, link, t, key):
     log (link statistics) and a drop list's transmission indices agree."""
     SC, LK, LD, LG, FP, FREE, MS, UP, LB = s.SC, s.LK, s.LD, s.LG, s.FP, s.FREE, s.MS, s.UP, s.LB
     e = LK[link, L_WHEAD]
+    cut = 0  # credit: what the frames cut off spent, back to this port
     while e != -1:
         nxt = FP[e, F_NEXT]
         flen = FP[e, F_LEN]
+        cut += FP[e, F_CRED]
         # A train is its frames, one after another (all of them have started by now).
         for k in range(max(FP[e, F_NTRAIN], 1)):
             if k > 0:
@@ -1744,8 +1886,8 @@ def link_down(s, link, t, key):
     while e != -1:
         nxt = FP[e, F_NEXT]
         _drop_link(LD, link, DROP_DOWN, FP[e, F_LEN])
-        _hold(SC, LK, s.HP, FP[e, F_IN], -FP[e, F_LEN], t)
-        _free_frame(SC, FREE, e)
+        _free_frame(SC, FREE, e)  # first: a credit return may take its row
+        _hold(SC, LK, FP, FREE, s.HP, FP[e, F_IN], -FP[e, F_LEN], FP[e, F_LEN], t)
         e = nxt
     LK[link, L_WHEAD] = -1
     LK[link, L_WTAIL] = -1
@@ -1755,6 +1897,11 @@ def link_down(s, link, t, key):
     LK[link, L_QB] = 0
     LK[link, L_ARR_PEND] = -1
     LK[link, L_UP] = 0
+    if SC[SC_CREDIT] == 1:
+        if cut != 0 and link < SC[SC_NLINKS]:
+            _credit_back(SC, LK, FP, FREE, s.HP, link, cut, t)
+        if LK[link, L_PAUSED] == 1:
+            _starved(LK, link, t, 0)  # a port down waits for no credit
     # The frame on the wire is cut off: the transmitter is free from now on.
     if LK[link, L_TX_END] > t:
         LK[link, L_TX_END] = t

@@ -27,7 +27,7 @@ from ..errors import ConfigError
 from ..sim import Simulator
 from ..topology.forwarding import tree_rows, unicast_rows
 from . import kernel as K
-from .flowcontrol import thresholds
+from .flowcontrol import credit as credits, thresholds
 from .state import KERNEL, State, placeholders, set_kernel
 
 # Default transit queue when the topology gives none: what a 1 GbE MAC on the KR260
@@ -163,7 +163,9 @@ class Network:
     picks the next frame. Transit queues hold ``queue_bytes`` / ``queue_frames``
     (64 KiB when the topology gives neither) and drop what does not fit (drop-tail)
     unless ``lossless``, where they grow instead: an ideal lossless fabric whose
-    buffers absorb bursts, with the depth reported.
+    buffers absorb bursts, with the depth reported. ``pause`` (802.3x PAUSE) or ``credit``
+    (hop-by-hop credits) make the fabric lossless with each port's byte capacity as the far
+    node's buffer for it (docs/engine.md, "Port buffers and flow control").
     """
 
     def __init__(
@@ -178,6 +180,7 @@ class Network:
         arbiter: str = "rr",
         lossless: bool = True,
         pause: bool = False,
+        credit: bool = False,
         seed: int = 0,
         log: bool = True,
         frames: int = 4096,
@@ -234,10 +237,19 @@ class Network:
                 th = thresholds(topology, u, v, int(LK[i, K.L_CAPB]) or DEFAULT_QUEUE_BYTES, int(LK[i, K.L_LAT]),
                                 int(nic_rate.get(v, 0) or 0), int(nic.get(v, 0)) if v in datapath else 0)
                 LK[i, K.L_XOFF], LK[i, K.L_XON], LK[i, K.L_PAUSE_DLY] = th.xoff, th.xon, th.delay_ps
+        self.credit = credit
+        if credit:
+            if pause:
+                raise ConfigError("flow control: pause or credit, not both")
+            # Hop-by-hop credits per link direction: the far node's buffer for it (docs/engine.md).
+            for i, (u, v) in enumerate(edges):
+                buf = int(LK[i, K.L_CAPB]) or DEFAULT_QUEUE_BYTES
+                LK[i, K.L_PAUSE_DLY] = credits(topology, u, v, buf)
+                LK[i, K.L_CREDIT] = buf
         self.datapath = datapath
         self.forwarding_latency_ps = {n: int(nic.get(n, 0)) for n in topology.nodes}
         for col in (K.L_WHEAD, K.L_WTAIL, K.L_THEAD, K.L_TTAIL, K.L_ARR_PEND, K.L_TX_PEND,
-                    K.L_SHEAD, K.L_STAIL, K.L_SENT, K.L_SER_LEN):
+                    K.L_SHEAD, K.L_STAIL, K.L_SENT, K.L_SER_LEN, K.L_CHEAD, K.L_CTAIL):
             LK[:, col] = -1
         self.LK = LK
         self.LF = np.zeros((total, K.LF_NCOLS), np.float64)
@@ -266,11 +278,12 @@ class Network:
         self.SC = np.zeros(K.SC_SIZE, np.int64)
         self.SC[K.SC_FREE] = frames
         self.SC[K.SC_SFREE] = 256
-        self.SC[K.SC_LOSSLESS] = int(lossless or pause)  # paused ports hold frames back: none dropped
+        self.SC[K.SC_LOSSLESS] = int(lossless or pause or credit)  # flow control holds frames back: none dropped
+        self.SC[K.SC_CREDIT] = int(credit)
         self.SC[K.SC_NLINKS] = nl
         self.SC[K.SC_NNODES] = self.nodes
         self.SC[K.SC_ARB] = K.ARBITERS[arbiter]
-        self.SC[K.SC_TRAINS] = int(trains)
+        self.SC[K.SC_TRAINS] = int(trains and not credit)  # under credit every frame is granted on its own
         self._nmd = 0
         self._nbits = 0
         self._nsl = 0
@@ -422,6 +435,9 @@ class Network:
                 self._remove_stream(link, s)
                 self._add_stream(hops[0], mid, route, pos, end, lst, ready, prio)
         self._replaced.clear()
+        if self.credit:  # a head frame's credit follows the routes: the ports waiting for it look again
+            self._heap_room(len(self.links))
+            call(K.credit_look, self.state, self._point()[0])
         if dropped and self._upcall_ev is None:
             self._upcall_ev = self.sim.at(now, self._upcalls_due)
         self._rearm()
@@ -717,8 +733,8 @@ class Network:
     def link_down(self, link: int) -> None:
         self._sync()
         self._cut_port(link)  # a train's frames not started by now go back to its stream
-        if self.pause:
-            self._heap_room(len(self.links))  # a resume for each link whose frames its queue drops
+        if self.pause or self.credit:
+            self._heap_room(len(self.links) + 1)  # a resume, or credit, for each link whose frames it drops
         if self.SC[K.SC_UP] + 1 > self.UP.shape[0]:
             self.UP = _grow(self.UP, 2 * self.UP.shape[0], 0)
         self._logging()
@@ -915,7 +931,8 @@ class Network:
     @property
     def frames_in_flight(self) -> int:
         # A train entry is one pool row standing for several frames.
-        return int(self.FP.shape[0] - self.SC[K.SC_FREE] + self.SC[K.SC_TRAIN_HELD])
+        # Credit returns on their way take pool rows too: they are not frames.
+        return int(self.FP.shape[0] - self.SC[K.SC_FREE] + self.SC[K.SC_TRAIN_HELD] - self.SC[K.SC_CTOKENS])
 
     def run_counters(self) -> dict[str, int]:
         """The frame loop's own work: events processed and skipped, trains, frames sent in trains."""

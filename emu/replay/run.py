@@ -27,7 +27,7 @@ from ..workload.profiles import DEFAULTS, apply_overrides
 from .functional import Functional
 
 HW_DEFAULTS = DEFAULTS["hw"]
-BUILT_FLOW_CONTROLS = ("ideal", "drop", "pause")  # hw.flow_control values the engine runs (not yet credit)
+BUILT_FLOW_CONTROLS = ("ideal", "drop", "pause", "credit")  # hw.flow_control values the engine runs
 MAX_BINS = 4096  # link time-series bins at most (then wider bins): memory follows the links, not the run
 MAX_OP_PS = 10**18  # one op of at most ~11.6 days: sums of many stay far inside int64 picoseconds
 
@@ -99,7 +99,8 @@ class Replay:
             latency[n], rate[n] = int(hw["nic_latency_ps"]), int(hw.get("nic_rate", 0))
         self.net = Network(self.sim, self.G, self.routes.next_hop, boards=self.nodes,
                            nic_latency_ps=latency, nic_rate_bps=rate, arbiter=hw["port_arbiter"],
-                           lossless=hw["flow_control"] == "ideal", pause=hw["flow_control"] == "pause", seed=options.seed, trains=options.trains)
+                           lossless=hw["flow_control"] == "ideal", pause=hw["flow_control"] == "pause",
+                           credit=hw["flow_control"] == "credit", seed=options.seed, trains=options.trains)
         # Reliable delivery is on wherever frames can be lost: loss, failures, drop-tail buffers.
         lossy = bool(options.loss or options.scenario) or hw["flow_control"] == "drop"
         reliable = options.reliable if options.reliable is not None else lossy
@@ -172,11 +173,12 @@ class Replay:
         self.done_ops = 0
         runner.run(self)
         self.wall_s = time.perf_counter() - t0
-        if self.net.pause and self.incomplete():
+        if (self.net.pause or self.net.credit) and self.incomplete():
             stuck = deadlock.cycle(self.net)
             if stuck:
-                raise ConfigError(f"pause deadlock at {self.net.clock_ps / 1e6:,.3f} us: {deadlock.describe(stuck)} are "
-                                  f"paused in a cycle, each holding the frames the next waits for; "
+                mode, state = ("pause", "paused") if self.net.pause else ("credit", "waiting for credit")
+                raise ConfigError(f"{mode} deadlock at {self.net.clock_ps / 1e6:,.3f} us: {deadlock.describe(stuck)} are "
+                                  f"{state} in a cycle, each holding the frames the next waits for; "
                                   f"--routing dateline (a torus, mesh or ring), hw.flow_control=drop or a larger "
                                   f"hw.port_buffer avoids it")
         return self

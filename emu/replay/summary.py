@@ -124,7 +124,8 @@ def port_buffers(hw: dict, c: pd.DataFrame) -> dict:
     """The summary's port-buffer figures from the link counters ``c``: the flow control and buffer
     the run assumed, the deepest transit backlog of any link direction and how many went past
     the buffer (a drop-tail port of that size would have dropped there), and under pause the
-    most a node held for one link, the time ports were paused and how many were."""
+    most a node held for one link, the time ports were paused and how many were (under credit:
+    the time ports waited for credit, and how many did)."""
     buf, peaks = int(hw["port_buffer"]), c.peak_queue_bytes.to_numpy()
     return {"flow_control": hw["flow_control"], "port_buffer_bytes": buf,
             "peak_transit_backlog_bytes": int(peaks.max()) if len(peaks) else 0,
@@ -242,8 +243,9 @@ def format_summary(s: dict) -> str:
         f"busiest   link {s['busiest_link']['src']}->{s['busiest_link']['dst']} at {s['busiest_link']['utilization']:.1%}",
         *([f"buffers   {s['flow_control']}, {s['port_buffer_bytes'] / 1024:,.0f} KiB per port; peak transit backlog "
            f"{s['peak_transit_backlog_bytes'] / 1024:,.1f} KiB, {s['ports_over_buffer']} of {s['ports']} ports over"
-           + (f"; paused {s['paused_s']:.4f} s over {s['ports_paused']} ports, most held for a link "
-              f"{s['peak_held_bytes'] / 1024:,.1f} KiB" if s["flow_control"] == "pause" else "")]
+           + (f"; {'paused' if s['flow_control'] == 'pause' else 'waited for credit'} {s['paused_s']:.4f} s over "
+              f"{s['ports_paused']} ports, most held for a link {s['peak_held_bytes'] / 1024:,.1f} KiB"
+              if s["flow_control"] in ("pause", "credit") else "")]
           if "flow_control" in s else []),
         *([f"routing   {s['routing']}; buffer dependencies: "
            + (f"a cycle, {s['dependency_cycle']}: back-pressure can deadlock here" if s["dependency_cycle"]
