@@ -95,6 +95,7 @@ def test_a_credit_deadlock_stops_the_replay_in_one_line_naming_the_cycle(mars):
     ring. The replay ends with ops unfinished and says which ports wait in a cycle."""
     with pytest.raises(ConfigError, match=r"^credit deadlock at [\d,.]+ us: ports (\d->\d -> ){8}\d->\d are "
                                           r"waiting for credit in a cycle, each holding the frames the next waits for; "
-                                          r"hw.flow_control=drop or a larger hw.port_buffer avoids it") as err:
+                                          r"--routing dateline \(a torus, mesh or ring\), hw.flow_control=drop or a larger "
+                                          r"hw.port_buffer avoids it") as err:
         emu.replay(mars, topology="bring", set={"hw.flow_control": "credit", "hw.port_buffer": "6KiB"})
     assert "\n" not in str(err.value)
