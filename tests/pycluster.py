@@ -359,20 +359,22 @@ class Cluster(Nics):
                 part.transfer.failed = f"no acknowledgement from {a[2]} after {a[3]} retries"
                 part.transfer.gave_up = True
 
-    def _answer_acts(self, part: _Part, node: int, actions) -> None:
-        """Carry out receiver ``node``'s protocol answers (ack, nack) about ``part``'s message."""
+    def _answer_acts(self, part: _Part, node: int, actions, answer: bool = False) -> None:
+        """Carry out receiver ``node``'s protocol answers (ack, nack) about ``part``'s message;
+        ``answer``: they answer a probe."""
         src = part.msg.src
         for a in actions:
             if a[0] == P.ACK:
-                self._control(node, src, Op.ack, lambda t, _, p=part, n=node: self._acked(p, n, t), part)
+                self._control(node, src, Op.ack, lambda t, _, p=part, n=node, w=answer: self._acked(p, n, t, w),
+                              part)
             elif a[0] == P.NACK:
                 self._control(node, src, Op.nack, lambda t, pl, p=part, n=node: self._nacked(p, n, pl, t),
                               part, a[4])
 
-    def _acked(self, part: _Part, node: int, t: int) -> None:
+    def _acked(self, part: _Part, node: int, t: int, answer: bool = False) -> None:
         if part.slot < 0:
             return  # every receiver had acked already
-        self._act(part, part.proto.ack_arrived(part.slot, node, t))
+        self._act(part, part.proto.ack_arrived(part.slot, node, t, answer=answer))
         if not part.proto.waiting(part.slot):
             part.release()
 
@@ -386,7 +388,7 @@ class Cluster(Nics):
         about = part.msg.meta[0]
         self._answer_acts(part, node, self.proto[node].probe_arrived(
             part.msg.src, about["msg_id"], about["seq"], t, complete=missing.size == 0,
-            frag_cnt=part.msg.nfrags, missing=missing))
+            frag_cnt=part.msg.nfrags, missing=missing), answer=True)
 
     def _gap(self, part: _Part, node: int, frag: int) -> None:
         """Fragment ``frag`` reached receiver ``node`` right after a missing one: it nacks the gap."""

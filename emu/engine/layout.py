@@ -310,6 +310,7 @@ CTRL_DATA = 0
 CTRL_ACK = 1
 CTRL_PROBE = 2
 CTRL_NACK = 3
+CTRL_ANSWER = 4   # an ack that answers a probe (counted as an ack; no RTT sample: protocol.ack)
 
 # ---- events (SIM_KIND) ----------------------------------------------------------------
 E_FINISH = 0      # a compute op ends (a = op, b = node)
