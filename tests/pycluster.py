@@ -88,6 +88,9 @@ class _Part:
     slot: int = -1            # row in proto's sender table while it waits for acks
     timer: object = None
     sent: bool = False
+    settled: bool = False     # acked by every receiver, given up, or untracked (its buffer may go)
+    sent_at: int | None = None     # when its last frame left the wire
+    settled_at: int | None = None  # when it settled
     streams: int = 0
     final: tuple = (frozenset(), None, 0)   # (acked, left_at, retries) once the slot is released
 
@@ -243,6 +246,8 @@ class Cluster(Nics):
         part.proto = self.proto[tr.src]
         if self.config.reliable and part.streams:
             part.slot = part.proto.track(mid, seq, nfrags, part.msg.dsts)
+        else:
+            part.settled = True
         if part.streams == 0:
             tr.failed = f"no route from node {tr.src} to {list(dsts)}"
             self.errors.append(f"send {tr.id}: {tr.failed}")
@@ -258,6 +263,7 @@ class Cluster(Nics):
                 return
             if not part.sent:
                 part.sent = True
+                part.sent_at = self.sim.now
                 self._part_left(part)
             elif part.slot >= 0 and part.proto.OUT[part.slot, P.OUT_RESENDING]:
                 # The resends have left: the retransmission timer starts again from now.
@@ -270,10 +276,22 @@ class Cluster(Nics):
     def _part_left(self, part: _Part) -> None:
         tr = part.transfer
         # once: a send of several messages that all fail at once comes here for each
-        if not tr.left and all(p.sent for p in tr.parts):
-            self._left(tr)
+        self._maybe_left(tr)
         if part.slot >= 0:
             self._act(part, part.proto.left(part.slot, self.sim.now))
+
+    def _settle(self, part: _Part) -> None:
+        """``part`` is acked by every receiver or given up: with reliable delivery a send's
+        bytes stay in the packetization buffer until each of its messages is (the NIC
+        resends from it), and every frame has left."""
+        part.settled = True
+        part.settled_at = self.sim.now
+        self._maybe_left(part.transfer)
+
+    def _maybe_left(self, tr: Transfer) -> None:
+        """Its room is freed once every message has left the wire and settled."""
+        if not tr.left and all(p.sent and p.settled for p in tr.parts):
+            self._left(tr)
 
     def _left(self, tr: Transfer) -> None:
         """Every frame of the send is out of the packetizer: its FIFO space is free again."""
@@ -358,6 +376,7 @@ class Cluster(Nics):
                 # The NIC gives up; the send is failed only if it never arrives (failures).
                 part.transfer.failed = f"no acknowledgement from {a[2]} after {a[3]} retries"
                 part.transfer.gave_up = True
+                self._settle(part)
 
     def _answer_acts(self, part: _Part, node: int, actions, answer: bool = False) -> None:
         """Carry out receiver ``node``'s protocol answers (ack, nack) about ``part``'s message;
@@ -377,6 +396,7 @@ class Cluster(Nics):
         self._act(part, part.proto.ack_arrived(part.slot, node, t, answer=answer))
         if not part.proto.waiting(part.slot):
             part.release()
+            self._settle(part)
 
     def _timeout(self, part: _Part) -> None:
         part.timer = None

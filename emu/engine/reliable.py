@@ -32,11 +32,11 @@ from ..net.framing import fragments
 from ..nic.protocol import (OD_ACKED, OD_NODE, OUT_DEND, OUT_DPTR, OUT_LEFT_AT, OUT_LIVE, OUT_MSG_ID, OUT_NFRAGS,
                             OUT_RESENDING, OUT_RETRIES, OUT_SEQ, OUT_DUE, OUT_RTO, OUT_RESENT, ack, arm, left_wire,
                             nack_accepted, nack_bitmap, nack_gap, nack_named, resend_left, resend_started, timeout)
-from .events import at, rearm
+from .events import at, push, rearm
 from .layout import (CTRL_ACK, CTRL_ANSWER, CTRL_DATA, CTRL_NACK, CTRL_PROBE, E_TIMER, RS_CTRL_ACK, RS_CTRL_NACK, RS_CTRL_PROBE,
                           RS_HDR, RS_MARGIN, RS_MAX_RETRIES, RS_NBITS, RS_NMD, RS_NMSG, RS_NNKB, RS_NOW,
                           RS_NSL, RS_PER, RS_RETX, RS_RTO_MAX, RS_RTO_MIN, RS_V, TR_DMASK, TR_SET_FAILED, TR_FAIL_RETRIES, RS_MASKW, MX_ABOUT,
-                          MX_CTRL, MX_NACK, MX_PEER, MX_SENT, MX_TIMER, MX_TR)
+                          MX_CTRL, MX_NACK, MX_PEER, MX_SENT, MX_TIMER, MX_TR, W_SETTLED)
 from . import boards
 from .state import allocating, compiled, compiled_inline, doubled_pool, grown, more_heap
 
@@ -207,6 +207,7 @@ def timer_due(s, m):
             if OD[d, OD_ACKED] == 0:
                 boards.add(s.TR, tr, silent, OD[d, OD_NODE])
         s.TR[tr, TR_FAIL_RETRIES] = OUT[m, OUT_RETRIES]  # 1 + the retries it had
+        push(s, W_SETTLED, tr, 0, 0)  # given up: its buffer is freed
         return
     for d in range(d0, d1):
         # s.OD, not OD: a probe's message row may have replaced it (and OUT)
@@ -230,6 +231,7 @@ def acked(s, m, node, answer):
         if OD[d, OD_ACKED] == 0:
             return
     OUT[m, OUT_LIVE] = 0  # released
+    push(s, W_SETTLED, s.MX[m, MX_TR], 0, 0)  # its bytes leave the packetization buffer
 
 
 @compiled_inline
