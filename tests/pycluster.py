@@ -159,7 +159,9 @@ class Cluster(Nics):
         key = (src, dsts)
         route = self._trees.get(key)
         if route is None:
-            tree = multicast_tree(self.net.topology, self.routes, src, [d for d in dsts if d != src])
+            # over the members reachable now; reliable delivery reaches the others after a repair
+            reach = [d for d in dsts if d != src and self.routes.next_hop[src, d] >= 0]
+            tree = multicast_tree(self.net.topology, self.routes, src, reach) if reach else {src: []}
             route = self._trees[key] = self.net.add_tree(tree, dsts)
         return route
 
@@ -244,13 +246,15 @@ class Cluster(Nics):
         part.msg = self.net.send(tr.src, dsts, nfrags, full, last, route=route, track=self.config.reliable,
                                  gaps=self.config.reliable, on_event=self._on_event, meta=(meta, part))
         part.proto = self.proto[tr.src]
-        if self.config.reliable and part.streams:
+        if self.config.reliable:
+            # tracked even with no way out now: its timer retries until a route comes back
             part.slot = part.proto.track(mid, seq, nfrags, part.msg.dsts)
         else:
             part.settled = True
         if part.streams == 0:
-            tr.failed = f"no route from node {tr.src} to {list(dsts)}"
-            self.errors.append(f"send {tr.id}: {tr.failed}")
+            if not self.config.reliable:
+                tr.failed = f"no route from node {tr.src} to {list(dsts)}"
+                self.errors.append(f"send {tr.id}: {tr.failed}")
             part.sent = True
             self.sim.at(self.sim.now, self._part_left, part)
 

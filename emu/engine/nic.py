@@ -154,9 +154,14 @@ def send_part(s, tr, size):
     if RS[RS_RELIABLE]:
         MX[mid, MX_TIMER] = 0
         MX[mid, MX_CTRL] = CTRL_DATA
-        if streams:
-            track(s, mid)
-    if streams == 0:
+        track(s, mid)  # even with no way out now: its timer retries until a route comes back
+    if streams == 0 and RS[RS_RELIABLE]:
+        # Held: it counts as sent now (an event of its own, Cluster._part_left), its timer
+        # starts then, and its probes find the receivers once a re-route reaches them.
+        MX[mid, MX_SENT] = 1
+        TR[tr, TR_SENT] += 1
+        at(s, RS[RS_NOW], E_PARTLEFT, mid, 0)
+    elif streams == 0:
         # No way out (a failure cut the source off): the send fails, its part counts as sent
         # now and leaves the packetizer at an event of its own (Cluster._send_part).
         w = RS[RS_MASKW]
@@ -245,6 +250,9 @@ def part_left(s, mid):
     freed once all its messages count as sent."""
     TR = s.TR
     tr = s.MX[mid, MX_TR]
+    if s.RS[RS_RELIABLE]:
+        sent(s, mid)  # held: its timer starts (its room waits for its acks: settled)
+        return
     # its messages fail one after another, each with an event: the last one frees the room
     if mid == TR[tr, TR_M1] - 1 and TR[tr, TR_SENT] == TR[tr, TR_M1] - TR[tr, TR_M0]:
         NT = s.NT
