@@ -88,6 +88,9 @@ class _Part:
     slot: int = -1            # row in proto's sender table while it waits for acks
     timer: object = None
     sent: bool = False
+    settled: bool = False     # acked by every receiver, given up, or untracked (its buffer may go)
+    sent_at: int | None = None     # when its last frame left the wire
+    settled_at: int | None = None  # when it settled
     streams: int = 0
     final: tuple = (frozenset(), None, 0)   # (acked, left_at, retries) once the slot is released
 
@@ -161,7 +164,9 @@ class Cluster(Nics):
         key = (src, dsts)
         route = self._trees.get(key)
         if route is None:
-            tree = multicast_tree(self.net.topology, self.routes, src, [d for d in dsts if d != src])
+            # over the members reachable now; reliable delivery reaches the others after a repair
+            reach = [d for d in dsts if d != src and self.routes.next_hop[src, d] >= 0]
+            tree = multicast_tree(self.net.topology, self.routes, src, reach) if reach else {src: []}
             route = self._trees[key] = self.net.add_tree(tree, dsts)
         return route
 
@@ -246,11 +251,15 @@ class Cluster(Nics):
         part.msg = self.net.send(tr.src, dsts, nfrags, full, last, route=route, track=self.config.reliable,
                                  gaps=self.config.reliable, on_event=self._on_event, meta=(meta, part))
         part.proto = self.proto[tr.src]
-        if self.config.reliable and part.streams:
+        if self.config.reliable:
+            # tracked even with no way out now: its timer retries until a route comes back
             part.slot = part.proto.track(mid, seq, nfrags, part.msg.dsts)
+        else:
+            part.settled = True
         if part.streams == 0:
-            tr.failed = f"no route from node {tr.src} to {list(dsts)}"
-            self.errors.append(f"send {tr.id}: {tr.failed}")
+            if not self.config.reliable:
+                tr.failed = f"no route from node {tr.src} to {list(dsts)}"
+                self.errors.append(f"send {tr.id}: {tr.failed}")
             part.sent = True
             self.sim.at(self.sim.now, self._part_left, part)
 
@@ -263,6 +272,7 @@ class Cluster(Nics):
                 return
             if not part.sent:
                 part.sent = True
+                part.sent_at = self.sim.now
                 self._part_left(part)
             elif part.slot >= 0 and part.proto.OUT[part.slot, P.OUT_RESENDING]:
                 # The resends have left: the retransmission timer starts again from now.
@@ -275,10 +285,22 @@ class Cluster(Nics):
     def _part_left(self, part: _Part) -> None:
         tr = part.transfer
         # once: a send of several messages that all fail at once comes here for each
-        if not tr.left and all(p.sent for p in tr.parts):
-            self._left(tr)
+        self._maybe_left(tr)
         if part.slot >= 0:
             self._act(part, part.proto.left(part.slot, self.sim.now))
+
+    def _settle(self, part: _Part) -> None:
+        """``part`` is acked by every receiver or given up: with reliable delivery a send's
+        bytes stay in the packetization buffer until each of its messages is (the NIC
+        resends from it), and every frame has left."""
+        part.settled = True
+        part.settled_at = self.sim.now
+        self._maybe_left(part.transfer)
+
+    def _maybe_left(self, tr: Transfer) -> None:
+        """Its room is freed once every message has left the wire and settled."""
+        if not tr.left and all(p.sent and p.settled for p in tr.parts):
+            self._left(tr)
 
     def _left(self, tr: Transfer) -> None:
         """Every frame of the send is out of the packetizer: its FIFO space is free again."""
@@ -363,23 +385,27 @@ class Cluster(Nics):
                 # The NIC gives up; the send is failed only if it never arrives (failures).
                 part.transfer.failed = f"no acknowledgement from {a[2]} after {a[3]} retries"
                 part.transfer.gave_up = True
+                self._settle(part)
 
-    def _answer_acts(self, part: _Part, node: int, actions) -> None:
-        """Carry out receiver ``node``'s protocol answers (ack, nack) about ``part``'s message."""
+    def _answer_acts(self, part: _Part, node: int, actions, answer: bool = False) -> None:
+        """Carry out receiver ``node``'s protocol answers (ack, nack) about ``part``'s message;
+        ``answer``: they answer a probe."""
         src = part.msg.src
         for a in actions:
             if a[0] == P.ACK:
-                self._control(node, src, Op.ack, lambda t, _, p=part, n=node: self._acked(p, n, t), part)
+                self._control(node, src, Op.ack, lambda t, _, p=part, n=node, w=answer: self._acked(p, n, t, w),
+                              part)
             elif a[0] == P.NACK:
                 self._control(node, src, Op.nack, lambda t, pl, p=part, n=node: self._nacked(p, n, pl, t),
                               part, a[4])
 
-    def _acked(self, part: _Part, node: int, t: int) -> None:
+    def _acked(self, part: _Part, node: int, t: int, answer: bool = False) -> None:
         if part.slot < 0:
             return  # every receiver had acked already
-        self._act(part, part.proto.ack_arrived(part.slot, node, t))
+        self._act(part, part.proto.ack_arrived(part.slot, node, t, answer=answer))
         if not part.proto.waiting(part.slot):
             part.release()
+            self._settle(part)
 
     def _timeout(self, part: _Part) -> None:
         part.timer = None
@@ -391,7 +417,7 @@ class Cluster(Nics):
         about = part.msg.meta[0]
         self._answer_acts(part, node, self.proto[node].probe_arrived(
             part.msg.src, about["msg_id"], about["seq"], t, complete=missing.size == 0,
-            frag_cnt=part.msg.nfrags, missing=missing))
+            frag_cnt=part.msg.nfrags, missing=missing), answer=True)
 
     def _gap(self, part: _Part, node: int, frag: int) -> None:
         """Fragment ``frag`` reached receiver ``node`` right after a missing one: it nacks the gap."""

@@ -261,11 +261,11 @@ def test_a_full_packetizer_stalls_the_sender_until_room_frees():
 
 
 def test_a_failed_send_of_several_messages_frees_its_packetizer_room_once():
-    # Over MAX_FRAGS fragments a send is several messages; with no route each one fails
-    # at once, and the send still leaves the packetizer once: the next two sends of a
-    # one-entry packetizer still go one after the other.
+    # Over MAX_FRAGS fragments a send is several messages; with no route (and no reliable
+    # delivery to hold it) each one fails at once, and the send still leaves the packetizer
+    # once: the next two sends of a one-entry packetizer still go one after the other.
     from emu.codec.fragment import MAX_FRAGS, max_payload
-    c = cluster(ring(4, link=LINK), fifo_entries=1, fifo_bytes=1 << 40)
+    c = cluster(ring(4, link=LINK), fifo_entries=1, fifo_bytes=1 << 40, reliable=False)
     Timeline(parse("node 1 down at 0s"), detect_ps=0).install(c.net, c.routes)
     sends, accepted = [], []
 

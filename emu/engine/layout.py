@@ -136,6 +136,7 @@ TRANSFERS = Table("transfers (TR)", "TR", (
     ("accepted", "when the packetizer took it (-1: still waiting)"),
     ("route", "route of its messages to the boards other than its source"),
     ("fail_retries", "1 + the retries it had when reliable delivery gave up (0: not failed; -1: no route)"),
+    ("settled", "reliable delivery: its messages acked by every receiver, given up, or with no route"),
     ("dmask", "its board sets, from here to the end of the row"),
 ), sets=(
     ("dests", "its destinations (the source too when it is one)"),
@@ -144,11 +145,11 @@ TRANSFERS = Table("transfers (TR)", "TR", (
 ), tail="set k is RS[RS_MASKW] = W words at TR_DMASK + k W: the table has TR_DMASK + TR_SETS W columns")
 # TRANSFERS's columns, rendered from it by `python -m emu.net.render_tables` (do not edit)
 (TR_SRC, TR_NBYTES, TR_MSGOP, TR_KV, TR_CB, TR_OP, TR_ARG, TR_ARG2, TR_M0, TR_M1, TR_SENT,
- TR_NEXT, TR_ACCEPTED, TR_ROUTE, TR_FAIL_RETRIES, TR_DMASK) = range(16)
+ TR_NEXT, TR_ACCEPTED, TR_ROUTE, TR_FAIL_RETRIES, TR_SETTLED, TR_DMASK) = range(17)
 (TR_SET_DESTS, TR_SET_DELIVERED, TR_SET_FAILED) = range(3)
 TR_SETS = 3
 # set k is RS[RS_MASKW] = W words at TR_DMASK + k W: the table has TR_DMASK + TR_SETS W columns
-TR_NCOLS = 16
+TR_NCOLS = 17
 
 # ---- messages (MX, beside the kernel's MS rows) -----------------------------------------
 MESSAGE_STATE = Table("messages (MX, beside the kernel's MS rows)", "MX", (
@@ -310,6 +311,7 @@ CTRL_DATA = 0
 CTRL_ACK = 1
 CTRL_PROBE = 2
 CTRL_NACK = 3
+CTRL_ANSWER = 4   # an ack that answers a probe (counted as an ack; no RTT sample: protocol.ack)
 
 # ---- events (SIM_KIND) ----------------------------------------------------------------
 E_FINISH = 0      # a compute op ends (a = op, b = node)
@@ -330,6 +332,7 @@ W_A2A_STEP = 5    # all-to-all op a, member b: its step c
 W_UPCALLS = 6     # kernel upcall rows a..b-1
 W_PART_DLV = 7    # one source's payload of op a reached node b
 W_OP_DLV = 8      # op a is delivered at node b
+W_SETTLED = 9     # reliable delivery: a message of transfer a is acked by all or given up
 
 # ---- statuses of drive() ---------------------------------------------------------------
 DRIVE_DONE = 0        # no events left

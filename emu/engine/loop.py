@@ -38,8 +38,9 @@ from .layout import (CB_CTRL, CB_SEND, DRIVE_CHANGE, DRIVE_DONE, DRIVE_PROGRESS,
                           RS_NSIM, RS_NWORK, RS_PROG_NEXT, RS_PROGRESS, RS_STARTED, RS_UPCALL_EV, RS_WAKE_SEQ, SIM_A, SIM_B, SIM_KIND,
                           SIM_TIME, SLOT_AT, SLOT_ATEND,
                           SLOT_GOT, SLOT_READERS, SLOT_TIME, W_A2A_STEP, W_CONSUMED, W_DELIVERED, W_OP_DLV,
-                          W_PART_DLV, W_READY, W_RELEASE, W_TRY, W_UPCALLS, WORK_A, WORK_B, WORK_C, WORK_KIND)
-from .nic import a2a_step, delivered, fold, message_done, message_sent, part_left, send
+                          W_PART_DLV, W_READY, W_RELEASE, W_SETTLED, W_TRY, W_UPCALLS, WORK_A, WORK_B, WORK_C,
+                          WORK_KIND)
+from .nic import a2a_step, delivered, fold, message_done, message_sent, part_left, send, settled
 from .reliable import gap, timer_due
 from .state import allocating, compiled, compiled_inline, doubled_pool, grown, more_heap
 
@@ -252,6 +253,8 @@ def work(s):
             a2a_step(s, a, b, c)
         elif kind == W_READY:
             ready(s, a)
+        elif kind == W_SETTLED:
+            settled(s, a)
 
 
 # ---- the network's frame loop (Network._run) ------------------------------------------------
@@ -390,6 +393,7 @@ def drive(s, parts):
             work(s)
         elif kind == E_TIMER:
             timer_due(s, a)  # a retransmission timer (reliable delivery)
+            work(s)  # a send given up frees its buffer
         elif kind == E_CHANGE:
             RS[RS_IN_CHG] = 1
         elif kind == E_PARTLEFT:

@@ -42,7 +42,7 @@ from .layout import (CB_A2A, CB_CTRL, CB_RED, CB_SEND, E_LOCAL, GP_FOLD_OWN, GP_
                           RS_NTR, RS_V, TR_ACCEPTED, TR_ARG, TR_ARG2, TR_CB, TR_SET_DELIVERED, TR_DMASK, TR_SET_FAILED, TR_KV, TR_M0, TR_M1,
                           TR_MSGOP, TR_NBYTES, TR_NEXT, TR_OP, TR_ROUTE, TR_SENT, TR_SRC, W_A2A_STEP, W_OP_DLV,
                           W_PART_DLV, MX_SENT, MX_TR, CTRL_DATA, E_PARTLEFT, RS_RELIABLE, TR_FAIL_RETRIES,
-                          MX_CTRL, MX_TIMER)
+                          MX_CTRL, MX_TIMER, TR_SETTLED)
 from . import boards
 from .state import compiled, compiled_inline
 
@@ -75,6 +75,7 @@ def send(s, src, dop, dnode, nbytes, msgop, kv, cb, op, arg, arg2, route):
     TR[tr, TR_M0] = 0
     TR[tr, TR_M1] = 0
     TR[tr, TR_SENT] = 0
+    TR[tr, TR_SETTLED] = 0
     TR[tr, TR_NEXT] = -1
     TR[tr, TR_ACCEPTED] = -1
     tail = NT[src, NT_QTAIL]
@@ -153,9 +154,14 @@ def send_part(s, tr, size):
     if RS[RS_RELIABLE]:
         MX[mid, MX_TIMER] = 0
         MX[mid, MX_CTRL] = CTRL_DATA
-        if streams:
-            track(s, mid)
-    if streams == 0:
+        track(s, mid)  # even with no way out now: its timer retries until a route comes back
+    if streams == 0 and RS[RS_RELIABLE]:
+        # Held: it counts as sent now (an event of its own, Cluster._part_left), its timer
+        # starts then, and its probes find the receivers once a re-route reaches them.
+        MX[mid, MX_SENT] = 1
+        TR[tr, TR_SENT] += 1
+        at(s, RS[RS_NOW], E_PARTLEFT, mid, 0)
+    elif streams == 0:
         # No way out (a failure cut the source off): the send fails, its part counts as sent
         # now and leaves the packetizer at an event of its own (Cluster._send_part).
         w = RS[RS_MASKW]
@@ -163,6 +169,7 @@ def send_part(s, tr, size):
         TR[tr, TR_FAIL_RETRIES] = -1
         MX[mid, MX_SENT] = 1
         TR[tr, TR_SENT] += 1
+        TR[tr, TR_SETTLED] += 1  # nothing to wait an ack for
         at(s, RS[RS_NOW], E_PARTLEFT, mid, 0)
 
 
@@ -206,15 +213,35 @@ def message_sent(s, mid, live):
     MX[mid, MX_SENT] = 1
     tr = MX[mid, MX_TR]
     TR[tr, TR_SENT] += 1
-    if TR[tr, TR_SENT] == TR[tr, TR_M1] - TR[tr, TR_M0]:
-        # Every frame of the send is out of the packetizer: its FIFO room is free again.
-        NT = s.NT
-        src = TR[tr, TR_SRC]
-        NT[src, NT_FIFO_E] -= 1
-        NT[src, NT_FIFO_B] -= TR[tr, TR_NBYTES]
-        admit(s, src)
+    n = TR[tr, TR_M1] - TR[tr, TR_M0]
+    if TR[tr, TR_SENT] == n and (s.RS[RS_RELIABLE] == 0 or TR[tr, TR_SETTLED] == n):
+        # Every frame of the send is out of the packetizer (and, with reliable delivery,
+        # acked): its FIFO room is free again.
+        free_room(s, tr)
     if s.RS[RS_RELIABLE]:
         sent(s, mid)  # its retransmission timer starts
+
+
+@compiled
+def free_room(s, tr):
+    """Transfer ``tr``'s packetization buffer room is free again (Cluster._left)."""
+    NT, TR = s.NT, s.TR
+    src = TR[tr, TR_SRC]
+    NT[src, NT_FIFO_E] -= 1
+    NT[src, NT_FIFO_B] -= TR[tr, TR_NBYTES]
+    admit(s, src)
+
+
+@compiled_inline
+def settled(s, tr):
+    """W_SETTLED: a message of ``tr`` is acked by every receiver or given up; its room is
+    free once every message is, and every frame has left (Cluster._settle). A NIC resends
+    from its own buffer, so with reliable delivery the bytes stay until then."""
+    TR = s.TR
+    TR[tr, TR_SETTLED] += 1
+    n = TR[tr, TR_M1] - TR[tr, TR_M0]
+    if TR[tr, TR_SETTLED] == n and TR[tr, TR_SENT] == n:
+        free_room(s, tr)
 
 
 @compiled_inline
@@ -223,6 +250,9 @@ def part_left(s, mid):
     freed once all its messages count as sent."""
     TR = s.TR
     tr = s.MX[mid, MX_TR]
+    if s.RS[RS_RELIABLE]:
+        sent(s, mid)  # held: its timer starts (its room waits for its acks: settled)
+        return
     # its messages fail one after another, each with an event: the last one frees the room
     if mid == TR[tr, TR_M1] - 1 and TR[tr, TR_SENT] == TR[tr, TR_M1] - TR[tr, TR_M0]:
         NT = s.NT

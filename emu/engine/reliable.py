@@ -32,11 +32,11 @@ from ..net.framing import fragments
 from ..nic.protocol import (OD_ACKED, OD_NODE, OUT_DEND, OUT_DPTR, OUT_LEFT_AT, OUT_LIVE, OUT_MSG_ID, OUT_NFRAGS,
                             OUT_RESENDING, OUT_RETRIES, OUT_SEQ, OUT_DUE, OUT_RTO, OUT_RESENT, ack, arm, left_wire,
                             nack_accepted, nack_bitmap, nack_gap, nack_named, resend_left, resend_started, timeout)
-from .events import at, rearm
-from .layout import (CTRL_ACK, CTRL_DATA, CTRL_NACK, CTRL_PROBE, E_TIMER, RS_CTRL_ACK, RS_CTRL_NACK, RS_CTRL_PROBE,
+from .events import at, push, rearm
+from .layout import (CTRL_ACK, CTRL_ANSWER, CTRL_DATA, CTRL_NACK, CTRL_PROBE, E_TIMER, RS_CTRL_ACK, RS_CTRL_NACK, RS_CTRL_PROBE,
                           RS_HDR, RS_MARGIN, RS_MAX_RETRIES, RS_NBITS, RS_NMD, RS_NMSG, RS_NNKB, RS_NOW,
                           RS_NSL, RS_PER, RS_RETX, RS_RTO_MAX, RS_RTO_MIN, RS_V, TR_DMASK, TR_SET_FAILED, TR_FAIL_RETRIES, RS_MASKW, MX_ABOUT,
-                          MX_CTRL, MX_NACK, MX_PEER, MX_SENT, MX_TIMER, MX_TR)
+                          MX_CTRL, MX_NACK, MX_PEER, MX_SENT, MX_TIMER, MX_TR, W_SETTLED)
 from . import boards
 from .state import allocating, compiled, compiled_inline, doubled_pool, grown, more_heap
 
@@ -171,7 +171,8 @@ def sent(s, m):
     (Cluster._part_left)."""
     OUT, RS = s.OUT, s.RS
     if OUT[m, OUT_LIVE]:  # (not if every receiver acked already)
-        set_timer(s, m, left_wire(OUT, s.OD, s.RT[s.MS[m, K.M_SRC]], m, RS[RS_NOW], RS[RS_MAX_RETRIES]))
+        set_timer(s, m, left_wire(OUT, s.OD, s.RT[s.MS[m, K.M_SRC]], m, RS[RS_NOW], RS[RS_MAX_RETRIES],
+                                  RS[RS_RTO_MAX]))
 
 
 @compiled_inline
@@ -191,8 +192,11 @@ def timer_due(s, m):
     MX[m, MX_TIMER] = 0
     src = MS[m, K.M_SRC]
     rt = s.RT[src]
-    r = timeout(OUT, OD, rt, m, RS[RS_MAX_RETRIES], RS[RS_RTO_MAX])
+    r = timeout(OUT, OD, rt, m, RS[RS_NOW], RS[RS_MAX_RETRIES], RS[RS_RTO_MAX])
     if r == 0:
+        return
+    if r == 2:
+        set_timer(s, m, OUT[m, OUT_DUE])  # the estimator learnt a longer round trip: no probe
         return
     d0, d1 = OUT[m, OUT_DPTR], OUT[m, OUT_DEND]
     if r < 0:
@@ -203,6 +207,7 @@ def timer_due(s, m):
             if OD[d, OD_ACKED] == 0:
                 boards.add(s.TR, tr, silent, OD[d, OD_NODE])
         s.TR[tr, TR_FAIL_RETRIES] = OUT[m, OUT_RETRIES]  # 1 + the retries it had
+        push(s, W_SETTLED, tr, 0, 0)  # given up: its buffer is freed
         return
     for d in range(d0, d1):
         # s.OD, not OD: a probe's message row may have replaced it (and OUT)
@@ -213,18 +218,20 @@ def timer_due(s, m):
 
 
 @compiled_inline
-def acked(s, m, node):
-    """An ack of ``m`` from ``node`` reached the source (Cluster._acked)."""
+def acked(s, m, node, answer):
+    """An ack of ``m`` from ``node`` reached the source (Cluster._acked); ``answer`` 1: it
+    answers a probe."""
     OUT, OD, RS = s.OUT, s.OD, s.RS
     if OUT[m, OUT_LIVE] == 0:
         return  # every receiver had acked already
-    left = ack(OUT, OD, s.RT[s.MS[m, K.M_SRC]], m, node, RS[RS_NOW], RS[RS_RTO_MIN], RS[RS_RTO_MAX])
+    left = ack(OUT, OD, s.RT[s.MS[m, K.M_SRC]], m, node, RS[RS_NOW], answer, RS[RS_RTO_MIN], RS[RS_RTO_MAX])
     if left == 0:
         s.MX[m, MX_TIMER] = 0
     for d in range(OUT[m, OUT_DPTR], OUT[m, OUT_DEND]):
         if OD[d, OD_ACKED] == 0:
             return
     OUT[m, OUT_LIVE] = 0  # released
+    push(s, W_SETTLED, s.MX[m, MX_TR], 0, 0)  # its bytes leave the packetization buffer
 
 
 @compiled_inline
@@ -296,7 +303,7 @@ def probed(s, m, node):
     (BoardProtocol.probe_arrived; the emulator answers every probe)."""
     d = _receiver(s, m, node)
     if s.MD[d, K.D_GOT] == s.MS[m, K.M_NFRAGS]:
-        control(s, node, s.MS[m, K.M_SRC], CTRL_ACK, m, node, 0, -1)
+        control(s, node, s.MS[m, K.M_SRC], CTRL_ANSWER, m, node, 0, -1)
     else:
         _nack(s, m, node, d, -1)
 
@@ -333,8 +340,8 @@ def control_done(s, c):
     """Control frame ``c`` arrived whole where it was sent."""
     MX = s.MX
     kind, m, peer = MX[c, MX_CTRL], MX[c, MX_ABOUT], MX[c, MX_PEER]
-    if kind == CTRL_ACK:
-        acked(s, m, peer)
+    if kind == CTRL_ACK or kind == CTRL_ANSWER:
+        acked(s, m, peer, 1 if kind == CTRL_ANSWER else 0)
     elif kind == CTRL_PROBE:
         probed(s, m, peer)
     else:
@@ -350,7 +357,7 @@ def control(s, src, dst, kind, about, peer, plen, nack):
     RS = s.RS
     nfrags, full, last = frame_sizes(s, plen)
     hops = first_hops(s.FW, dst * RS[RS_V] + src)
-    if kind == CTRL_ACK:
+    if kind == CTRL_ACK or kind == CTRL_ANSWER:
         RS[RS_CTRL_ACK] += nfrags * hops
     elif kind == CTRL_PROBE:
         RS[RS_CTRL_PROBE] += nfrags * hops

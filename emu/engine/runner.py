@@ -219,12 +219,14 @@ def _reroute(rp, tables: Tables):
         moved = {}
         for (src, dsts), route in list(tables.trees.items()):
             try:
+                # over the members reachable now (Cluster._route); reliable delivery reaches the
+                # others after a repair
+                reach = [d for d in dsts if d != src and routes.next_hop[src, d] >= 0]
+                tree = multicast_tree(net.topology, routes, src, reach) if reach else {src: []}
                 if route in active:
-                    reach = [d for d in dsts if d != src and routes.next_hop[src, d] >= 0]
-                    tree = multicast_tree(net.topology, routes, src, reach) if reach else {src: []}
                     new = net.replace_tree(route, tree, dsts)
                 else:
-                    new = net.add_tree(multicast_tree(net.topology, routes, src, list(dsts)), dsts)
+                    new = net.add_tree(tree, dsts)
             except ConfigError as e:
                 new = -1  # no tree on these routes: a send on it stops the run (the Python path raises)
                 tables.unroutable.append(e)

@@ -493,7 +493,10 @@ class Device:
         if op == Op.ack:
             self.count["acks_received"] += 1
             if o is not None:
-                self._act(mid, o, self.proto.ack_arrived(o.slot, src, now))
+                # the wire format does not say whether an ack answers a probe: an ack of a
+                # probed message is taken as an answer (Karn's rule, no RTT sample)
+                answer = bool(self.proto.OUT[o.slot, P.OUT_RETRIES])
+                self._act(mid, o, self.proto.ack_arrived(o.slot, src, now, answer=answer))
             return
         self.count["nacks_received"] += 1
         if o is not None:

@@ -16,7 +16,8 @@ event                         actions
 ``ack_arrived``               ``ARM`` (cancel: due -1) once every receiver has acked
 ``nack_arrived``              ``RESEND`` of exactly the fragments the bitmap names, ``ARM``
 ``resend_left``               the resent fragments left the wire: ``ARM``
-``timer_due``                 ``PROBE`` per silent receiver and ``ARM``, or ``FAILED``
+``timer_due``                 ``ARM`` later (the estimator learnt a longer timeout), or
+                              ``PROBE`` per silent receiver and ``ARM``, or ``FAILED``
 ``probe_arrived``             ``ACK`` or ``NACK`` (bitmap), at most one per message per gap
 ``gap_seen``                  ``NACK`` of the missing run just before a fragment that arrived
 ``message_complete``          ``ACK`` if it asked for one
@@ -55,7 +56,7 @@ from ..codec import Collective, Op
 from ..net.tables import Table
 from .directory import State, replica_transition  # noqa: F401  (the directory's rule, re-exported)
 from ..topology.forwarding import tree_rows, unicast_rows  # noqa: F401  (the forwarding rule, re-exported)
-from .rto import RT_RTO, rto_backoff, rto_sample, rto_table
+from .rto import RT_RTO, RT_WORST, WORST_FACTOR, rto_backoff, rto_sample, rto_table
 
 # ---- parameters -------------------------------------------------------------------------------
 
@@ -147,16 +148,18 @@ def arm(OUT, OD, RT, s, now, max_retries):
 
 
 @njit(cache=True)
-def ack(OUT, OD, RT, s, node, now, min_ps, max_ps):
-    """An ack of message ``s`` from ``node`` arrived at ``now``. Returns how many receivers
-    are still silent, or -1 if it changes nothing (not a receiver, or acked before).
-    Karn: only a message never probed nor resent gives an RTT sample."""
+def ack(OUT, OD, RT, s, node, now, answer, min_ps, max_ps):
+    """An ack of message ``s`` from ``node`` arrived at ``now``; ``answer`` 1: it answers a
+    probe (the receiver's answer, not its completion ack). Returns how many receivers are
+    still silent, or -1 if it changes nothing (not a receiver, or acked before). The RTT
+    sample is a true round trip: only a completion ack gives one (a probe's answer times
+    the probe), and Karn's rule leaves out a message with resent fragments."""
     for d in range(OUT[s, OUT_DPTR], OUT[s, OUT_DEND]):
         if OD[d, OD_NODE] == node:
             if OD[d, OD_ACKED]:
                 return -1
             OD[d, OD_ACKED] = 1
-            if OUT[s, OUT_RETRIES] == 0 and OUT[s, OUT_RESENT] == 0 and OUT[s, OUT_LEFT_AT] >= 0:
+            if answer == 0 and OUT[s, OUT_RESENT] == 0 and OUT[s, OUT_LEFT_AT] >= 0:
                 rto_sample(RT, node, now - OUT[s, OUT_LEFT_AT], min_ps, max_ps)
             left = 0
             for e in range(OUT[s, OUT_DPTR], OUT[s, OUT_DEND]):
@@ -169,10 +172,12 @@ def ack(OUT, OD, RT, s, node, now, min_ps, max_ps):
 
 
 @njit(cache=True)
-def timeout(OUT, OD, RT, s, max_retries, max_ps):
-    """Message ``s``'s timer expired. Returns 0 if nobody is silent, -1 if the retries are
-    used up (the message fails; its timer is never armed again), 1 if the silent receivers
-    are to be probed (their RTO doubled, the retry counted)."""
+def timeout(OUT, OD, RT, s, now, max_retries, max_ps):
+    """Message ``s``'s timer expired at ``now``. Returns 0 if nobody is silent, -1 if the
+    retries are used up (the message fails; its timer is never armed again), 1 if the silent
+    receivers are to be probed (their RTO doubled, the retry counted), 2 if the estimator has
+    learnt since the message left that its round trip takes longer: the timer is re-armed at
+    ``OUT_DUE`` (``message_rto`` from its departure), nothing is sent."""
     OUT[s, OUT_DUE] = -1
     silent = 0
     for d in range(OUT[s, OUT_DPTR], OUT[s, OUT_DEND]):
@@ -180,6 +185,12 @@ def timeout(OUT, OD, RT, s, max_retries, max_ps):
             silent += 1
     if silent == 0:
         return 0
+    if OUT[s, OUT_RETRIES] == 0 and OUT[s, OUT_RESENT] == 0 and OUT[s, OUT_LEFT_AT] >= 0:
+        rto = message_rto(OUT, OD, RT, s, max_ps)
+        if OUT[s, OUT_LEFT_AT] + rto > now:
+            OUT[s, OUT_RTO] = rto
+            OUT[s, OUT_DUE] = OUT[s, OUT_LEFT_AT] + rto
+            return 2
     if OUT[s, OUT_RETRIES] >= max_retries:
         OUT[s, OUT_RETRIES] += 1  # past max_retries: arm never starts the timer again
         return -1
@@ -189,6 +200,22 @@ def timeout(OUT, OD, RT, s, max_retries, max_ps):
         if OD[d, OD_ACKED] == 0:
             rto_backoff(RT, OD[d, OD_NODE], max_ps)
     return 1
+
+
+@njit(cache=True)
+def message_rto(OUT, OD, RT, s, max_ps):
+    """The timeout of message ``s`` as the estimator stands now: the largest RTO of its
+    silent receivers, and at least WORST_FACTOR times the board's worst recent round trip (``RT_WORST``
+    over all its peers: the fabric's queues are shared, so one pair's worst is what another
+    may meet next), at most ``max_ps``."""
+    rto = 0
+    for d in range(OUT[s, OUT_DPTR], OUT[s, OUT_DEND]):
+        if OD[d, OD_ACKED] == 0:
+            rto = max(rto, RT[OD[d, OD_NODE], RT_RTO])
+    worst = 0
+    for p in range(RT.shape[0]):
+        worst = max(worst, RT[p, RT_WORST])
+    return min(max_ps, max(rto, WORST_FACTOR * worst))
 
 
 @njit(cache=True)
@@ -202,17 +229,13 @@ def nack_accepted(OUT, OD, s, node):
 
 
 @njit(cache=True)
-def left_wire(OUT, OD, RT, s, now, max_retries):
+def left_wire(OUT, OD, RT, s, now, max_retries, max_ps):
     """Message ``s``'s last fragment left the wire at ``now``: its timer starts, and the RTT
-    clock (``ack``'s sample) from the same instant. Its timeout is the largest RTO of the
-    receivers still silent, taken now and its own from then on: later samples of other
-    messages do not change it. Returns the due time (``arm``)."""
+    clock (``ack``'s sample) from the same instant. Its timeout is ``message_rto`` taken now
+    and its own from then on: later samples of other messages never shorten it (they may
+    lengthen it before its first timeout: ``timeout``). Returns the due time (``arm``)."""
     OUT[s, OUT_LEFT_AT] = now
-    rto = 0
-    for d in range(OUT[s, OUT_DPTR], OUT[s, OUT_DEND]):
-        if OD[d, OD_ACKED] == 0:
-            rto = max(rto, RT[OD[d, OD_NODE], RT_RTO])
-    OUT[s, OUT_RTO] = rto
+    OUT[s, OUT_RTO] = message_rto(OUT, OD, RT, s, max_ps)
     return arm(OUT, OD, RT, s, now, max_retries)
 
 
@@ -451,15 +474,17 @@ class BoardProtocol:
 
     def left(self, s: int, now: int) -> list:
         """The message's last fragment has left the wire: its timer starts (the RTT clock too)."""
-        return [(ARM, s, int(left_wire(self.OUT, self.OD, self.RT, s, now, self.cfg.max_retries)))]
+        c = self.cfg
+        return [(ARM, s, int(left_wire(self.OUT, self.OD, self.RT, s, now, c.max_retries, c.rto_max_ps)))]
 
     def resend_left(self, s: int, now: int) -> list:
         """Resent fragments have left the wire: the timer starts again from now."""
         return [(ARM, s, int(resend_left(self.OUT, self.OD, self.RT, s, now, self.cfg.max_retries)))]
 
-    def ack_arrived(self, s: int, node: int, now: int) -> list:
+    def ack_arrived(self, s: int, node: int, now: int, *, answer: bool = False) -> list:
+        """An ack from ``node``; ``answer``: it answers a probe (no RTT sample)."""
         c = self.cfg
-        left = ack(self.OUT, self.OD, self.RT, s, node, now, c.rto_min_ps, c.rto_max_ps)
+        left = ack(self.OUT, self.OD, self.RT, s, node, now, int(answer), c.rto_min_ps, c.rto_max_ps)
         return [(ARM, s, -1)] if left == 0 else []
 
     def nack_arrived(self, s: int, node: int, payload, now: int, *, routed: bool = True) -> list:
@@ -479,9 +504,11 @@ class BoardProtocol:
         due time of the latest ARM)."""
         c = self.cfg
         silent = self.waiting(s)
-        r = timeout(self.OUT, self.OD, self.RT, s, c.max_retries, c.rto_max_ps)
+        r = timeout(self.OUT, self.OD, self.RT, s, now, c.max_retries, c.rto_max_ps)
         if r == 0:
             return []
+        if r == 2:
+            return [(ARM, s, int(self.OUT[s, OUT_DUE]))]
         if r < 0:
             return [(FAILED, s, silent, int(self.OUT[s, OUT_RETRIES]) - 1)]
         return [(PROBE, s, d) for d in silent] + [self._arm(s, now)]

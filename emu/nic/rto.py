@@ -1,8 +1,9 @@
 """The retransmission timeout of one (sender, receiver) pair, in the manner of RFC 6298.
 
-Samples are the time from a message's last fragment leaving the wire to its ack arriving
-back at the sender, which is exactly what the timer times. Karn's rule is the caller's:
-no sample from a message that was probed or resent, since its ack may answer either.
+Samples are the time from a message's last fragment leaving the wire to its completion ack
+arriving back at the sender, which is exactly what the timer times. Karn's rule is the
+caller's: no sample from a probe's answer, nor from a message that was resent, since its
+ack may answer the resend.
 
 Integer picoseconds throughout, with the RFC's gains (alpha = 1/8, beta = 1/4, K = 4) as
 shifts, the way a hardware estimator would compute them:
@@ -12,10 +13,12 @@ shifts, the way a hardware estimator would compute them:
     RTO = min(max, max(min, SRTT + 4 RTTVAR))
 
 Before any sample the RTO is the initial value. A timeout doubles it (back-off, up to the
-maximum) until the next valid sample recomputes it from SRTT and RTTVAR.
+maximum) until the next valid sample recomputes it from SRTT and RTTVAR. Each row also
+keeps its worst recent sample (``RT_WORST``: the largest, forgetting 1/2^WORST_DECAY_SHIFT
+of itself per sample), a floor the protocol's ``message_rto`` puts under a message's timeout.
 
 A board keeps one row per peer in an int64 table, ``RT`` (``PEERS`` below: columns
-``RT_SRTT``, ``RT_RTTVAR``, ``RT_RTO``; SRTT -1 before the first sample): ``rto_sample``
+``RT_SRTT``, ``RT_RTTVAR``, ``RT_RTO``, ``RT_WORST``; SRTT -1 before the first sample): ``rto_sample``
 and ``rto_backoff`` take the table, the row and scalars only, the form a compiled loop or a register file can hold; they are
 compiled with numba (``.py_func`` is the same function in Python).
 ``RtoEstimator`` is a view of one row, for callers that want one pair.
@@ -33,11 +36,14 @@ PEERS = Table("retransmission timeout per peer (RT)", "RT", (
     ("srtt", "smoothed round-trip time, ps (NO_SAMPLE before the first sample)"),
     ("rttvar", "its variation, ps"),
     ("rto", "the retransmission timeout, ps"),
+    ("worst", "the largest recent RTT sample, ps, decaying by 1/2^WORST_DECAY_SHIFT at each sample"),
 ))
 # PEERS's columns, rendered from it by `python -m emu.net.render_tables` (do not edit)
-(RT_SRTT, RT_RTTVAR, RT_RTO) = range(3)
-RT_NCOLS = 3
+(RT_SRTT, RT_RTTVAR, RT_RTO, RT_WORST) = range(4)
+RT_NCOLS = 4
 NO_SAMPLE = -1
+WORST_DECAY_SHIFT = 10  # the worst RTT forgets 1/1024 of itself per sample (halves in ~700)
+WORST_FACTOR = 2        # a message's timeout is at least this many times its board's worst recent RTT
 
 
 def rto_table(peers: int, min_ps: int, initial_ps: int, max_ps: int) -> np.ndarray:
@@ -61,6 +67,8 @@ def rto_sample(rt, peer, r, min_ps, max_ps):
     rt[peer, RT_SRTT] = srtt
     rt[peer, RT_RTTVAR] = rttvar
     rt[peer, RT_RTO] = min(max_ps, max(min_ps, srtt + 4 * rttvar))
+    w = rt[peer, RT_WORST]
+    rt[peer, RT_WORST] = max(r, w - (w >> WORST_DECAY_SHIFT))
 
 
 @njit(cache=True)
