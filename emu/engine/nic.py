@@ -19,7 +19,11 @@ emu.engine.reliable):
 - ``fold``: a reduction member's contributions (own + children's); when all are in
   (``emu.nic.protocol.reduction_complete``) it sends its combined state where
   ``reduction_next`` says: to its parent, or the root completes the op (Reduction);
-- ``a2a_step``: an exchange member's next pair of the shift schedule (AllToAll._step).
+- ``a2a_step``: an exchange member's next pair of the shift schedule (AllToAll._step);
+- ``signals``: an event whose waiters are on other boards sends each of those boards a
+  signal, a header-only message of its own transfer that the NIC makes itself (no
+  packetizer room, the ports' priority class) and that releases them where it arrives
+  (Cluster.signal; docs/nic.md, "Signals").
 
 What the Python path would call next in the replay (Replay._part_delivered, _delivered)
 is pushed on the work stack instead, so this module needs nothing of the replay loop.
