@@ -44,7 +44,8 @@ from emu.workload.enums import COMM_KINDS, CONTROL_KINDS, KV_OPS
 
 
 class Wiring:
-    def __init__(self, trace):
+    def __init__(self, trace, free_signals: bool = False):
+        """``free_signals``: the idealisation hw.signals=free, every release at once, no signal."""
         ops = trace.ops
         n = trace.n_ops
         kind = ops["kind"]
@@ -99,7 +100,7 @@ class Wiring:
                             else:
                                 self.orders_only.add((y, x))
                             self.need[p] += 1
-                        elif dsts[x]:
+                        elif dsts[x] and not free_signals:
                             waiting[x].setdefault(at, []).append(p)  # one signal from each destination
                             self.need[p] += len(dsts[x])
                         else:
@@ -108,7 +109,7 @@ class Wiring:
                     else:
                         if comm_l[y] and node_l[x] in srcs and node_l[x] != at:
                             continue  # a compute op on another source gates only that source's part
-                        if at == node_l[x]:
+                        if at == node_l[x] or free_signals:
                             self.on_done[x].append(p)
                         else:
                             waiting[x].setdefault(at, []).append(p)  # a signal from x's node

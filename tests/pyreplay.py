@@ -36,7 +36,7 @@ class PythonReplay(Replay):
 
     def __init__(self, trace, options):
         super().__init__(trace, options)
-        self.wiring = Wiring(trace)
+        self.wiring = Wiring(trace, free_signals=self.hw["signals"] == "free")
         if self.functional is not None:  # it reads the directory as the run changes it
             self.functional.directory = self.cluster.directory
         if self.timeline is not None:

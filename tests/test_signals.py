@@ -119,3 +119,16 @@ def test_a_waiter_on_another_board_starts_no_earlier_than_its_signal_arrives(mar
         sent += len(groups) * (len(w.dsts[x]) if w.is_comm[x] else 1)
     assert tight > 0
     assert s["control_frames_by_op"]["signal"] == sent  # one frame each, counted where it leaves
+
+
+def test_free_signals_are_the_idealisation_named_in_the_summary(mars):
+    """hw.signals=free releases every dependency at once, with no frame (what replays did
+    before signals): both engines agree, no signal is sent, the summary says which ran, and
+    the run is no slower than with signal frames."""
+    free = {e: summarize(Replay(mars, Options(engine=e, overrides=("hw.signals=free",))).run())
+            for e in ("compiled", "python")}
+    frames = summarize(Replay(mars, Options()).run())
+    assert free["compiled"]["ttft_s"] == free["python"]["ttft_s"] <= frames["ttft_s"]
+    assert free["compiled"]["wire_bytes"] == free["python"]["wire_bytes"] < frames["wire_bytes"]
+    assert free["compiled"]["control_frames_by_op"]["signal"] == 0 < frames["control_frames_by_op"]["signal"]
+    assert free["compiled"]["signals"] == "free" and frames["signals"] == "frames"

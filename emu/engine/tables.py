@@ -170,6 +170,9 @@ class Tables:
         nd_x = ndst[x]
         to_sig = (xc & ~to_at & (nd_x > 0)) | (~xc & ~gates_other & (node[x] != at))
         to_done = (xc & ~to_at & (nd_x == 0)) | (~xc & ~gates_other & (node[x] == at))
+        if rp.hw["signals"] == "free":  # the idealisation (hw.signals=free): released at once, no frame
+            to_done |= to_sig
+            to_sig[:] = False
         need = (np.bincount(p[to_at | to_done], minlength=nparts)
                 + np.bincount(p[to_sig], weights=np.where(xc, nd_x, 1)[to_sig], minlength=nparts)).astype(np.int64)
         sig_ptr, sig_idx, n_signals = _signal_groups(x[to_sig], at[to_sig], p[to_sig], np.where(xc, nd_x, 1)[to_sig], n)

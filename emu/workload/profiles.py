@@ -62,6 +62,7 @@ SCHEMA: dict[str, dict[str, str]] = {
         "port_arbiter": "enum:rr|transit-first|local-first",
         "port_buffer": "size",
         "flow_control": f"enum:{'|'.join(FLOW_CONTROLS)}",
+        "signals": "enum:frames|free",
         "ports": "int",
         "gamma": "float",
         "rto_min_ps": "time",
@@ -75,10 +76,12 @@ SCHEMA: dict[str, dict[str, str]] = {
 # port arbitrates its own and forwarded frames round robin (docs/engine.md); a port holds
 # 128 KiB of transit frames, four of the K26's UltraRAM blocks (docs/engine.md, "Port buffers
 # and flow control"), which the replay treats as unbounded and lossless until the kernel's flow
-# control is complete ("ideal", named as the idealisation it is).
+# control is complete ("ideal", named as the idealisation it is). A dependency released across
+# boards is a signal frame ("frames"; docs/nic.md, "Signals"); "free" releases it at once with
+# no frame, the idealisation replays made before signals, kept for comparison.
 DEFAULTS = {"hw": {"rto_min_ps": 100_000_000, "rto_initial_ps": 1_000_000_000,
                    "switch_latency_ps": 1_000_000, "switch_rate": 0, "port_arbiter": "rr",
-                   "port_buffer": 128 * 1024, "flow_control": "ideal"}}
+                   "port_buffer": 128 * 1024, "flow_control": "ideal", "signals": "frames"}}
 OPTIONAL = {"description", *DEFAULTS["hw"]}
 # Fields that must be >= 1 (counts, rates, sizes that divide something).
 _POSITIVE = {
