@@ -71,6 +71,7 @@ class Transfer:
     parts: list = field(default_factory=list)       # engine messages
     failed: str | None = None
     left: bool = False      # out of the packetizer (its room freed once)
+    nic: bool = False       # made by the NIC itself (a signal): no packetizer room, the ports' priority class
     gave_up: bool = False   # reliable delivery gave up on it (failed only if it never arrives)
 
     @property
@@ -200,6 +201,20 @@ class Cluster(Nics):
         self._admit(src)
         return tr
 
+    def signal(self, src: int, dst: int, *, kv_id: int = 0, layer: int = 0, on_delivered=None) -> Transfer:
+        """A signal from ``src`` to ``dst``: an event at src releases what waits for it at dst.
+        The NIC makes it itself, header-only, as it makes an ack: it takes no room in the
+        packetizer and goes in the ports' priority class; with reliable delivery it is acked
+        and resent like any message."""
+        meta = dict(op=int(Op.signal), stage=int(Stage.control), collective=int(Collective.unicast), kv_id=kv_id,
+                    layer=layer, reduce_op=int(ReduceOp.none), dtype=int(Dtype.raw), src_node=src,
+                    dst_set=(1 << dst) if dst < 64 else 0)
+        tr = Transfer(len(self._transfers), src, (dst,), meta, CONTROL_LEN, None, on_delivered, nic=True)
+        self._transfers.append(tr)
+        tr.accepted_at = self.sim.now
+        self._launch(tr)
+        return tr
+
     def _admit(self, node: int) -> None:
         """Move sends from the packetization buffer's wait line into it while they fit."""
         q = self._fifo[node]
@@ -246,10 +261,10 @@ class Cluster(Nics):
                     flags=int(Flags.ACK_REQ) if self.config.reliable else 0)
         self._seq[tr.src] = (seq + nfrags) & 0xFFFFFFFF
         part.streams = len(self.net.first_hops(route, tr.src))
-        if tr.meta["op"] in (Op.drain, Op.invalidate):
+        if tr.meta["op"] in (Op.drain, Op.invalidate, Op.signal):
             self.control_frames_by_op[Op(tr.meta["op"]).name] += nfrags * part.streams
         part.msg = self.net.send(tr.src, dsts, nfrags, full, last, route=route, track=self.config.reliable,
-                                 gaps=self.config.reliable, on_event=self._on_event, meta=(meta, part))
+                                 gaps=self.config.reliable, prio=tr.nic, on_event=self._on_event, meta=(meta, part))
         part.proto = self.proto[tr.src]
         if self.config.reliable:
             # tracked even with no way out now: its timer retries until a route comes back
@@ -305,6 +320,8 @@ class Cluster(Nics):
     def _left(self, tr: Transfer) -> None:
         """Every frame of the send is out of the packetizer: its FIFO space is free again."""
         tr.left = True
+        if tr.nic:
+            return  # a signal took no room
         self._fifo_entries[tr.src] -= 1
         self._fifo_bytes[tr.src] -= tr.nbytes
         self._admit(tr.src)
@@ -340,7 +357,7 @@ class Cluster(Nics):
 
     @property
     def control_frames(self) -> int:
-        """Control frames the NICs put on the wire (acks, nacks, probes, drains, invalidates)."""
+        """Control frames the NICs put on the wire (acks, nacks, probes, drains, invalidates, signals)."""
         return sum(self.control_frames_by_op.values())
 
     def rto(self, src: int, dst: int) -> RtoEstimator:

@@ -12,9 +12,20 @@ dependencies are satisfied, by these rules (docs/trace-format.md):
   concern s: compute ops on s, or deliveries at s; a compute dependency on a
   node outside the op's sources gates every part.
 
-The result is flat arrays: the number of unmet dependencies per part, and for
-each (op, event) the list of parts it releases. Events are "done" (finished /
-delivered everywhere) and "at n" (delivered at node n).
+No release crosses boards for free: where the event happens on one board and the
+waiting part runs on another, a signal frame carries it (docs/nic.md, "Signals"):
+
+- a compute op finished at node a releases its waiters at a at once, and each
+  other node b with waiters gets one signal from a, which releases them all;
+- "delivered everywhere" is known to no single board: each destination d of X,
+  when X is delivered at d, signals each node b waiting for X everywhere (b is
+  never a destination), and a part there waits for one signal per destination.
+
+The result is flat arrays: the number of unmet dependencies per part (a signal
+counts one), and for each event the parts it releases. Events are "done" (a
+compute op finished: its parts at its node), "at n" (delivered at node n) and
+signals: ``on_signal[x]`` lists (node b, parts at b), ascending b, sent when compute
+op x finishes, or from each destination when communication op x is delivered there.
 
 A transient copy delivered at n is held until its *readers* there are done: the
 compute ops at n that depend on the delivery, and the KV sends from n that
@@ -33,7 +44,8 @@ from emu.workload.enums import COMM_KINDS, CONTROL_KINDS, KV_OPS
 
 
 class Wiring:
-    def __init__(self, trace):
+    def __init__(self, trace, free_signals: bool = False):
+        """``free_signals``: the idealisation hw.signals=free, every release at once, no signal."""
         ops = trace.ops
         n = trace.n_ops
         kind = ops["kind"]
@@ -61,6 +73,7 @@ class Wiring:
         self.readers: dict[tuple[int, int], int] = defaultdict(int)
         # (y, x): y waits for x's delivery at its node without reading the copy
         self.orders_only: set[tuple[int, int]] = set()
+        waiting: dict[int, dict[int, list[int]]] = defaultdict(dict)  # x -> node -> parts released by a signal
 
         dsts = [None] * n
         for i in comm_rows.tolist():
@@ -86,11 +99,20 @@ class Wiring:
                                 self.readers[(x, at)] += 1
                             else:
                                 self.orders_only.add((y, x))
+                            self.need[p] += 1
+                        elif dsts[x] and not free_signals:
+                            waiting[x].setdefault(at, []).append(p)  # one signal from each destination
+                            self.need[p] += len(dsts[x])
                         else:
-                            self.on_done[x].append(p)
+                            self.on_done[x].append(p)  # no destination: never delivered everywhere
+                            self.need[p] += 1
                     else:
                         if comm_l[y] and node_l[x] in srcs and node_l[x] != at:
                             continue  # a compute op on another source gates only that source's part
-                        self.on_done[x].append(p)
-                    self.need[p] += 1
+                        if at == node_l[x] or free_signals:
+                            self.on_done[x].append(p)
+                        else:
+                            waiting[x].setdefault(at, []).append(p)  # a signal from x's node
+                        self.need[p] += 1
         self.dsts = dsts
+        self.on_signal: dict[int, list[tuple[int, list[int]]]] = {x: sorted(w.items()) for x, w in waiting.items()}

@@ -36,7 +36,7 @@ class PythonReplay(Replay):
 
     def __init__(self, trace, options):
         super().__init__(trace, options)
-        self.wiring = Wiring(trace)
+        self.wiring = Wiring(trace, free_signals=self.hw["signals"] == "free")
         if self.functional is not None:  # it reads the directory as the run changes it
             self.functional.directory = self.cluster.directory
         if self.timeline is not None:
@@ -129,9 +129,18 @@ class PythonReplay(Replay):
 
     def _op_done(self, op: int) -> None:
         self.done_ops += 1
+        if not self.wiring.is_comm[op]:
+            self._signal(op, self._ops["node"][op])
         self._release(self.wiring.on_done.pop(op, ()))
         if self._bar is not None and self.done_ops % REPLAY_STEP_OPS == 0:
             self._progress()
+
+    def _signal(self, op: int, src: int) -> None:
+        """``op``'s event at ``src``: a signal to each board whose parts wait for it there."""
+        o = self._ops
+        for node, parts in self.wiring.on_signal.get(op, ()):
+            self.cluster.signal(src, node, kv_id=max(o["kv_id"][op], 0), layer=max(o["layer"][op], 0),
+                                on_delivered=lambda tr, at, t, parts=parts: self._release(parts))
 
     # ---- communication ------------------------------------------------------------------
 
@@ -240,6 +249,7 @@ class PythonReplay(Replay):
                     d.add_owner(node, kv, prev[1] if prev else nbytes // len(blocks), now)
             else:
                 d.add_owner(node, o["kv_id"][op], nbytes, now)
+        self._signal(op, node)
         self._release(self.wiring.on_at.pop((op, node), ()))
         done = self.delivered_at.setdefault(-op - 1, {})
         done[node] = now

@@ -84,7 +84,8 @@ def test_a_nack_is_answered_with_exactly_the_fragments_it_names():
     assert nack1 > A + 4 * MS > A + CTRL + L  # the ordering the derivation above relies on
     assert done["t"] == nack1 + FULL + L
     assert c.retransmitted_frames == 2 and c.net.duplicates == 1
-    assert c.control_frames_by_op == {"ack": 1, "nack": 2, "probe": 2, "drain": 0, "invalidate": 0}
+    assert c.control_frames_by_op == {"ack": 1, "nack": 2, "probe": 2, "drain": 0, "invalidate": 0,
+                                    "signal": 0}
     assert not c.incomplete() and part.acked == {1}
     # Karn: no sample from this message; two timeouts doubled the initial RTO twice.
     est = c.rto(0, 1)
@@ -167,7 +168,8 @@ def test_every_control_frame_is_counted_by_op():
     c.replica_control(0, [1, 2, 3], 0, Op.drain)
     c.replica_control(0, [3], 0, Op.invalidate)
     c.net.run()
-    assert c.control_frames_by_op == {"ack": 3 + 3 + 1, "nack": 0, "probe": 0, "drain": 2, "invalidate": 1}
+    assert c.control_frames_by_op == {"ack": 3 + 3 + 1, "nack": 0, "probe": 0, "drain": 2, "invalidate": 1,
+                                    "signal": 0}
     assert c.control_frames == 10
 
 
@@ -195,6 +197,8 @@ def test_the_replay_summary_counts_control_frames_by_op(tmp_path):
         assert rows.any()
         remote = sum(len(set(tr.dst(i).tolist()) - set(tr.src(i).tolist())) for i in map(int, rows.nonzero()[0]))
         assert by[kind.name] == remote
+    # a signal is one frame from one board to a neighbour (a full mesh), and is acked like any message
+    assert by["signal"] == sum(1 for t in rp.cluster.transfers if t.meta["op"] == Op.signal) > 0
     receivers = sum(len([d for d in t.dsts if d != t.src]) * len(t.parts) for t in rp.cluster.transfers)
     assert by["ack"] + by["nack"] == receivers + by["probe"]
     assert s["control_frames"] == sum(by.values()) and s["dropped_frames"] == 0

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from pydag import Wiring
 from emu.net.ethernet import WIRE_OVERHEAD
 from emu.net.framing import frame_sizes
 from emu.replay.summary import summarize
@@ -60,7 +61,28 @@ def expected_wire_bytes(rp) -> int:
         root = int(tr.dst(i)[0])
         parent = rp.cluster.board_tree(root, [int(s) for s in tr.src(i)])
         total += per_link_wire(ops["bytes"][i], mtu) * sum(routes.hops(c, p) for c, p in parent.items())
-    return total
+    return total + per_link_wire(0, mtu) * sum(routes.hops(a, b) for a, b in signals(rp.trace))
+
+
+def signals(tr) -> list[tuple[int, int]]:
+    """(from, to) of every signal the trace needs (tests/pydag.py's wiring): a compute op's
+    node to each other board with parts waiting for it; each destination of a communication
+    op to each board waiting for it to be delivered everywhere."""
+    w = Wiring(tr)
+    out = []
+    for x, groups in w.on_signal.items():
+        at = sorted(w.dsts[x]) if w.is_comm[x] else [int(tr.ops["node"][x])]
+        out += [(a, b) for a in at for b, _parts in groups]
+    return out
+
+
+def test_every_cross_board_release_is_one_signal_frame(run):
+    """Signals are counted as control frames, one per (event, board): MARS and PD have them,
+    the other schemes release nothing across boards."""
+    scheme, rp, s = run
+    n = len(signals(rp.trace))
+    assert s["control_frames_by_op"]["signal"] == n
+    assert (n > 0) == (scheme in ("mars", "pd"))
 
 
 def test_every_op_completes_and_kv_arrives_once_per_destination(run):

@@ -36,6 +36,7 @@ class Op(enum.IntEnum):
     reduce_result = 9
     ack = 10
     nack = 11
+    signal = 12  # a dependency released across boards: an event at the source lets parts at the destination start
 
 
 class Collective(enum.IntEnum):

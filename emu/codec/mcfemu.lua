@@ -4,7 +4,7 @@ local p = Proto("mcfemu", "MCF compute-NIC frame (mcf-emu)")
 local f = p.fields
 
 local vs_stage = { [0] = "prefill", [1] = "decode", [2] = "control" }
-local vs_op = { [1] = "kv_replica", [2] = "kv_fetch_req", [3] = "kv_fetch_resp", [4] = "kv_transfer", [5] = "drain", [6] = "invalidate", [7] = "query", [8] = "partial_state", [9] = "reduce_result", [10] = "ack", [11] = "nack" }
+local vs_op = { [1] = "kv_replica", [2] = "kv_fetch_req", [3] = "kv_fetch_resp", [4] = "kv_transfer", [5] = "drain", [6] = "invalidate", [7] = "query", [8] = "partial_state", [9] = "reduce_result", [10] = "ack", [11] = "nack", [12] = "signal" }
 local vs_collective = { [0] = "unicast", [1] = "multicast", [2] = "all_to_all", [3] = "reduce", [4] = "all_reduce" }
 local vs_reduce_op = { [0] = "none", [1] = "max", [2] = "sum", [3] = "merge" }
 local vs_dtype = { [0] = "raw", [1] = "int4", [2] = "int8", [3] = "fp16", [4] = "fp32" }

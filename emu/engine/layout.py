@@ -34,6 +34,8 @@ OPS = Table("ops (OP)", "OPS", (
     ("blkend", "end of its blocks"),
     ("done", "parts released when it is done (finished / delivered everywhere), in IDX"),
     ("doneend", "end of those parts"),
+    ("sig", "its signal groups in IDX, each [node, n, n parts]: signalled when it finishes (compute), or from each destination it is delivered at (communication)"),
+    ("sigend", "end of its signal groups"),
     ("grp", "reduction / all-to-all group in the group table GP"),
     ("grpend", "end of its group"),
     ("chunk", "the trace's chunk"),
@@ -43,9 +45,9 @@ OPS = Table("ops (OP)", "OPS", (
 ), dtype=np.int32)
 # OPS's columns, rendered from it by `python -m emu.net.render_tables` (do not edit)
 (OPS_KIND, OPS_NODE, OPS_MSGOP, OPS_RES, OPS_PART, OPS_PEND, OPS_DEP, OPS_DEPEND, OPS_DST,
- OPS_DSTEND, OPS_SRC, OPS_SRCEND, OPS_BLK, OPS_BLKEND, OPS_DONE, OPS_DONEEND, OPS_GRP,
- OPS_GRPEND, OPS_CHUNK, OPS_LAYER, OPS_NDLV, OPS_COMM) = range(22)
-OPS_NCOLS = 22
+ OPS_DSTEND, OPS_SRC, OPS_SRCEND, OPS_BLK, OPS_BLKEND, OPS_DONE, OPS_DONEEND, OPS_SIG,
+ OPS_SIGEND, OPS_GRP, OPS_GRPEND, OPS_CHUNK, OPS_LAYER, OPS_NDLV, OPS_COMM) = range(24)
+OPS_NCOLS = 24
 
 # ---- ops' wide values (OW, int64): times in ps, byte counts, block ids, masks -----------
 WIDE = Table("ops' wide values (OW)", "OW", (
@@ -229,6 +231,7 @@ RUN = Table("run state (RS, one row)", "RS", (
     ("ctrl_ack", "control frames put on the wire: acks, ..."),
     ("ctrl_nack", "... nacks ..."),
     ("ctrl_probe", "... and probes"),
+    ("ctrl_sig", "control frames put on the wire: signals (dependencies released across boards)"),
     ("nsl", "SL entries used (resend fragment lists)"),
     ("nnkb", "NKB bytes used (nack payloads)"),
     ("chg_t", "a timeline's first pending change: time (INF: none) ..."),
@@ -245,9 +248,9 @@ RUN = Table("run state (RS, one row)", "RS", (
  RS_NERR, RS_NODES, RS_V, RS_MARGIN, RS_PER, RS_HDR, RS_CHUNK, RS_FIFO_B, RS_FIFO_E, RS_LAYERS,
  RS_KVMIN, RS_NKV, RS_PROGRESS, RS_PROG_NEXT, RS_CTRL_DRAIN, RS_CTRL_INV, RS_EVENTS,
  RS_RELIABLE, RS_MAX_RETRIES, RS_RTO_MIN, RS_RTO_MAX, RS_RETX, RS_CTRL_ACK, RS_CTRL_NACK,
- RS_CTRL_PROBE, RS_NSL, RS_NNKB, RS_CHG_T, RS_CHG_KEY, RS_IN_CHG, RS_STARTED, RS_NFOLD,
- RS_SNAPPED, RS_MASKW) = range(51)
-RS_NCOLS = 51
+ RS_CTRL_PROBE, RS_CTRL_SIG, RS_NSL, RS_NNKB, RS_CHG_T, RS_CHG_KEY, RS_IN_CHG, RS_STARTED,
+ RS_NFOLD, RS_SNAPPED, RS_MASKW) = range(52)
+RS_NCOLS = 52
 
 # ---- the event heap (SIM), the work stack (WORK), the directory's history and errors ----
 EVENT_HEAP = Table("event heap (SIM), ordered by (time, seq)", "SIM", (
@@ -305,6 +308,7 @@ CB_SEND = 0       # a communication op's part: the op counts its sources' payloa
 CB_CTRL = 1       # a drain or invalidate: delivered to the op at once
 CB_RED = 2        # a reduction's partial result: folds at the receiving member
 CB_A2A = 3        # one pair of an all-to-all: the member's next step follows
+CB_SIG = 4        # a signal (TR_ARG: its group in IDX): releases the group's parts where it arrives
 
 # ---- what a message is (MX_CTRL) ---------------------------------------------------------
 CTRL_DATA = 0

@@ -40,7 +40,7 @@ from .layout import (CB_CTRL, CB_SEND, DRIVE_CHANGE, DRIVE_DONE, DRIVE_PROGRESS,
                           SLOT_GOT, SLOT_READERS, SLOT_TIME, W_A2A_STEP, W_CONSUMED, W_DELIVERED, W_OP_DLV,
                           W_PART_DLV, W_READY, W_RELEASE, W_SETTLED, W_TRY, W_UPCALLS, WORK_A, WORK_B, WORK_C,
                           WORK_KIND)
-from .nic import a2a_step, delivered, fold, message_done, message_sent, part_left, send, settled
+from .nic import a2a_step, delivered, fold, message_done, message_sent, part_left, send, settled, signals
 from .reliable import gap, timer_due
 from .state import allocating, compiled, compiled_inline, doubled_pool, grown, more_heap
 
@@ -137,6 +137,8 @@ def finish_compute(s, op, node):
 def op_done(s, op):
     RS, OP = s.RS, s.OP
     RS[RS_DONE_OPS] += 1
+    if not OP[op, OPS_COMM]:  # a compute op: its waiters on other boards hear of it by signal
+        signals(s, op, np.int64(OP[op, OPS_NODE]))
     push(s, W_RELEASE, OP[op, OPS_DONE], OP[op, OPS_DONEEND], 0)
 
 
@@ -191,6 +193,7 @@ def op_delivered(s, op, node):
                 add_owner(s, node, kv, owner_bytes(s, kv, nbytes // nb), now)
         else:
             add_owner(s, node, OW[op, OW_KV], nbytes, now)
+    signals(s, op, node)  # its waiters for "delivered everywhere" count one signal from each destination
     push(s, W_DELIVERED, op, node, 0)
     push(s, W_RELEASE, SLOT[sl, SLOT_AT], SLOT[sl, SLOT_ATEND], 0)
 

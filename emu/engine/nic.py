@@ -19,7 +19,11 @@ emu.engine.reliable):
 - ``fold``: a reduction member's contributions (own + children's); when all are in
   (``emu.nic.protocol.reduction_complete``) it sends its combined state where
   ``reduction_next`` says: to its parent, or the root completes the op (Reduction);
-- ``a2a_step``: an exchange member's next pair of the shift schedule (AllToAll._step).
+- ``a2a_step``: an exchange member's next pair of the shift schedule (AllToAll._step);
+- ``signals``: an event whose waiters are on other boards sends each of those boards a
+  signal, a header-only message of its own transfer that the NIC makes itself (no
+  packetizer room, the ports' priority class) and that releases them where it arrives
+  (Cluster.signal; docs/nic.md, "Signals").
 
 What the Python path would call next in the replay (Replay._part_delivered, _delivered)
 is pushed on the work stack instead, so this module needs nothing of the replay loop.
@@ -28,6 +32,7 @@ is pushed on the work stack instead, so this module needs nothing of the replay 
 from __future__ import annotations
 
 from ..net import kernel as K
+from ..codec.enums import Op
 from ..nic.directory import OP_DRAIN, OP_INVALIDATE, OP_KV_REPLICA  # Meta ops the directory acts on
 from ..nic.protocol import RED_HERE, RED_PARENT, reduction_complete, reduction_next
 from .compute import slot_of, try_compute
@@ -35,18 +40,19 @@ from .directory import add_replica, drain, invalidate
 from .events import at, push, rearm
 from .reliable import (complete, control_done, first_hop_streams, first_hops, frame_sizes, message_room, resent,
                             sent, source_drop, track)
-from .layout import (CB_A2A, CB_CTRL, CB_RED, CB_SEND, E_LOCAL, GP_FOLD_OWN, GP_FOLD_UP, GP_MEMBER, GP_PARENT,
+from .layout import (CB_A2A, CB_CTRL, CB_RED, CB_SEND, CB_SIG, E_LOCAL, GP_FOLD_OWN, GP_FOLD_UP, GP_MEMBER, GP_PARENT,
                           GP_WAIT, NT_FIFO_B, OW_DMASK, RS_MASKW,
                           NT_FIFO_E, NT_QHEAD, NT_QTAIL, NT_STALL, OW_BYTES, OPS_GRP, OPS_GRPEND, OPS_MSGOP, RS_CHUNK,
                           RS_CTRL_DRAIN, RS_CTRL_INV, RS_FIFO_B, RS_FIFO_E, RS_NBITS, RS_NFOLD, RS_NMD, RS_NMSG, RS_NODES, RS_NOW,
                           RS_NTR, RS_V, TR_ACCEPTED, TR_ARG, TR_ARG2, TR_CB, TR_SET_DELIVERED, TR_DMASK, TR_SET_FAILED, TR_KV, TR_M0, TR_M1,
                           TR_MSGOP, TR_NBYTES, TR_NEXT, TR_OP, TR_ROUTE, TR_SENT, TR_SRC, W_A2A_STEP, W_OP_DLV,
                           W_PART_DLV, MX_SENT, MX_TR, CTRL_DATA, E_PARTLEFT, RS_RELIABLE, TR_FAIL_RETRIES,
-                          MX_CTRL, MX_TIMER, TR_SETTLED)
+                          MX_CTRL, MX_TIMER, OPS_SIG, OPS_SIGEND, OW_KV, RS_CTRL_SIG, TR_SETTLED, W_RELEASE)
 from . import boards
 from .state import compiled, compiled_inline
 
 COLL_REDUCE = 3  # emu.codec.Collective.reduce: the trace's reductions end at their root
+OP_SIGNAL = int(Op.signal)
 
 
 @compiled_inline
@@ -129,14 +135,15 @@ def launch(s, tr):
     chunk = RS[RS_CHUNK]
     off = 0
     while off < max(nbytes, 1):
-        send_part(s, tr, min(chunk, nbytes - off))
+        send_part(s, tr, min(chunk, nbytes - off), 0)
         off += chunk
     TR[tr, TR_M1] = RS[RS_NMSG]
 
 
 @compiled_inline
-def send_part(s, tr, size):
-    """One message of a transfer: header arithmetic (emu.net.framing.fragments), then the wire."""
+def send_part(s, tr, size, prio):
+    """One message of a transfer: header arithmetic (emu.net.framing.fragments), then the wire
+    (``prio`` 1: in the ports' priority class, as a signal goes)."""
     RS, TR = s.RS, s.TR
     nfrags, full, last = frame_sizes(s, size)
     src, route = TR[tr, TR_SRC], TR[tr, TR_ROUTE]
@@ -147,7 +154,9 @@ def send_part(s, tr, size):
         RS[RS_CTRL_DRAIN] += nfrags * streams
     elif TR[tr, TR_MSGOP] == OP_INVALIDATE:
         RS[RS_CTRL_INV] += nfrags * streams
-    mid = net_send(s, tr, src, nfrags, full, last, route)
+    elif TR[tr, TR_MSGOP] == OP_SIGNAL:
+        RS[RS_CTRL_SIG] += nfrags * streams
+    mid = net_send(s, tr, src, nfrags, full, last, route, prio)
     MX = s.MX  # reliable delivery may have grown it
     MX[mid, MX_TR] = tr
     MX[mid, MX_SENT] = 0
@@ -174,7 +183,7 @@ def send_part(s, tr, size):
 
 
 @compiled_inline
-def net_send(s, tr, src, nfrags, full, last, route):
+def net_send(s, tr, src, nfrags, full, last, route, prio):
     """Network.send: transfer ``tr``'s boards other than ``src``, its kernel rows (tracked with
     reliable delivery) and a stream per first-hop port."""
     RS = s.RS
@@ -193,7 +202,7 @@ def net_send(s, tr, src, nfrags, full, last, route):
     flags = K.MF_TRACK | K.MF_GAP_UPCALL if RS[RS_RELIABLE] else 0
     RS[RS_NBITS] += K.open_message(s, mid, src, nfrags, full, last, flags, nmd, nd, RS[RS_NBITS])
     RS[RS_NMD] = nmd + nd
-    hops = first_hop_streams(s, route * RS[RS_V] + src, mid, route, nfrags, -1, RS[RS_RELIABLE], 0)
+    hops = first_hop_streams(s, route * RS[RS_V] + src, mid, route, nfrags, -1, RS[RS_RELIABLE], prio)
     if hops == 0:  # every fragment is a no_route drop at the source
         source_drop(s, src, nfrags, (nfrags - 1) * full + last)
     rearm(s)
@@ -224,8 +233,11 @@ def message_sent(s, mid, live):
 
 @compiled
 def free_room(s, tr):
-    """Transfer ``tr``'s packetization buffer room is free again (Cluster._left)."""
+    """Transfer ``tr``'s packetization buffer room is free again (Cluster._left); a signal
+    never took any."""
     NT, TR = s.NT, s.TR
+    if TR[tr, TR_CB] == CB_SIG:
+        return
     src = TR[tr, TR_SRC]
     NT[src, NT_FIFO_E] -= 1
     NT[src, NT_FIFO_B] -= TR[tr, TR_NBYTES]
@@ -254,7 +266,8 @@ def part_left(s, mid):
         sent(s, mid)  # held: its timer starts (its room waits for its acks: settled)
         return
     # its messages fail one after another, each with an event: the last one frees the room
-    if mid == TR[tr, TR_M1] - 1 and TR[tr, TR_SENT] == TR[tr, TR_M1] - TR[tr, TR_M0]:
+    if (mid == TR[tr, TR_M1] - 1 and TR[tr, TR_SENT] == TR[tr, TR_M1] - TR[tr, TR_M0]
+            and TR[tr, TR_CB] != CB_SIG):
         NT = s.NT
         src = TR[tr, TR_SRC]
         NT[src, NT_FIFO_E] -= 1
@@ -312,6 +325,9 @@ def delivered(s, tr, node):
         push(s, W_OP_DLV, op, node, 0)
     elif cb == CB_RED:
         fold(s, op, node, TR[tr, TR_SRC])
+    elif cb == CB_SIG:
+        g = TR[tr, TR_ARG]  # its group [node, n, parts...] in IDX
+        push(s, W_RELEASE, g + 2, g + 2 + s.IDX[g + 1], 0)
     else:
         push(s, W_A2A_STEP, op, TR[tr, TR_ARG], TR[tr, TR_ARG2] + 1)  # one step in flight per member
         push(s, W_PART_DLV, op, node, 0)
@@ -368,3 +384,43 @@ def a2a_step(s, op, i, step):
     if step >= n:
         return
     send(s, a, -1, b, s.OW[op, OW_BYTES], OP[op, OPS_MSGOP], 0, CB_A2A, op, i, step, b)
+
+
+@compiled
+def signals(s, op, src):
+    """Op ``op``'s event at board ``src`` (a compute op finished; a communication op delivered
+    at src): one signal to each board of its signal groups (docs/nic.md, "Signals")."""
+    e, end = s.OP[op, OPS_SIG], s.OP[op, OPS_SIGEND]
+    while e < end:
+        signal(s, src, s.IDX[e], op, e)
+        e += 2 + s.IDX[e + 1]
+
+
+@compiled_inline
+def signal(s, src, dst, op, g):
+    """A signal from ``src`` to ``dst`` about ``op``, releasing group ``g``'s parts where it
+    arrives: a header-only message the NIC makes itself (no packetizer room, so no wait
+    behind the payloads there), in the ports' priority class, tracked as any data message
+    with reliable delivery. Its transfer is as ``send`` opens one."""
+    RS, TR = s.RS, s.TR
+    tr = RS[RS_NTR]
+    RS[RS_NTR] = tr + 1
+    w = RS[RS_MASKW]
+    TR[tr, TR_SRC] = src
+    TR[tr, TR_NBYTES] = 0
+    boards.clear(TR, tr, TR_DMASK, w)
+    boards.add(TR, tr, TR_DMASK, dst)
+    boards.clear(TR, tr, TR_DMASK + TR_SET_DELIVERED * w, w)
+    TR[tr, TR_MSGOP] = OP_SIGNAL
+    TR[tr, TR_KV] = max(s.OW[op, OW_KV], 0)
+    TR[tr, TR_CB] = CB_SIG
+    TR[tr, TR_OP] = op
+    TR[tr, TR_ARG] = g
+    TR[tr, TR_ARG2] = 0
+    TR[tr, TR_ROUTE] = dst
+    TR[tr, TR_SENT] = 0
+    TR[tr, TR_NEXT] = -1
+    TR[tr, TR_ACCEPTED] = RS[RS_NOW]
+    TR[tr, TR_M0] = RS[RS_NMSG]
+    send_part(s, tr, 0, 1)
+    TR[tr, TR_M1] = RS[RS_NMSG]

@@ -89,6 +89,7 @@ class ClusterView:
         self.control_frames_by_op["ack"] = int(RS[L.RS_CTRL_ACK])
         self.control_frames_by_op["nack"] = int(RS[L.RS_CTRL_NACK])
         self.control_frames_by_op["probe"] = int(RS[L.RS_CTRL_PROBE])
+        self.control_frames_by_op["signal"] = int(RS[L.RS_CTRL_SIG])
         self.retransmitted_frames = int(RS[L.RS_RETX])
         self._tr = TR[: RS[L.RS_NTR]]
         self._w = int(RS[L.RS_MASKW])

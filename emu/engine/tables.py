@@ -83,6 +83,29 @@ def _csr(keys: np.ndarray, values: np.ndarray, n: int) -> tuple[np.ndarray, np.n
     return ptr, values[order]
 
 
+def _signal_groups(x, b, p, per_group, n):
+    """The signal groups of the releases that cross boards: one group per (event op x, node b),
+    laid out in IDX as [b, count, parts...] (parts in wiring order), the groups of an op
+    together in ascending b. ``per_group``: signals each group receives (1 for a compute op,
+    its destination count for a communication op). Returns (per-op pointers into the flat
+    list, the flat list, how many signals the run sends)."""
+    order = np.lexsort((b, x))  # stable: parts keep their wiring order within a group
+    x, b, p, per_group = x[order], b[order], p[order], per_group[order]
+    new = np.r_[True, (x[1:] != x[:-1]) | (b[1:] != b[:-1])] if x.size else np.zeros(0, bool)
+    heads = np.flatnonzero(new)
+    count = np.diff(np.r_[heads, x.size])
+    gid = np.cumsum(new) - 1
+    size = 2 + count
+    g_off = np.cumsum(size) - size
+    flat = np.zeros(int(size.sum()), np.int64)
+    flat[g_off] = b[heads]
+    flat[g_off + 1] = count
+    flat[g_off[gid] + 2 + (np.arange(x.size) - heads[gid])] = p
+    ptr = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(x[heads], weights=size, minlength=n).astype(np.int64), out=ptr[1:])
+    return ptr, flat, int(per_group[heads].sum())
+
+
 class Tables:
     """Everything the compiled loop reads and writes, and what Python needs to read it back."""
 
@@ -141,15 +164,25 @@ class Tables:
         to_at = slot >= 0
         # A compute op on another source gates only that source's part.
         gates_other = ~xc & is_comm[y] & (_member(skeys, y * N + node[x]) >= 0) & (node[x] != at)
-        to_done = (xc & ~to_at) | (~xc & ~gates_other)
-        need = np.bincount(p[to_at | to_done], minlength=nparts).astype(np.int64)
+        # No release crosses boards for free (docs/nic.md, "Signals"): a compute op's waiters on
+        # other boards hear of it by a signal from its node; waiters of a communication op's
+        # "delivered everywhere" (never one of its destinations) by a signal from each destination.
+        nd_x = ndst[x]
+        to_sig = (xc & ~to_at & (nd_x > 0)) | (~xc & ~gates_other & (node[x] != at))
+        to_done = (xc & ~to_at & (nd_x == 0)) | (~xc & ~gates_other & (node[x] == at))
+        if rp.hw["signals"] == "free":  # the idealisation (hw.signals=free): released at once, no frame
+            to_done |= to_sig
+            to_sig[:] = False
+        need = (np.bincount(p[to_at | to_done], minlength=nparts)
+                + np.bincount(p[to_sig], weights=np.where(xc, nd_x, 1)[to_sig], minlength=nparts)).astype(np.int64)
+        sig_ptr, sig_idx, n_signals = _signal_groups(x[to_sig], at[to_sig], p[to_sig], np.where(xc, nd_x, 1)[to_sig], n)
         kv_msg = np.isin(msgop, _KV_MSGS)
         reads_dep = is_comm[x_of_dep] & (~is_comm[y_of_dep] | (kv_msg[y_of_dep] & (kvid[y_of_dep] == kvid[x_of_dep])))
         reads = reads_dep[e_dep]
         readers = np.bincount(slot[to_at & reads], minlength=nslots).astype(np.int64)
         done_ptr, done_idx = _csr(x[to_done], p[to_done], n)
         at_ptr, at_idx = _csr(slot[to_at], p[to_at], nslots)
-        del e_dep, first, y, x, p, at, xc, slot, to_at, gates_other, to_done, reads
+        del e_dep, first, y, x, p, at, xc, slot, to_at, gates_other, to_done, to_sig, nd_x, reads
 
         # Routes: unicast towards one board, a multicast tree per (source, destination set).
         self.trees: dict[tuple, int] = {}  # (source, remote destinations) -> route (Cluster._trees)
@@ -198,14 +231,15 @@ class Tables:
             g += len(rows)
         GP = np.array(gp_rows, np.int64).reshape(-1, L.GP_NCOLS)
 
-        # IDX: destinations (slots) | dependencies | sources | blocks | done lists | at lists.
+        # IDX: destinations (slots) | dependencies | sources | blocks | done lists | at lists | signal groups.
         b_dep = nslots
         b_src = b_dep + x_of_dep.size
         b_blk = b_src + tr.src_idx.size
         b_done = b_blk + tr.blk_idx.size
         b_at = b_done + done_idx.size
+        b_sig = b_at + at_idx.size
         IDX = np.concatenate([dst, x_of_dep, tr.src_idx.astype(np.int64), blk,
-                              done_idx, at_idx]).astype(np.int64)
+                              done_idx, at_idx, sig_idx]).astype(np.int64)
         DF = np.zeros(IDX.size, np.int8)
         DF[b_dep:b_src] = (reads_dep * L.DF_READS
                            | (is_comm[x_of_dep] & (msgop[x_of_dep] == int(MsgOp.kv_replica))) * L.DF_REPLICA)
@@ -225,6 +259,7 @@ class Tables:
                 L.OPS_SRC: b_src + tr.src_ptr[:-1], L.OPS_SRCEND: b_src + tr.src_ptr[1:],
                 L.OPS_BLK: b_blk + tr.blk_ptr[:-1], L.OPS_BLKEND: b_blk + tr.blk_ptr[1:],
                 L.OPS_DONE: b_done + done_ptr[:-1], L.OPS_DONEEND: b_done + done_ptr[1:],
+                L.OPS_SIG: b_sig + sig_ptr[:-1], L.OPS_SIGEND: b_sig + sig_ptr[1:],
                 L.OPS_GRP: grp[:, 0], L.OPS_GRPEND: grp[:, 1], L.OPS_CHUNK: ops["chunk"], L.OPS_LAYER: ops["layer"],
                 L.OPS_COMM: is_comm}
         OP = _table(n, L.OPS_NCOLS, cols)
@@ -263,9 +298,10 @@ class Tables:
         gsize = grp[:, 1] - grp[:, 0]
         a2a_pairs = np.where(a2a, nsrc * nd_of, 0)  # an upper bound of its pairs (a, b), a != b
         transfers = send_parts + np.where(red, np.maximum(gsize - 1, 0), 0) + a2a_pairs
-        n_tr = int(transfers.sum()) + 1
-        n_msg = int((transfers * msgs_of).sum()) + 1
-        n_md = int((send_parts * msgs_of * nd_of).sum() + ((transfers - send_parts) * msgs_of).sum()) + 1
+        # a signal is a one-message, one-destination transfer of its own
+        n_tr = int(transfers.sum()) + n_signals + 1
+        n_msg = int((transfers * msgs_of).sum()) + n_signals + 1
+        n_md = int((send_parts * msgs_of * nd_of).sum() + ((transfers - send_parts) * msgs_of).sum()) + n_signals + 1
         frags_of = -(-np.maximum(nbytes, 1) // per)
         multi = nd_of > 1
         n_bits = int((send_parts * nd_of * (frags_of // 8 + msgs_of))[multi].sum()) + 1

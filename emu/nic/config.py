@@ -16,8 +16,8 @@ from ..errors import ConfigError
 from ..topology import reduction_parents
 from . import protocol as P
 
-CONTROL_LEN = 0  # acks, probes, drains and invalidates are header-only: the Meta says it all
-CONTROL_OPS = ("ack", "nack", "probe", "drain", "invalidate")  # what control_frames_by_op counts
+CONTROL_LEN = 0  # acks, probes, drains, invalidates and signals are header-only: the Meta says it all
+CONTROL_OPS = ("ack", "nack", "probe", "drain", "invalidate", "signal")  # what control_frames_by_op counts
 
 
 @dataclass(frozen=True)

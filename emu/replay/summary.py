@@ -127,7 +127,7 @@ def port_buffers(hw: dict, c: pd.DataFrame) -> dict:
     most a node held for one link, the time ports were paused and how many were (under credit:
     the time ports waited for credit, and how many did)."""
     buf, peaks = int(hw["port_buffer"]), c.peak_queue_bytes.to_numpy()
-    return {"flow_control": hw["flow_control"], "port_buffer_bytes": buf,
+    return {"flow_control": hw["flow_control"], "signals": hw["signals"], "port_buffer_bytes": buf,
             "peak_transit_backlog_bytes": int(peaks.max()) if len(peaks) else 0,
             "ports_over_buffer": int((peaks > buf).sum()), "ports": len(peaks),
             "peak_held_bytes": int(c.peak_held_bytes.max()) if len(c) else 0,
@@ -236,7 +236,9 @@ def format_summary(s: dict) -> str:
         f"drops     {s['dropped_frames']:,} frames" + "".join(f", {k} {v:,}" for k, v in s["dropped_by_cause"].items() if v)
         + f"; retransmitted {s['retransmitted_frames']:,}",
         f"control   {s['control_frames']:,} frames"
-        + "".join(f", {k} {v:,}" for k, v in s.get("control_frames_by_op", {}).items() if v),
+        + "".join(f", {k} {v:,}" for k, v in s.get("control_frames_by_op", {}).items() if v)
+        + ("; signals free (hw.signals=free, an idealisation: dependencies across boards released with no frame)"
+           if s.get("signals") == "free" else ""),
         f"KV memory peak {s['peak_node_kv_bytes'] / 2**20:.1f} MiB per node; final "
         f"{max(s['final_node_kv_bytes']) / 2**20:.1f} MiB max vs owner-only {max(s['owner_only_node_kv_bytes']) / 2**20:.1f} MiB; "
         f"owner-only at the end: {'yes' if s['final_layout_owner_only'] else 'NO'}",

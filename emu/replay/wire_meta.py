@@ -13,6 +13,9 @@ rows by the rules the Python reference NICs (tests/pycluster.py) apply when it h
   message to a board beyond them also names its route, route_id = route + 1, the unicast
   route to board b being b: docs/wire-format.md), and per source board a
   message id and a sequence number counted in the order the source sent its messages;
+- a signal (a dependency released across boards, Cluster.signal) is a data message of
+  its own transfer: op ``signal``, stage ``control``, unicast, the kv_id and layer of the
+  op whose event it reports, dtype raw;
 - an ack, probe (an ack with ACK_REQ) or nack carries the id and sequence number of the
   message it is about (``emu.nic.control.control_meta``).
 
@@ -97,7 +100,8 @@ class WireMessages:
         cb, op = tr[:, L.TR_CB], tr[:, L.TR_OP]
         dsets = tr[:, L.TR_DMASK: L.TR_DMASK + self.st.table("RS")[L.RS_MASKW]]
         o = {k: v[op] for k, v in self.ops.items()}
-        is_ctrl, is_red, is_a2a = cb == L.CB_CTRL, cb == L.CB_RED, cb == L.CB_A2A
+        is_ctrl = (cb == L.CB_CTRL) | (cb == L.CB_SIG)  # drains, invalidates and signals: Stage control
+        is_red, is_a2a = cb == L.CB_RED, cb == L.CB_A2A
         stage = np.where(o["stage"] == int(TStage.decode), int(Stage.decode), int(Stage.prefill))
         single = boards.count(dsets) == 1
         collective = np.select([is_ctrl, is_red, is_a2a],

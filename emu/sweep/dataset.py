@@ -49,7 +49,7 @@ COLUMNS: list[tuple[str, pa.DataType]] = [
     ("replica_factor_peak", F), ("replica_factor_mean", F), ("peak_node_owner_replica_bytes", I), ("peak_node_replica_bytes", I),
     ("peak_node_transient_bytes", I),
     # the fabric (docs/engine.md, Port buffers and flow control)
-    ("flow_control", S), ("port_buffer_bytes", I), ("ports", I), ("peak_transit_backlog_bytes", I),
+    ("flow_control", S), ("signals", S), ("port_buffer_bytes", I), ("ports", I), ("peak_transit_backlog_bytes", I),
     ("ports_over_buffer", I), ("peak_held_bytes", I), ("paused_s", F), ("ports_paused", I),
     ("routing", S), ("dependency_cycle", S),
     ("run_dir", S),

@@ -46,8 +46,9 @@ class Stage(enum.IntEnum):
 
 
 # A trace's msg_op: the wire's ops at the wire's values (emu.codec.enums.Op), but not the NIC's
-# own ack and nack, which no trace sends; none (0) for compute ops.
-MsgOp = enum.IntEnum("MsgOp", [("none", 0)] + [(op.name, op.value) for op in Op if op not in (Op.ack, Op.nack)],
+# own ack, nack and signal, which no trace sends; none (0) for compute ops.
+MsgOp = enum.IntEnum("MsgOp", [("none", 0)] + [(op.name, op.value) for op in Op
+                                                if op not in (Op.ack, Op.nack, Op.signal)],
                      module=__name__, qualname="MsgOp")
 
 # The ops whose payload is KV (a replica push, a fetched block, a ring pass or PD handoff): as a

@@ -63,6 +63,7 @@ SCHEMA: dict[str, dict[str, str]] = {
         "port_arbiter": "enum:rr|transit-first|local-first",
         "port_buffer": "size",
         "flow_control": f"enum:{'|'.join(FLOW_CONTROLS)}",
+        "signals": "enum:frames|free",
         "ports": "int",
         "gamma": "float",
         "rto_min_ps": "time",
@@ -76,10 +77,13 @@ SCHEMA: dict[str, dict[str, str]] = {
 # port arbitrates its own and forwarded frames round robin (docs/engine.md); a port holds
 # 128 KiB of transit frames, four of the K26's UltraRAM blocks, and pauses its upstream
 # neighbour with IEEE 802.3x PAUSE frames before they overflow, as the KR260's Ethernet MACs
-# do (docs/engine.md, "Port buffers and flow control": why pause is the default).
+# do (docs/engine.md, "Port buffers and flow control": why pause is the default). A
+# dependency released across boards is a signal frame ("frames"; docs/nic.md, "Signals");
+# "free" releases it at once with no frame, the idealisation replays made before signals,
+# kept for comparison.
 DEFAULTS = {"hw": {"rto_min_ps": 100_000_000, "rto_initial_ps": 1_000_000_000,
                    "switch_latency_ps": 1_000_000, "switch_rate": 0, "port_arbiter": "rr",
-                   "port_buffer": 128 * 1024, "flow_control": "pause"}}
+                   "port_buffer": 128 * 1024, "flow_control": "pause", "signals": "frames"}}
 OPTIONAL = {"description", *DEFAULTS["hw"]}
 # Fields that must be >= 1 (counts, rates, sizes that divide something).
 _POSITIVE = {
