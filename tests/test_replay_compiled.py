@@ -505,7 +505,8 @@ def test_a_replay_far_longer_than_its_estimate_keeps_a_bounded_bins_table():
 @pytest.mark.parametrize("scheme,nodes,topology,kw", [
     # board sets of two words (emu.engine.boards): one not full, one exactly full
     ("mars", 72, "auto", {}),
-    ("full", 128, "torus:16x8", {}),
+    # on shortest routes its 16-board rings deadlock under pause: dateline routes cannot
+    ("full", 128, "torus:16x8", {"routing": "dateline"}),
     # loss with reliable delivery: acks, probes and nacks to boards beyond 63
     ("mars", 72, "auto", {"loss": 0.002, "seed": 3}),
     # a board beyond 63 goes down: sends to it have no route meanwhile
