@@ -24,7 +24,7 @@ from emu.net import Network, deadlock
 from emu.net import kernel as K
 from emu.sim import Simulator
 
-from test_engine_exact import ARBITERS, grid_multicast_scenario, prio_scenario, random_scenario, run_both
+from test_engine_exact import ARBITERS, grid_multicast_scenario, incast_scenario, prio_scenario, random_scenario, run_both
 
 TOTALS = {"waited_ps": 0, "runs": 0}
 
@@ -36,11 +36,7 @@ def least_buffer(D):
 
 
 def incast(seed):
-    D, n, nh, _msgs, _cap, rng = random_scenario(9000 + seed)
-    sink = rng.randrange(n)
-    msgs = [(src, (sink,), sink, rng.randint(30, 200), 1462, rng.randint(62, 1462), rng.randint(0, 2_000_000))
-            for src in range(n) if src != sink]
-    return D, n, nh, msgs, rng
+    return incast_scenario(9000 + seed)
 
 
 def check(net, buf):

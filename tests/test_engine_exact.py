@@ -74,6 +74,15 @@ def random_scenario(seed, *, max_at=400_000_000):
     return D, n, nh, msgs, cap, rng
 
 
+def incast_scenario(seed):
+    """A random topology's boards all sending to one of them (random_scenario's network)."""
+    D, n, nh, _msgs, _cap, rng = random_scenario(seed)
+    sink = rng.randrange(n)
+    msgs = [(src, (sink,), sink, rng.randint(30, 200), 1462, rng.randint(62, 1462), rng.randint(0, 2_000_000))
+            for src in range(n) if src != sink]
+    return D, n, nh, msgs, rng
+
+
 def run_both(D, n, nh, msgs, cap, *, lossless=True, trees=(), losses=(), nic=0, seed=0, nic_rate=0,
              arbiter="rr", changes=(), reroutes=(), track=False, trains=None, log=True, pause=False, live=(),
              credit=False):

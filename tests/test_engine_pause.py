@@ -21,7 +21,7 @@ from emu.codec.mac import ETH_LEN
 from emu.net.flowcontrol import thresholds
 from emu.sim import Simulator
 
-from test_engine_exact import ARBITERS, grid_multicast_scenario, prio_scenario, random_scenario, run_both
+from test_engine_exact import ARBITERS, grid_multicast_scenario, incast_scenario, prio_scenario, random_scenario, run_both
 
 TOTALS = {"paused_ps": 0, "runs": 0}
 
@@ -40,11 +40,7 @@ def least_buffer(D, nic=0, nic_rate=0):
 
 
 def incast(seed):
-    D, n, nh, _msgs, _cap, rng = random_scenario(7000 + seed)
-    sink = rng.randrange(n)
-    msgs = [(src, (sink,), sink, rng.randint(30, 200), 1462, rng.randint(62, 1462), rng.randint(0, 2_000_000))
-            for src in range(n) if src != sink]
-    return D, n, nh, msgs, rng
+    return incast_scenario(7000 + seed)
 
 
 def check(net, ref):
