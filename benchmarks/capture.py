@@ -5,7 +5,7 @@ runs with and without `--capture` taking turns (a pcapng in a temporary folder, 
 the results go to, removed after each run outside the timing). Prints for each the medians
 of ``--repeat`` runs: the whole command's wall seconds, its CPU seconds (user + system, from
 wait4), the replay loop's wall seconds (the summary's ``wall_s``; the capture is written
-from within the loop), and the ratios with / without, against issue 25's goal: a capture
+from within the loop), and the ratios with / without, against its goal: a capture
 costs at most as much again as the replay (command wall ratio <= 2.0). For scale, from the
 same run: the capture's size and frames, and the seconds a plain write of as many bytes
 (8 MiB writes, a new file in the same folder) took, which no capture can undercut.
@@ -28,7 +28,7 @@ from pathlib import Path
 from measure import command, medians
 
 ROOT = Path(__file__).resolve().parent.parent
-GOAL = 2.0  # issue 25: the command with --capture within 2x of the command without
+GOAL = 2.0  # the command with --capture within 2x of the command without
 
 
 def replay(trace: Path, capture: Path | None) -> dict:
@@ -92,7 +92,7 @@ def main(argv=None) -> int:
     print(f"{'ratio':<18}{ratio['command_s']:>9.2f}x{ratio['cpu_s']:>7.2f}x{ratio['loop_s']:>7.2f}x")
     print(f"\ncapture: {size / 2**20:,.0f} MiB, {frames:,} frame-hops in the replay; a plain write of as many "
           f"bytes took {disk_s:.2f} s")
-    print(f"goal (issue 25): command with --capture <= {GOAL:.1f}x without: "
+    print(f"goal: command with --capture <= {GOAL:.1f}x without: "
           f"{ratio['command_s']:.2f}x, {'met' if result['met'] else 'NOT met'}")
     return 0
 

@@ -1,6 +1,6 @@
 """The CLI's start-up: `python -m emu ARGS` for help and commands that do not replay, against the
 bare interpreter's start-up (`python -c pass`) timed in the same run. Each figure is the median
-of --repeat runs, wall and CPU (the child's user + system). Goal (issue 25): the CLI imports
+of --repeat runs, wall and CPU (the child's user + system). Goal: the CLI imports
 neither numba nor the engine unless it replays, so these stay within a few interpreter start-ups.
 
     python benchmarks/cli_startup.py [--repeat 5]

@@ -1,7 +1,7 @@
 """Server time of each dashboard page: the layout callback Dash runs when a page is opened
 (and the Sweep page's filter callbacks), first call (tables read from disk) and the median of
 ``--repeats`` more, over two results folders and a sweep of 16 points (MARS and Ring x 4 node
-counts x 2 prompts). Goal (issue 28): every page under 0.5 s, its first call too (the Sweep
+counts x 2 prompts). Goal: every page under 0.5 s, its first call too (the Sweep
 page took 3.24 s; the first Memory page 2.5 s). The app is made as ``emu dashboard`` makes it
 (``create_app``, which pays a process's one-time costs before the server answers), so a first
 call is what the first user to open that page waits. Wall time is what a user sees; the CPU

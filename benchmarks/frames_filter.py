@@ -1,4 +1,4 @@
-"""The Frames page's time filter on a capture's index (issue 15: under 0.5 s on the 16K MARS
+"""The Frames page's time filter on a capture's index (under 0.5 s on the 16K MARS
 capture).
 
 Builds (or reuses, from the user cache) the frame index of CAPTURE, then times

@@ -16,7 +16,7 @@ the four (c: what every run pays once): cost is linear when the fit's error stay
 MARS sends more frame-hops per op the longer the context (attention traffic), so its
 loop seconds per op grow with the context even at a constant cost per op and per hop.
 ``--wide`` generates and replays MARS at 16K tokens on 16, 64 and 128 boards and at 128K
-tokens on 16 (issue 26's rows): each trace's generation and replay command, their peak RSS,
+tokens on 16: each trace's generation and replay command, their peak RSS,
 and the loop's ns per frame-hop with its ratio to the 16K/16 run of the same benchmark.
 ``--cold`` times, from an empty numba cache, a first replay that compiles the engine, the
 compile scripts/install runs (``python -m emu.engine.warm``) and the first replay after it.
@@ -60,7 +60,7 @@ GOALS = {
     "loop frame-hops/s, trains": 10e6,
     "loop frame-hops/s, per frame": 3e6,
     "first run after install s": 30.0,
-    # issue 26's: whole commands (generation apart) and their memory
+    # the scaling rows: whole commands (generation apart) and their memory
     "mars 16K/64 command s": 15.0,
     "mars 16K/128 command s": 60.0,
     "mars 128K/16 command s": 30.0,

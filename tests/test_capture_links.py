@@ -1,4 +1,4 @@
-"""Captures say which link each hop crossed and carry the ttl of the route actually taken (issue 12 item 13)."""
+"""Captures say which link each hop crossed and carry the ttl of the route actually taken."""
 
 import shutil
 import subprocess

@@ -1,4 +1,4 @@
-"""The egress port of issue 12: arbiter between a board's own frames and transit, drops by place,
+"""The egress port: arbiter between a board's own frames and transit, drops by place,
 switch latency, loss drawn at transmission start, link flaps, re-routing of started messages.
 
 Expected values are computed here from the rules of docs/engine.md (serialization,

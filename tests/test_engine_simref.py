@@ -523,7 +523,7 @@ def check_against_reference(sc: Scenario, seed: int) -> dict:
 
 
 def issue_scenarios() -> dict[str, Scenario]:
-    """The hand-checked scenarios of test_simref_model (issue 12 items 1, 4, 5, 6)."""
+    """The hand-checked scenarios of test_simref_model."""
     import test_simref_model as M
     ms = 10**9
     loss = Scenario(["board"] * 2, [M.L] * 2, [0] * 2, M.duplex([(0, 1)], rate=10**7),

@@ -121,7 +121,7 @@ def test_a_lost_fragment_costs_one_adaptive_rto_not_a_fixed_2ms():
 @pytest.mark.xfail(not sent_fires_at_wire_leave(), strict=True,
                    reason="needs the network's 'sent' upcall at the last frame's end of transmission (engine branch)")
 def test_the_timer_starts_when_the_last_fragment_leaves_the_wire():
-    """The 248 us message of issue 12 item 8 with its last fragment lost: it was 2019 us (a 2 ms
+    """The 248 us message with its last fragment lost: it was 2019 us (a 2 ms
     timer from the last fragment's queueing); now the last fragment leaves at 20 frame
     times, and with no sample yet the initial RTO applies (warm: the test above)."""
     L = US + NIC_PS
