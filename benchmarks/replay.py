@@ -51,7 +51,7 @@ LONG = [("mars", 65536), ("ring", 65536)]
 SCALING = (8192, 16384, 32768, 65536)
 WIDE = ((16384, 16), (16384, 64), (16384, 128), (131072, 16))  # MARS (tokens, boards)
 
-# Issue 13's goals on the project's 2-core reference machine.
+# The goals on the project's 2-core reference machine.
 GOALS = {
     "mars_16k command s": 5.0,
     "mars_16k loop s": 3.0,

@@ -41,7 +41,7 @@ def test_step_resample_keeps_the_peak(runs):
 
 
 def test_timeline_shows_every_kind_at_full_view(runs):
-    """Issue 15: at full view qkv and the LM head never appeared (a pixel column shows the
+    """At full view qkv and the LM head never appeared (a pixel column shows the
     busiest kind only); every kind that ran must be drawn, as a bar or a strip."""
     from dashboard import data as D
 
@@ -107,7 +107,7 @@ def _line(fig, name_part):
 
 
 def test_two_sweeps_in_one_folder_stay_apart(runs):
-    """Issue 15: the MARS chunk-256 point of a chunk sweep became the median of unrelated points
+    """The MARS chunk-256 point of a chunk sweep became the median of unrelated points
     of another sweep. Each line holds points equal in every other parameter, values as stored."""
     from dashboard.sweep import load_sweeps, sweep_axes, sweep_figure
 
@@ -253,7 +253,7 @@ def test_host_header_must_name_the_bound_address(app):
 
 
 def test_whatif_runs_from_a_neutral_folder(runs, tmp_path):
-    """Issue 17 item 7: an emu/__main__.py planted in the what-if folder must not run."""
+    """An emu/__main__.py planted in the what-if folder must not run."""
     from dashboard.data import Registry
     from dashboard.whatif import WhatIfs, trace_list
 
@@ -325,7 +325,7 @@ def test_cli_refuses_missing_folder(tmp_path):
 
 
 def test_compare_names_differing_parameters_and_diffs_a_whatif(runs, tmp_path):
-    """Issue 15: cards show the parameters that differ (link rate, topology, loss, chunk ...);
+    """Cards show the parameters that differ (link rate, topology, loss, chunk ...);
     a what-if is diffed against its base run."""
     import shutil
 

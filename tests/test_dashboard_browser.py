@@ -123,7 +123,7 @@ def _long_op(runs):
 
 
 def test_timeline_hover_middle_of_long_bar_names_it_and_click_details(page, runs):
-    """Issue 15: hovering the middle of a long bar named another lane's op."""
+    """Hovering the middle of a long bar named another lane's op."""
     ops, op = _long_op(runs)
     d = op["end_s"] - op["start_s"]
     goto(page, f"/timeline?runs=mars&from={op['start_s'] - 2 * d}&to={op['end_s'] + 2 * d}")
@@ -247,7 +247,7 @@ def test_malformed_run_shows_a_message(page):
 
 
 def test_report_escapes_values_from_files(browser, runs, tmp_path):
-    """Issue 17 item 4: a crafted summary.json ran script in the report."""
+    """A crafted summary.json ran script in the report."""
     bad = "<img src=x onerror=\"window.__pwned=1\">"
     crafted = tmp_path / "crafted"
     crafted.mkdir()
@@ -357,7 +357,7 @@ def test_perfetto_button_downloads_the_window(page, runs, tmp_path):
 
 
 def test_pages_show_crafted_values_as_text(browser, runs, tmp_path):
-    """Issue 17 item 4, the pages: values from a crafted summary.json are text, never markup."""
+    """The pages: values from a crafted summary.json are text, never markup."""
 
     bad = "<img src=x onerror=\"window.__pwned=1\">"
     crafted = tmp_path / "res" / "crafted"

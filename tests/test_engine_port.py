@@ -27,7 +27,7 @@ def line3(rate=GBPS, lat=US):
 
 
 def run_line(arbiter, n=2000, nic=500 * NS):
-    """Issue 12 item 1: boards 0 and 1 each send ``n`` full frames to board 2 at t=0."""
+    """Boards 0 and 1 each send ``n`` full frames to board 2 at t=0."""
     G = line3()
     sim = Simulator()
     net = Network(sim, G, Routes(G).next_hop, nic_latency_ps=nic, arbiter=arbiter)

@@ -312,7 +312,7 @@ def test_all_to_all_members_start_when_ready_and_send_only_their_pairs():
 
 
 def test_the_default_payload_fifo_is_the_kr260_comm_buffer_the_docs_give():
-    """Issue 23, part 4: NicConfig's payload FIFO defaults to the KR260 profile's comm_buffer,
+    """NicConfig's payload FIFO defaults to the KR260 profile's comm_buffer,
     and docs/nic.md's parameter table says the same 16 MiB."""
     from pathlib import Path
 

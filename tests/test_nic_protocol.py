@@ -379,7 +379,7 @@ def test_the_sender_table_functions_are_compiled_and_agree_with_their_python():
 
 @pytest.mark.parametrize("form", ["compiled", "python"])
 def test_a_messages_timeout_is_its_own_and_later_samples_do_not_pull_it_back(form):
-    """Issue 23: a message's timeout is taken when it leaves the wire and backs off with its
+    """A message's timeout is taken when it leaves the wire and backs off with its
     own timeouts; another message's RTT sample lowers the pair's RTO (RFC 6298) but not the
     timeout of a message already waiting, so a stuck message is not probed at the floor."""
     pick = (lambda f: f) if form == "compiled" else (lambda f: f.py_func)

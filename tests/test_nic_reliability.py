@@ -60,7 +60,7 @@ def run_one(c, *, at=0):
 
 
 def test_a_nack_is_answered_with_exactly_the_fragments_it_names():
-    """Issue 12 item 7, on 3 ms links with a 2 ms initial RTO (the RTO is shorter than the
+    """On 3 ms links with a 2 ms initial RTO (the RTO is shorter than the
     path, as the old fixed 2 ms was): the last fragment, 19, is lost (a tail loss: no later
     fragment shows the receiver a gap, so only the timer finds it).
 
@@ -93,7 +93,7 @@ def test_a_nack_is_answered_with_exactly_the_fragments_it_names():
 
 
 def test_a_lost_fragment_costs_one_adaptive_rto_not_a_fixed_2ms():
-    """Issue 12 item 8. A first 20-fragment message arrives whole; its ACK reaches the
+    """A first 20-fragment message arrives whole; its ACK reaches the
     sender at 20 frame times + L + ctrl + L, and the sample R is that minus the moment the
     timer started (the last fragment leaving the wire: R = L + ctrl + L = 3.688 us, see the
     next test). Then RTO = max(min, SRTT + 4 RTTVAR) = max(min, 3R). A second message at
@@ -157,7 +157,7 @@ def test_rto_estimator_follows_rfc6298_in_integer_picoseconds():
 
 
 def test_every_control_frame_is_counted_by_op():
-    """Issue 12 item 12: drains and invalidates are control frames too. On a 2x2 mesh, a
+    """Drains and invalidates are control frames too. On a 2x2 mesh, a
     multicast from 0 to {1, 2, 3} leaves on both of 0's links (3 is reached through 1), so a
     drain is 2 frames from the source; a unicast invalidate 1. With reliability on, every
     message to a remote board is acknowledged once per receiver."""
@@ -238,7 +238,7 @@ def queued_sends(c, n):
 
 @pytest.mark.parametrize("sends", [16, 64])
 def test_an_isolated_loss_is_nacked_at_its_gap_and_costs_one_frame_time(sends):
-    """Issue 23, part 2: fragment 10 of send 2 is lost behind a queue of 256 KiB sends. Fragment
+    """Fragment 10 of send 2 is lost behind a queue of 256 KiB sends. Fragment
     11 shows the receiver the gap: it nacks fragment 10 at once, the nack and the resend go
     ahead of the queued data (the ports' priority class), so the resend displaces one data
     frame: send 2 and every later one arrive exactly one full frame time (12.304 us) later
@@ -267,7 +267,7 @@ def test_a_resent_message_gives_no_rtt_sample():
 
 
 def test_an_incast_that_outlasts_the_retries_still_delivers_and_fails_nothing():
-    """Issue 23: 15 boards send 16 MiB each to board 0 through one switch at once. The
+    """15 boards send 16 MiB each to board 0 through one switch at once. The
     switch's port to board 0 drains them in about 2 s, long after each sender's timer has
     used up its retries behind that queue (its probes wait in it too); every send arrives
     whole, so none is failed."""

@@ -97,7 +97,7 @@ def test_datapath_fifo_serves_ingress_in_arrival_order():
 
 
 def line_scenario(arbiter):
-    """Issue 12 item 1: line 0-1-2 of 1 Gb/s links; boards 0 and 1 send 2000 full frames to 2."""
+    """Line 0-1-2 of 1 Gb/s links; boards 0 and 1 send 2000 full frames to 2."""
     nh = [[-1, 1, 1], [0, -1, 2], [1, 1, -1]]
     sends = [Send(0, (2,), 2000, FULL, FULL, 0), Send(1, (2,), 2000, FULL, FULL, 0)]
     return Scenario(["board"] * 3, [L] * 3, [0] * 3, duplex([(0, 1), (1, 2)]), nh,
@@ -146,7 +146,7 @@ def test_arbiters_all_conserve():
 
 
 def test_loss_window_applies_at_transmission_start():
-    # Issue 12 item 4: 10 Mb/s link 0>1, loss 1.0 from 10 ms until 20 ms.
+    # 10 Mb/s link 0>1, loss 1.0 from 10 ms until 20 ms.
     rate = 10**7
     s = 1538 * 8 * 10**5                       # 1.2304 ms per full frame
     ms = 10**9
@@ -166,7 +166,7 @@ def test_loss_window_applies_at_transmission_start():
 
 
 def test_link_flap_resumes_at_link_up():
-    # Issue 12 item 5: link 0>1 down at 30 us, up at 40 us, during a 10-frame message.
+    # Link 0>1 down at 30 us, up at 40 us, during a 10-frame message.
     changes = [Change(30 * US, "down", link=0), Change(40 * US, "up", link=0)]
     sc = Scenario(["board"] * 2, [L] * 2, [0] * 2, duplex([(0, 1)]), [[-1, 1], [0, -1]],
                   sends=[Send(0, (1,), 10, FULL, FULL, 0)], changes=changes)
@@ -193,7 +193,7 @@ NH_VIA_2 = [[-1, 2, 2], [2, -1, 2], [0, 1, -1]]      # 0-1 avoided both ways
 
 
 def test_reroute_rehomes_unsent_fragments():
-    # Issue 12 item 6: 0->1 fails at 50 us; at 150 us the tables send 0->1 via 2.
+    # 0->1 fails at 50 us; at 150 us the tables send 0->1 via 2.
     changes = [Change(50 * US, "down", link=0), Change(50 * US, "down", link=1),
                Change(150 * US, "reroute", value=(NH_VIA_2, {}))]
     net = simulate(triangle(changes, [Send(0, (1,), 20, FULL, FULL, 0)], NH_DIRECT))
@@ -257,7 +257,7 @@ def test_unreachable_after_reroute_drops_at_source():
 
 
 def test_no_route_in_transit_is_counted_at_the_node():
-    # Issue 12 item 2: node 1 has no route onwards for board 2.
+    # Node 1 has no route onwards for board 2.
     nh = [[-1, 1, 1], [0, -1, -1], [1, 1, -1]]
     sc = Scenario(["board"] * 3, [L] * 3, [0] * 3, duplex([(0, 1), (1, 2)]), nh,
                   sends=[Send(0, (2,), 7, FULL, FULL, 0)])

@@ -1,4 +1,4 @@
-"""Issue 16: Ulysses and USP. All-to-all bytes equal the closed form, every personalized
+"""Ulysses and USP. All-to-all bytes equal the closed form, every personalized
 block arrives exactly once through the NIC's all-to-all engine (torus, ring, star), the
 compute equals Ring's, the GQA limit and its KV replication are counted, and decode starts
 from the head-sharded layout the scheme leaves."""

@@ -1,4 +1,4 @@
-"""Issue 12, items 9-11: ring schemes on the topology's ring embedding, transient copies
+"""Ring schemes on the topology's ring embedding, transient copies
 freed after their last reader, and a PD bulk handoff that moves every block it carries."""
 
 import subprocess
