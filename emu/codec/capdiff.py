@@ -1,7 +1,7 @@
 """Two captures compared frame by frame: what a board sent against what the emulator's NIC sends.
 
-Frames are matched by what names a frame on the wire: (op, src_node, msg_id, frag_idx), and
-the n-th copy of that name in one capture with the n-th in the other (a multicast copy on
+Frames are matched by what names a frame on the wire: (op, src_node, dst_set, msg_id,
+frag_idx), and the n-th copy of that name in one capture with the n-th in the other (a multicast copy on
 two links, a resend). Then each matched pair is compared field by field (every MCF header
 field; a headers-only capture's payload is not there to compare), and the report lists
 
@@ -27,7 +27,11 @@ from .batch import HEADER_DTYPE, scan_frames
 from .enums import Op
 from .pcap import read_capture
 
-KEY = ("op", "src_node", "msg_id", "frag_idx")
+# dst_set is part of the name because a control frame's msg_id is the id of the message it
+# answers, which its destination sent: two boards' acks of their own message 3 from one
+# board differ only there. Data frames keep dst_set on every copy, so it costs them nothing.
+KEY = ("op", "src_node", "dst_set", "msg_id", "frag_idx")
+CONTROL = (int(Op.ack), int(Op.nack))  # frames about a message their destination sent
 COMPARED = tuple(n for n in HEADER_DTYPE.names if n not in KEY)
 
 
@@ -136,7 +140,8 @@ def diff(expected: Frames, got: Frames) -> Diff:
 def _label(f: Frames, i: int) -> str:
     h = f.headers[i]
     op = Op(int(h["op"])).name if int(h["op"]) in Op._value2member_map_ else f"op {int(h['op'])}"
-    return (f"frame {int(f.number[i])} ({op} n{int(h['src_node'])}#{int(h['msg_id'])} "
+    to = f" to {int(h['dst_set']):#x}" if int(h["op"]) in CONTROL else ""
+    return (f"frame {int(f.number[i])} ({op} n{int(h['src_node'])}#{int(h['msg_id'])}{to} "
             f"fragment {int(h['frag_idx']) + 1}/{int(h['frag_cnt'])})")
 
 

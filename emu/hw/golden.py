@@ -48,7 +48,6 @@ from ..codec.pcap import CaptureWriter
 from ..errors import ConfigError
 from .rawsock import RawSocket
 
-CONTROL_OPS = (int(Op.ack), int(Op.nack))
 # The replay's retransmission timers, long enough that no sender probes in a lossless run: a
 # probe racing the device's answer would make the diff depend on how fast the device is
 QUIET_TIMERS = {"hw.rto_min_ps": "1s", "hw.rto_initial_ps": "1s"}
@@ -139,7 +138,7 @@ def plan(trace, K: int, *, topology: str = "auto", progress: bool = False) -> Pl
     out = whole.take(outbound)
     h = h[outbound]
     probe = (h["op"] == Op.ack) & ((h["flags"] & Flags.ACK_REQ) != 0)
-    answer = (h["src_node"] != K) | (np.isin(h["op"], CONTROL_OPS) & ~probe)
+    answer = (h["src_node"] != K) | (np.isin(h["op"], capdiff.CONTROL) & ~probe)
     # one copy per frame name: one interface is all of K's ports
     first, seen = np.zeros(len(h), bool), set()
     for i, name in enumerate(zip(*(h[k].tolist() for k in capdiff.KEY))):
