@@ -33,6 +33,7 @@ from emu.nic import rto as T
 from emu.nic.rto import RtoEstimator
 from emu.sim import Simulator
 from emu.topology import Routes, build, multicast_tree
+from emu.workload.profiles import hw_defaults, load
 
 NIC_PS = 500_000
 TIMED = {"left", "resend_left", "ack_arrived", "nack_arrived", "timer_due", "probe_arrived", "delivered"}
@@ -160,7 +161,8 @@ def test_a_sending_board_decides_the_same_in_the_emulator_and_in_serve():
     decisions: the same timer due times, the same probe, the same resend, the same sum."""
     rng = np.random.default_rng(4)
     vals = {n: rng.standard_normal(1000).astype("<f4").tobytes() for n in (1, 2)}  # 4000 B: 3 fragments
-    c = bring4_cluster()
+    board = M.protocol_config()  # the kr260 profile's timer, as serve's device below has it
+    c = bring4_cluster(rto_min_ps=board.rto_min_ps, rto_initial_ps=board.rto_initial_ps)
     c.proto[1] = Recorder(c.proto[1])
     c.net.set_loss(c.net.link(1, 0), Loss(drops=(2,)))
     red = c.reduction([1, 2], 0, ReduceOp.sum, nbytes=4000, dtype=Dtype.fp32, functional=True,
@@ -206,13 +208,16 @@ def test_a_sending_board_decides_the_same_in_the_emulator_and_in_serve():
 
 
 def test_serve_times_out_with_the_adaptive_rto_of_the_kr260_profile():
-    """Serve's timer is emu.nic.rto's estimator with the emulator's parameters, no longer a
-    fixed 2 ms: before any sample the first probe comes at rto_initial (1 ms) after the
+    """Serve's timer is emu.nic.rto's estimator with the emulator's parameters for the kr260
+    profile (its pause fabric's floor, 8.39 ms; docs/nic.md, Adaptive timeout), no longer a
+    fixed 2 ms: before any sample the first probe comes at max(rto_min, rto_initial) after the
     result left; an ack R later gives the sample (SRTT R, RTTVAR R/2); the next message is
     probed at max(rto_min, 3R) after it left, and each timeout doubles that."""
     cfg = M.protocol_config()
-    assert (cfg.rto_min_ps, cfg.rto_initial_ps, cfg.rto_max_ps) == (NicConfig.rto_min_ps, NicConfig.rto_initial_ps,
+    kr260 = hw_defaults(load("hw", "kr260"))
+    assert (cfg.rto_min_ps, cfg.rto_initial_ps, cfg.rto_max_ps) == (kr260["rto_min_ps"], kr260["rto_initial_ps"],
                                                                      NicConfig.rto_max_ps)
+    assert cfg.rto_min_ps == 8_388_608_000
     d, now = clock_device(M.Board(node=2, heads=1))  # bring:4, root 0: board 2's parent is 1, no children
 
     def result(t, kv):
@@ -231,12 +236,13 @@ def test_serve_times_out_with_the_adaptive_rto_of_the_kr260_profile():
         return d.count["probes_sent"] - before
 
     m0 = result(1_000, kv=1)
-    assert probes_at(1_000 + cfg.rto_initial_ps - 1) == 0 and probes_at(1_000 + cfg.rto_initial_ps) == 1
+    first = max(cfg.rto_min_ps, cfg.rto_initial_ps)
+    assert probes_at(1_000 + first - 1) == 0 and probes_at(1_000 + first) == 1
     # Karn: the probed message gives no sample; its ack only stops the timer
     now["t"] = 1_000 + cfg.rto_initial_ps + 10
     feed(d, fragment(M.control_meta(1, 2, Op.ack, msg_id=m0), data=b"")[0], None, 1)
     assert not d.outgoing and d.proto.RT[1, T.RT_SRTT] == T.NO_SAMPLE
-    assert d.proto.RT[1, T.RT_RTO] == 2 * cfg.rto_initial_ps
+    assert d.proto.RT[1, T.RT_RTO] == 2 * first
     t1 = 5 * 10**9
     m1 = result(t1, kv=2)
     R = 30_000_000  # 30 us

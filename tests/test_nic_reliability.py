@@ -18,7 +18,7 @@ from emu.nic.rto import RtoEstimator
 from emu.sim import MS, US, Simulator
 from emu.topology import LinkDefaults, Routes, mesh2d, star
 from emu.topology.graph import add_link, new_graph
-from emu.workload.profiles import DEFAULTS, load
+from emu.workload.profiles import hw_defaults, load
 
 NIC_PS = 500_000                 # kr260 nic_latency_ps
 FULL = 1538 * 8 * 1000           # 1514 B + 24 B framing at 1 Gb/s
@@ -26,8 +26,8 @@ CTRL = 86 * 8 * 1000             # ack / probe
 NACK20 = 89 * 8 * 1000           # nack with a 3-byte bitmap
 FRAGS, DATA = 20, 20 * 1452      # a 20-fragment message of full frames
 KR260 = load("hw", "kr260")
-RTO_MIN = int(KR260.get("rto_min_ps", DEFAULTS["hw"]["rto_min_ps"]))
-RTO_INITIAL = int(KR260.get("rto_initial_ps", DEFAULTS["hw"]["rto_initial_ps"]))
+LOSSY = hw_defaults({**KR260, "flow_control": "drop"})  # these pairs drop frames: the fast timer
+RTO_MIN, RTO_INITIAL = int(LOSSY["rto_min_ps"]), int(LOSSY["rto_initial_ps"])
 
 
 def pair(latency_ps: int, **cfg):
@@ -289,13 +289,30 @@ def test_a_lossless_replay_with_reliable_delivery_times_nothing_out(flow_control
     moment and hundreds the next: samples are true round trips (a probed message's completion
     ack included), a timeout is at least twice the board's worst recent RTT, and a timer due
     after the estimator has learnt a longer one is re-armed instead of probing. (With samples
-    from unprobed messages only and timeouts fixed at departure it probed 254 times.)"""
+    from unprobed messages only and timeouts fixed at departure it probed 254 times.) The
+    floor is drop-tail's 100 us, so that the estimator, not the lossless floor, is judged."""
     import emu
     from emu.replay.run import Options, Replay
     from emu.replay.summary import summarize
 
     trace = emu.trace("mars", seq=1024, nodes=8, chunk=256, decode_tokens=2)
-    s = summarize(Replay(trace, Options(reliable=True, overrides=(f"hw.flow_control={flow_control}",))).run())
+    s = summarize(Replay(trace, Options(reliable=True, overrides=(f"hw.flow_control={flow_control}",
+                                                                  "hw.rto_min_ps=100us"))).run())
     c = s["control_frames_by_op"]
     assert c["ack"] > 9000 and c["probe"] == 0 and c["nack"] == 0
+
+
+def test_a_lossless_fabric_times_out_only_past_its_worst_queueing_round_trip():
+    """docs/nic.md, Adaptive timeout: a round trip that jumps from tens of us to ms with the
+    first long queue after a quiet spell beats any estimator; at drop-tail's 100 us floor this
+    MARS replay probes, at the lossless fabric's floor (the default, 8.39 ms) it never does,
+    and TTFT is the same."""
+    import emu
+
+    trace = emu.trace("mars", seq=2048, nodes=16, chunk=256)
+    fast = emu.replay(trace, reliable=True, set=["hw.rto_min_ps=100us"])
+    default = emu.replay(trace, reliable=True)
+    assert fast.summary["control_frames_by_op"]["probe"] > 0
+    assert default.summary["control_frames_by_op"]["probe"] == 0 and default.summary["control_frames_by_op"]["ack"]
+    assert default.ttft_s == fast.ttft_s
     assert s["retransmitted_frames"] == 0 and s["dropped_frames"] == 0

@@ -55,12 +55,25 @@ def test_bad_overrides(overrides, needle):
 
 
 def test_port_buffer_and_flow_control_are_optional_with_documented_defaults():
-    """A profile without them gets 128 KiB and ideal (docs/engine.md); --set changes both, a
+    """A profile without them gets 128 KiB and pause (docs/engine.md); --set changes both, a
     buffer of exactly one largest frame is accepted."""
     assert "port_buffer" not in profiles.load("hw", "kr260")
     assert profiles.DEFAULTS["hw"]["port_buffer"] == 128 * 1024 and profiles.DEFAULTS["hw"]["flow_control"] == "pause"
     hw = profiles.load("hw", "kr260", ["hw.flow_control=drop", "hw.port_buffer=1514B"])
     assert hw["flow_control"] == "drop" and hw["port_buffer"] == 1514
+
+
+def test_the_timer_floor_a_profile_leaves_out_follows_its_flow_control():
+    """Lossless fabrics get RoCE's conservative 4.096 us x 2^11, drop-tail IRN's fast 100 us
+    (docs/nic.md, "Adaptive timeout"); a floor the profile or --set gives is kept as given."""
+    kr = profiles.load("hw", "kr260")
+    assert "rto_min_ps" not in kr
+    for mode in ("ideal", "pause", "credit"):
+        assert profiles.hw_defaults({**kr, "flow_control": mode})["rto_min_ps"] == 8_388_608_000
+    assert profiles.hw_defaults({**kr, "flow_control": "drop"})["rto_min_ps"] == 100_000_000
+    assert profiles.hw_defaults(kr)["rto_min_ps"] == 8_388_608_000  # pause, the default
+    given = profiles.load("hw", "kr260", ["hw.flow_control=drop", "hw.rto_min_ps=3ms"])
+    assert profiles.hw_defaults(given)["rto_min_ps"] == 3_000_000_000
 
 
 def test_profile_files(tmp_path):

@@ -61,12 +61,16 @@ def peek(s):
 
 @compiled
 def rearm(s):
-    """Network._rearm: one pending wake-up, at the kernel's next event (or now)."""
+    """Network._rearm: one pending wake-up, at the kernel's next real event (or now). A
+    wake-up armed for an earlier time whose entry has gone stale (a cut train's old end) is
+    moved too: left there, it would let the kernel run the frame events of a later instant
+    before the replay events of that instant, which the Python path runs first."""
     RS = s.RS
+    K.drop_stale(s)
     if s.SC[K.SC_HEAP] == 0:
         return
     nxt = max(s.HP[0, 0], RS[RS_NOW])
-    if RS[RS_WAKE_SEQ] >= 0 and RS[RS_WAKE_AT] <= nxt:
+    if RS[RS_WAKE_SEQ] >= 0 and RS[RS_WAKE_AT] == nxt:
         return
     RS[RS_WAKE_AT] = nxt
     RS[RS_WAKE_SEQ] = at(s, nxt, E_WAKE, 0, 0)  # the old one, if any, is cancelled from here on

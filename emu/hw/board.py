@@ -50,12 +50,11 @@ def protocol_config(*, rto_min_ps: int | None = None, rto_initial_ps: int | None
     given here overrides it). A live board answers a probe about one message at most once per
     ``rto_min_ps``: no honest sender probes faster, a hostile one cannot make it amplify."""
     from ..nic.config import NicConfig
-    from ..workload.profiles import DEFAULTS, load
+    from ..workload.profiles import hw_defaults, load
 
-    hw = load("hw", "kr260")
-    lo = int(hw.get("rto_min_ps", DEFAULTS["hw"]["rto_min_ps"])) if rto_min_ps is None else int(rto_min_ps)
-    init = int(hw.get("rto_initial_ps", DEFAULTS["hw"]["rto_initial_ps"])) if rto_initial_ps is None \
-        else int(rto_initial_ps)
+    hw = hw_defaults(load("hw", "kr260"))
+    lo = int(hw["rto_min_ps"]) if rto_min_ps is None else int(rto_min_ps)
+    init = int(hw["rto_initial_ps"]) if rto_initial_ps is None else int(rto_initial_ps)
     return P.ProtocolConfig(rto_min_ps=lo, rto_initial_ps=init, rto_max_ps=NicConfig.rto_max_ps,
                             max_retries=max_retries, answer_gap_ps=lo, answer_memory=answer_memory)
 

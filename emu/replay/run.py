@@ -23,10 +23,9 @@ from ..nic import NicConfig, Nics
 from ..sim import MS, US, Simulator
 from ..topology import LinkDefaults, Routes, build
 from ..workload.enums import COMM_KINDS, CONTROL_KINDS
-from ..workload.profiles import DEFAULTS, apply_overrides
+from ..workload.profiles import apply_overrides, hw_defaults
 from .functional import Functional
 
-HW_DEFAULTS = DEFAULTS["hw"]
 BUILT_FLOW_CONTROLS = ("ideal", "drop", "pause", "credit")  # hw.flow_control values the engine runs
 MAX_BINS = 4096  # link time-series bins at most (then wider bins): memory follows the links, not the run
 MAX_OP_PS = 10**18  # one op of at most ~11.6 days: sums of many stay far inside int64 picoseconds
@@ -76,7 +75,7 @@ class Replay:
             where = f"--set {' '.join(options.overrides)}"
             prof = {sec: check(sec, prof[sec], where) for sec in ("model", "hw")}
         # A trace made before a hardware field existed gets that field's default.
-        self.model, self.hw = prof["model"], {**HW_DEFAULTS, **prof["hw"]}
+        self.model, self.hw = prof["model"], hw_defaults(prof["hw"])
         hw = self.hw
         self.nodes = int(meta["nodes"])
         if hw["flow_control"] not in BUILT_FLOW_CONTROLS:

@@ -99,6 +99,10 @@ def summarize(rp) -> dict:
         "busiest_link": {"src": int(c.src[busiest]), "dst": int(c.dst[busiest]), "utilization": float(util[busiest])},
         **port_buffers(rp.hw, c),
         **routing(rp),
+        # the transport the run had: acks and retransmission, and its timer's floor (by flow
+        # control unless --set hw.rto_min_ps: docs/nic.md, Adaptive timeout)
+        "reliable": bool(rp.cluster.config.reliable),
+        "rto_min_s": int(rp.cluster.config.rto_min_ps) / 1e12,
         "directory_errors": d.errors[:20],
         "incomplete_ops": len(incomplete),
         "incomplete": rp.cluster.incomplete()[:20],
@@ -249,6 +253,8 @@ def format_summary(s: dict) -> str:
               f"{s['ports_paused']} ports, most held for a link {s['peak_held_bytes'] / 1024:,.1f} KiB"
               if s["flow_control"] in ("pause", "credit") else "")]
           if "flow_control" in s else []),
+        *([f"transport reliable (acks, nacks on gaps, resends); timer floor {s['rto_min_s'] * 1e3:g} ms"]
+          if s.get("reliable") else []),
         *([f"routing   {s['routing']}; buffer dependencies: "
            + (f"a cycle, {s['dependency_cycle']}: back-pressure can deadlock here" if s["dependency_cycle"]
               else "no cycle, back-pressure cannot deadlock")] if "routing" in s else []),

@@ -51,7 +51,7 @@ COLUMNS: list[tuple[str, pa.DataType]] = [
     # the fabric (docs/engine.md, Port buffers and flow control)
     ("flow_control", S), ("signals", S), ("port_buffer_bytes", I), ("ports", I), ("peak_transit_backlog_bytes", I),
     ("ports_over_buffer", I), ("peak_held_bytes", I), ("paused_s", F), ("ports_paused", I),
-    ("routing", S), ("dependency_cycle", S),
+    ("routing", S), ("dependency_cycle", S), ("reliable", B), ("rto_min_s", F),
     ("run_dir", S),
     ("engine", S),  # the replay loop that ran the point (compiled or python: identical results)
     ("wall_s", F),

@@ -70,21 +70,36 @@ SCHEMA: dict[str, dict[str, str]] = {
         "rto_initial_ps": "time",
     },
 }
-# Fields a profile may leave out; the replay then uses DEFAULTS: the NIC's minimum and
-# initial retransmission timeout, 100 us and 1 ms (docs/nic.md gives the reasoning); a
-# store-and-forward Ethernet switch forwards at line rate on every port (non-blocking
-# fabric, 0 = unlimited) after about 1 us of lookup and fabric (docs/workloads.md); a NIC
-# port arbitrates its own and forwarded frames round robin (docs/engine.md); a port holds
-# 128 KiB of transit frames, four of the K26's UltraRAM blocks, and pauses its upstream
-# neighbour with IEEE 802.3x PAUSE frames before they overflow, as the KR260's Ethernet MACs
-# do (docs/engine.md, "Port buffers and flow control": why pause is the default). A
-# dependency released across boards is a signal frame ("frames"; docs/nic.md, "Signals");
-# "free" releases it at once with no frame, the idealisation replays made before signals,
-# kept for comparison.
-DEFAULTS = {"hw": {"rto_min_ps": 100_000_000, "rto_initial_ps": 1_000_000_000,
+# Fields a profile may leave out; the replay then uses DEFAULTS (``hw_defaults``): the NIC's
+# initial retransmission timeout, 1 ms, and its floor, which depends on the flow control
+# (RTO_MIN_PS; docs/nic.md, "Adaptive timeout"); a store-and-forward Ethernet switch forwards
+# at line rate on every port (non-blocking fabric, 0 = unlimited) after about 1 us of lookup
+# and fabric (docs/workloads.md); a NIC port arbitrates its own and forwarded frames round
+# robin (docs/engine.md); a port holds 128 KiB of transit frames, four of the K26's UltraRAM
+# blocks, and pauses its upstream neighbour with IEEE 802.3x PAUSE frames before they
+# overflow, as the KR260's Ethernet MACs do (docs/engine.md, "Port buffers and flow control":
+# why pause is the default). A dependency released across boards is a signal frame
+# ("frames"; docs/nic.md, "Signals"); "free" releases it at once with no frame, the
+# idealisation replays made before signals, kept for comparison.
+DEFAULTS = {"hw": {"rto_initial_ps": 1_000_000_000,
                    "switch_latency_ps": 1_000_000, "switch_rate": 0, "port_arbiter": "rr",
                    "port_buffer": 128 * 1024, "flow_control": "pause", "signals": "frames"}}
-OPTIONAL = {"description", *DEFAULTS["hw"]}
+# The retransmission timer's floor by flow control. A lossless fabric (pause, credit, ideal)
+# loses a frame only to corruption, so its timer is a RoCE NIC's conservative local ACK
+# timeout, above the fabric's worst queueing round trip: InfiniBand's encoding 4.096 us x 2^11
+# (8.39 ms). Drop-tail loses frames to every burst, so its timer is IRN's fast one, 100 us.
+RTO_MIN_PS = {"ideal": 4_096_000 << 11, "pause": 4_096_000 << 11, "credit": 4_096_000 << 11,
+              "drop": 100_000_000}
+
+
+def hw_defaults(hw: dict) -> dict:
+    """A hardware profile with the fields it leaves out filled in (DEFAULTS, RTO_MIN_PS)."""
+    out = {**DEFAULTS["hw"], **hw}
+    out.setdefault("rto_min_ps", RTO_MIN_PS[out["flow_control"]])
+    return out
+
+
+OPTIONAL = {"description", "rto_min_ps", *DEFAULTS["hw"]}
 # Fields that must be >= 1 (counts, rates, sizes that divide something).
 _POSITIVE = {
     "model": ("layers", "hidden", "heads", "kv_heads", "head_dim", "intermediate", "vocab"),
