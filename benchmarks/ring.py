@@ -25,15 +25,25 @@ from emu.net import Network
 from emu.net.linkstats import LinkStats
 from emu.sim import MS, US, Simulator
 from emu.topology import LinkDefaults, Routes, ring
+from emu.workload.profiles import DEFAULTS
 
 PAYLOAD = 1400
 
 
-def run(nodes: int, mib: float, hops: int, trains: bool = True) -> dict:
-    G = ring(nodes, bidirectional=False, link=LinkDefaults(rate_bps=10**9, latency_ps=1 * US, mtu=1500))
+class Deadlock(Exception):
+    pass
+
+
+def run(nodes: int, mib: float, hops: int, trains: bool = True, flow_control: str = "pause") -> dict:
+    """One run; ``flow_control`` as hw.flow_control, on the kr260 profile's port buffer
+    (ideal: unbounded transit queues, the idealisation)."""
+    buf = DEFAULTS["hw"]["port_buffer"]
+    G = ring(nodes, bidirectional=False, link=LinkDefaults(rate_bps=10**9, latency_ps=1 * US, mtu=1500,
+                                                           queue_bytes=buf))
     routes = Routes(G)
     sim = Simulator()
-    net = Network(sim, G, routes.next_hop, trains=trains)
+    net = Network(sim, G, routes.next_hop, trains=trains, lossless=flow_control == "ideal",
+                  pause=flow_control == "pause", credit=flow_control == "credit")
     LinkStats.of(net, bin_ps=1 * MS)  # the per-link time series, binned in the frame loop as in replay
     nbytes = int(mib * 2**20)
     nfrags, full, last = frame_sizes(nbytes, mtu=PAYLOAD + 48)
@@ -44,7 +54,10 @@ def run(nodes: int, mib: float, hops: int, trains: bool = True) -> dict:
     t0 = time.perf_counter()
     end = net.run()
     wall = time.perf_counter() - t0
-    assert len(done) == nodes, "every flow completes"
+    if len(done) != nodes:  # a one-way ring is a cycle of buffer dependencies: back-pressure can deadlock it
+        raise Deadlock(f"{nodes - len(done)} of {nodes} flows never completed under flow control {flow_control}: "
+                       f"the one-way ring's ports held each other back in a cycle (docs/engine.md, Deadlock); "
+                       f"run --flow-control ideal to time the engine on this scenario")
     hops_total = int(net.counters().sent_frames.sum())
     return {
         "engine": "mcf-emu",
@@ -55,6 +68,8 @@ def run(nodes: int, mib: float, hops: int, trains: bool = True) -> dict:
         "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "sim_clock_end_s": end / 1e12,
         "trains": trains,
+        "flow_control": flow_control,
+        "dropped_frames": int(net.counters().dropped_frames.sum()),
         **net.run_counters(),
     }
 
@@ -77,10 +92,16 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=3, help="runs; the median is reported")
     ap.add_argument("--peers", action="store_true", help="also run the SimPy and ns-3 peers")
     ap.add_argument("--no-trains", action="store_true", help="per-frame: every frame its own grant event")
+    ap.add_argument("--flow-control", choices=("pause", "credit", "ideal"), default="pause",
+                    help="as hw.flow_control, on the kr260 port buffer (default pause, the KR260's)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
-    run(4, 0.01, 1)  # compile (or load the compiled cache) before timing
-    runs = [run(args.nodes, args.mib, args.hops, not args.no_trains) for _ in range(args.repeat)]
+    try:
+        run(4, 0.01, 1, flow_control=args.flow_control)  # compile (or load the compiled cache) before timing
+        runs = [run(args.nodes, args.mib, args.hops, not args.no_trains, args.flow_control) for _ in range(args.repeat)]
+    except Deadlock as exc:
+        print(f"ring: {exc}", file=sys.stderr)
+        return 1
     result = dict(runs[0])
     result["wall_s"] = statistics.median(r["wall_s"] for r in runs)
     result["packet_hops_per_s"] = result["packet_hops"] / result["wall_s"]
@@ -94,7 +115,8 @@ def main(argv=None) -> int:
     if args.json:
         print(json.dumps(result, indent=2))
     else:
-        print(f"ring nodes={args.nodes} mib={args.mib} hops={args.hops} trains={'off' if args.no_trains else 'on'}: "
+        print(f"ring nodes={args.nodes} mib={args.mib} hops={args.hops} trains={'off' if args.no_trains else 'on'} "
+              f"flow control={args.flow_control}: "
               f"{result['packet_hops']} packet-hops, {result['events']} events, {result['trains']} trains "
               f"({result['train_frames']} frames), "
               f"in {result['wall_s']:.3f} s wall (median of {args.repeat}), simulated end {result['sim_end_s']:.6f} s, "
