@@ -21,11 +21,12 @@ import time
 from pathlib import Path
 
 from emu.net.framing import frame_sizes
-from emu.net import Network
+from emu.net import Network, deadlock
+from emu.net.flowcontrol import network_flags
 from emu.net.linkstats import LinkStats
 from emu.sim import MS, US, Simulator
 from emu.topology import LinkDefaults, Routes, ring
-from emu.workload.profiles import DEFAULTS
+from emu.workload.profiles import DEFAULTS, FLOW_CONTROLS  # drop: no transport here to recover
 
 PAYLOAD = 1400
 
@@ -42,8 +43,7 @@ def run(nodes: int, mib: float, hops: int, trains: bool = True, flow_control: st
                                                            queue_bytes=buf))
     routes = Routes(G)
     sim = Simulator()
-    net = Network(sim, G, routes.next_hop, trains=trains, lossless=flow_control == "ideal",
-                  pause=flow_control == "pause", credit=flow_control == "credit")
+    net = Network(sim, G, routes.next_hop, trains=trains, **network_flags(flow_control))
     LinkStats.of(net, bin_ps=1 * MS)  # the per-link time series, binned in the frame loop as in replay
     nbytes = int(mib * 2**20)
     nfrags, full, last = frame_sizes(nbytes, mtu=PAYLOAD + 48)
@@ -55,10 +55,12 @@ def run(nodes: int, mib: float, hops: int, trains: bool = True, flow_control: st
     end = net.run()
     wall = time.perf_counter() - t0
     if len(done) != nodes:  # a one-way ring is a cycle of buffer dependencies: back-pressure can deadlock it
-        raise Deadlock(f"{nodes - len(done)} of {nodes} flows never completed under flow control {flow_control}: "
-                       f"the one-way ring's ports held each other back in a cycle (docs/engine.md, Deadlock); "
-                       f"run --flow-control ideal to time the engine on this scenario")
-    hops_total = int(net.counters().sent_frames.sum())
+        stuck = deadlock.cycle(net)
+        why = f"{deadlock.describe(stuck)} wait for each other in a cycle" if stuck else "no cycle found"
+        raise Deadlock(f"{nodes - len(done)} of {nodes} flows never completed under flow control {flow_control} "
+                       f"({why}; docs/engine.md, Deadlock); run --flow-control ideal to time the engine here")
+    counters = net.counters()
+    hops_total = int(counters.sent_frames.sum())
     return {
         "engine": "mcf-emu",
         "packet_hops": hops_total,
@@ -69,7 +71,7 @@ def run(nodes: int, mib: float, hops: int, trains: bool = True, flow_control: st
         "sim_clock_end_s": end / 1e12,
         "trains": trains,
         "flow_control": flow_control,
-        "dropped_frames": int(net.counters().dropped_frames.sum()),
+        "dropped_frames": int(counters.dropped_frames.sum()),
         **net.run_counters(),
     }
 
@@ -92,7 +94,7 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=3, help="runs; the median is reported")
     ap.add_argument("--peers", action="store_true", help="also run the SimPy and ns-3 peers")
     ap.add_argument("--no-trains", action="store_true", help="per-frame: every frame its own grant event")
-    ap.add_argument("--flow-control", choices=("pause", "credit", "ideal"), default="pause",
+    ap.add_argument("--flow-control", choices=[m for m in FLOW_CONTROLS if m != "drop"], default="pause",
                     help="as hw.flow_control, on the kr260 port buffer (default pause, the KR260's)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)

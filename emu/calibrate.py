@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .codec import Flags, Op
+from .codec import REPLY_OPS, Flags, Op, capdiff
 from .codec.batch import scan_frames
 from .codec.mac import MAC_PREFIX
 from .codec.pcap import read_capture
@@ -151,16 +151,16 @@ def calibrate(c: Capture, node: int | None = None) -> Calibration:
     last_in: dict = {}
     contrib_in: dict = {}
     for i in np.flatnonzero(~mine).tolist():
-        name = (int(op[i]), int(src[i]), int(h["msg_id"][i]), int(h["frag_idx"][i]))
+        name = tuple(int(h[k][i]) for k in capdiff.KEY)
         first_in.setdefault(name, i)
-        if op[i] not in (Op.ack, Op.nack):  # a control frame names another message by its msg_id
+        if op[i] not in REPLY_OPS:  # a reply names another message by its msg_id
             last_in[(int(src[i]), int(h["msg_id"][i]))] = int(t[i])
         if op[i] == Op.partial_state:
             contrib_in[(int(h["kv_id"][i]), int(h["layer"][i]))] = int(t[i])
     fwd_lat, fwd_idx, ack_lat, red_lat, seen = [], [], [], [], set()
     for j in np.flatnonzero(mine).tolist():
         if src[j] != K:  # a forwarded copy
-            name = (int(op[j]), int(src[j]), int(h["msg_id"][j]), int(h["frag_idx"][j]))
+            name = tuple(int(h[k][j]) for k in capdiff.KEY)
             i = first_in.get(name)
             if i is not None and name not in seen:
                 seen.add(name)

@@ -17,7 +17,7 @@ import importlib
 
 # ``fragment`` is both a submodule and a function: importing the (light) submodule
 # here, once, leaves the package attribute bound to the function for good
-from .enums import ENUM_FIELDS, ETHERTYPE, VERSION, Collective, Dtype, Flags, Op, ReduceOp, Stage
+from .enums import ENUM_FIELDS, ETHERTYPE, REPLY_OPS, VERSION, Collective, Dtype, Flags, Op, ReduceOp, Stage
 from .errors import EncodeError, FrameError
 from .fragment import Message, Pending, Reassembler, fragment, max_payload
 

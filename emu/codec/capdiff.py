@@ -24,14 +24,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .batch import HEADER_DTYPE, scan_frames
-from .enums import Op
+from .enums import REPLY_OPS, Op
 from .pcap import read_capture
 
-# dst_set is part of the name because a control frame's msg_id is the id of the message it
-# answers, which its destination sent: two boards' acks of their own message 3 from one
+# dst_set is part of the name because a reply's msg_id is the id of the message it answers,
+# which its destination sent (enums.REPLY_OPS): two boards' acks of their own message 3 from one
 # board differ only there. Data frames keep dst_set on every copy, so it costs them nothing.
 KEY = ("op", "src_node", "dst_set", "msg_id", "frag_idx")
-CONTROL = (int(Op.ack), int(Op.nack))  # frames about a message their destination sent
 COMPARED = tuple(n for n in HEADER_DTYPE.names if n not in KEY)
 
 
@@ -140,7 +139,7 @@ def diff(expected: Frames, got: Frames) -> Diff:
 def _label(f: Frames, i: int) -> str:
     h = f.headers[i]
     op = Op(int(h["op"])).name if int(h["op"]) in Op._value2member_map_ else f"op {int(h['op'])}"
-    to = f" to {int(h['dst_set']):#x}" if int(h["op"]) in CONTROL else ""
+    to = f" to {int(h['dst_set']):#x}" if int(h["op"]) in REPLY_OPS else ""
     return (f"frame {int(f.number[i])} ({op} n{int(h['src_node'])}#{int(h['msg_id'])}{to} "
             f"fragment {int(h['frag_idx']) + 1}/{int(h['frag_cnt'])})")
 

@@ -39,6 +39,11 @@ class Op(enum.IntEnum):
     signal = 12  # a dependency released across boards: an event at the source lets parts at the destination start
 
 
+# Ops whose frames answer a message their destination sent: msg_id and seq are that message's,
+# so a frame of theirs is named by its dst_set too (two boards' messages 3 get acks alike else).
+REPLY_OPS = (Op.ack, Op.nack)
+
+
 class Collective(enum.IntEnum):
     unicast = 0
     multicast = 1

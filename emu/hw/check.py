@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..codec import ENUM_FIELDS, FRAME_HEADER_LEN, Collective, Dtype, Flags, Op, ReduceOp, Stage
+from ..codec import ENUM_FIELDS, FRAME_HEADER_LEN, REPLY_OPS, Collective, Dtype, Flags, Op, ReduceOp, Stage
 from ..codec.batch import HEADER_DTYPE, REASONS, encode_frames, scan_frames
 from ..codec.layer import dst_mac, node_mac
 from ..codec.mac import ETH_LEN
@@ -333,7 +333,7 @@ class Got:
 
 def _key(header: dict, payload: bytes, K: int) -> tuple:
     op = header["op"]
-    if op in (Op.ack, Op.nack):
+    if op in REPLY_OPS:
         return (op, "about", header["dst_set"], header["msg_id"])
     if header["src_node"] != K:
         return (op, header["src_node"], header["msg_id"], header["frag_idx"])

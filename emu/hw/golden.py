@@ -39,7 +39,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..codec import Flags, Op
+from ..codec import REPLY_OPS, Flags, Op
 from ..codec import capdiff
 from ..codec.batch import scan_frames
 from ..codec.layer import FRAME_OFFSETS
@@ -138,7 +138,7 @@ def plan(trace, K: int, *, topology: str = "auto", progress: bool = False) -> Pl
     out = whole.take(outbound)
     h = h[outbound]
     probe = (h["op"] == Op.ack) & ((h["flags"] & Flags.ACK_REQ) != 0)
-    answer = (h["src_node"] != K) | (np.isin(h["op"], capdiff.CONTROL) & ~probe)
+    answer = (h["src_node"] != K) | (np.isin(h["op"], REPLY_OPS) & ~probe)
     # one copy per frame name: one interface is all of K's ports
     first, seen = np.zeros(len(h), bool), set()
     for i, name in enumerate(zip(*(h[k].tolist() for k in capdiff.KEY))):

@@ -55,7 +55,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..codec import FRAME_HEADER_LEN, Flags, Op, Reassembler
+from ..codec import FRAME_HEADER_LEN, REPLY_OPS, Flags, Op, Reassembler
 from ..codec.batch import REASONS, encode_frames, scan_frames
 from ..codec.errors import FrameError
 from ..codec.layer import FRAME_OFFSETS
@@ -274,7 +274,7 @@ class Device:
             return
         self.credit[src] += len(frame)
         mac = bytes(raw[6:12])
-        if op in (Op.ack, Op.nack) and int(hdr["frag_cnt"]) == 1:
+        if op in REPLY_OPS and int(hdr["frag_cnt"]) == 1:
             self._control(hdr, payload, mac, self._now_ps() if now is None else now)
             return
         key = (src, int(hdr["msg_id"]))

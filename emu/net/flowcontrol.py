@@ -36,6 +36,13 @@ class Thresholds:
     headroom: int  # bytes the buffer keeps above XOFF
 
 
+def network_flags(flow_control: str) -> dict:
+    """``Network``'s switches for an hw.flow_control mode: ``ideal`` is the lossless unbounded
+    queue, ``pause`` and ``credit`` bound it with back-pressure, ``drop`` drops at the bound."""
+    return {"lossless": flow_control == "ideal", "pause": flow_control == "pause",
+            "credit": flow_control == "credit"}
+
+
 def signal_delay(topology, u: int, v: int) -> int:
     """From v's decision to u's port having it: a minimum frame's wire time on v->u plus v->u's
     propagation (a PAUSE or resume, or a credit return). Every Ethernet link is full duplex:

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..net import Loss, Network, deadlock
+from ..net.flowcontrol import network_flags
 from ..net.linkstats import LinkStats
 from ..net.timeline import Timeline, parse as parse_scenario
 from ..nic import NicConfig, Nics
@@ -98,8 +99,7 @@ class Replay:
             latency[n], rate[n] = int(hw["nic_latency_ps"]), int(hw.get("nic_rate", 0))
         self.net = Network(self.sim, self.G, self.routes.next_hop, boards=self.nodes,
                            nic_latency_ps=latency, nic_rate_bps=rate, arbiter=hw["port_arbiter"],
-                           lossless=hw["flow_control"] == "ideal", pause=hw["flow_control"] == "pause",
-                           credit=hw["flow_control"] == "credit", seed=options.seed, trains=options.trains)
+                           seed=options.seed, trains=options.trains, **network_flags(hw["flow_control"]))
         # Reliable delivery is on wherever frames can be lost: loss, failures, drop-tail buffers.
         lossy = bool(options.loss or options.scenario) or hw["flow_control"] == "drop"
         reliable = options.reliable if options.reliable is not None else lossy

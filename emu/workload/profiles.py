@@ -88,8 +88,7 @@ DEFAULTS = {"hw": {"rto_initial_ps": 1_000_000_000,
 # loses a frame only to corruption, so its timer is a RoCE NIC's conservative local ACK
 # timeout, above the fabric's worst queueing round trip: InfiniBand's encoding 4.096 us x 2^11
 # (8.39 ms). Drop-tail loses frames to every burst, so its timer is IRN's fast one, 100 us.
-RTO_MIN_PS = {"ideal": 4_096_000 << 11, "pause": 4_096_000 << 11, "credit": 4_096_000 << 11,
-              "drop": 100_000_000}
+RTO_MIN_PS = {mode: 100_000_000 if mode == "drop" else 4_096_000 << 11 for mode in FLOW_CONTROLS}
 
 
 def hw_defaults(hw: dict) -> dict:
