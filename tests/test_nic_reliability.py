@@ -316,3 +316,6 @@ def test_a_lossless_fabric_times_out_only_past_its_worst_queueing_round_trip():
     assert fast.summary["control_frames_by_op"]["probe"] > 0
     assert default.summary["control_frames_by_op"]["probe"] == 0 and default.summary["control_frames_by_op"]["ack"]
     assert default.ttft_s == fast.ttft_s
+    # the summary says which transport each run had
+    assert (default.summary["reliable"], default.summary["rto_min_s"]) == (True, 0.008388608)
+    assert fast.summary["rto_min_s"] == 0.0001
