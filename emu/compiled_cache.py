@@ -22,6 +22,8 @@ import os
 
 from numba.core import caching
 
+from . import numba_inline  # noqa: F401  (numba's inliner made cheaper: emu.numba_inline)
+
 ROOT = os.path.dirname(os.path.abspath(__file__))  # the emu package
 PACKAGE = os.path.basename(ROOT)
 

@@ -22,7 +22,8 @@ def rel(paths) -> set[str]:
 
 def test_a_closure_follows_names_to_the_module_that_defines_them():
     kernel = rel(cc.closure(str(EMU / "net" / "kernel.py")))
-    assert kernel == {"net/kernel.py", "net/ethernet.py", "net/framing.py", "net/tables.py", "codec/mac.py", "heap.py", "compiled_cache.py"}
+    assert kernel == {"net/kernel.py", "net/ethernet.py", "net/framing.py", "net/tables.py", "codec/mac.py", "heap.py", "compiled_cache.py",
+                      "numba_inline.py"}
     # `from ..codec import Collective, Op` reaches the enums through the package's re-export,
     # not the scapy layer or the pcap reader
     protocol = rel(cc.closure(str(EMU / "nic" / "protocol.py")))
@@ -114,3 +115,73 @@ def test_a_cold_first_replay_says_it_compiles_and_install_skips_a_warm_cache(mon
     monkeypatch.setattr(warm, "warm", lambda: pytest.fail("replayed although compiled"))
     assert warm.main() == 0
     assert "already compiled" in capsys.readouterr().err
+
+
+# ---- numba's inliner made cheaper (emu.numba_inline) ---------------------------------------
+
+def test_the_inliner_patches_are_in_place():
+    from numba.core import inline_closurecall
+
+    from emu import numba_inline
+
+    assert inline_closurecall.copy.deepcopy is numba_inline._deepcopy
+    assert inline_closurecall.InlineWorker.run_untyped_passes is numba_inline._untyped_ir
+
+
+def test_the_blocks_of_one_ir_copy_share_one_copy_of_their_scope():
+    """numba's copy_ir deep-copies a callee block by block; under the patch the blocks of one
+    call share one memo, so the scope (which holds every variable) is copied once, and a
+    second copy is a copy of its own."""
+    from numba.core import ir
+
+    from emu.numba_inline import _deepcopy
+
+    loc = ir.Loc("f.py", 1)
+    scope = ir.Scope(None, loc)
+    blocks = []
+    for k in range(3):
+        b = ir.Block(scope, loc)
+        b.append(ir.Assign(ir.Const(k, loc), scope.define(f"v{k}", loc), loc))
+        blocks.append(b)
+
+    def copy_ir(blocks):  # named as numba's function is: the patch knows its calls by that name
+        out = []
+        for b in blocks:
+            out.append(_deepcopy(b))
+        return out
+
+    first, second = copy_ir(blocks), copy_ir(blocks)
+    assert all(c.scope is first[0].scope for c in first) and first[0].scope is not scope
+    assert second[0].scope is not first[0].scope and all(c.scope is second[0].scope for c in second)
+    assert [c.body[0].target.name for c in first] == ["v0", "v1", "v2"]
+    assert first[1].body[0].target is not blocks[1].body[0].target
+
+
+def test_an_inlined_function_runs_its_untyped_passes_once_per_compile(monkeypatch):
+    """A callee inlined at several call sites (and through other inlined callees) is taken
+    through numba's frontend once per compile; every site still gets its own copy."""
+    from numba import njit
+
+    from emu import numba_inline
+
+    runs = []
+    original = numba_inline._run_untyped_passes
+    monkeypatch.setattr(numba_inline, "_run_untyped_passes",
+                        lambda self, func, ssa=False: runs.append(func.__name__) or original(self, func, ssa))
+
+    @njit(inline="always")
+    def step(x):
+        if x > 2:
+            return x * 3
+        return x + 1
+
+    @njit(inline="always")
+    def twice(x):
+        return step(step(x))
+
+    @njit
+    def run(x):
+        return twice(x) + step(x) + twice(x + 1)
+
+    assert run(1) == twice.py_func(1) + step.py_func(1) + twice.py_func(2) == 3 + 2 + 9
+    assert sorted(runs) == ["step", "twice"]

@@ -2,7 +2,7 @@
 
 numba compiles the compiled replay loop and the frame kernel at their first call and
 keeps the machine code on disk (beside the sources, or in NUMBA_CACHE_DIR). Compiling
-takes about a minute of CPU, so scripts/install runs this once after installing: a
+takes about two minutes, so scripts/install runs this once after installing: a
 user's first ``emu replay`` then loads the cache instead. It replays the shipped MARS
 16K trace on the compiled loop (every trace gives the loop tables of the same types, so
 the same code serves them all), then a small replay with frame loss and a link failure,

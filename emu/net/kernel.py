@@ -373,6 +373,13 @@ def heap_push(HP, SC, time, key):
     heap.sift_up(HP, 0, n, (np.int64(time), np.int64(key)))
 
 
+@_entry
+def _push_rare(HP, SC, time, key):
+    """heap_push for the rare events (PAUSE, resume): one compiled call instead of another
+    inlined copy of the heap's sift loops at each of their sites (compile time)."""
+    heap_push(HP, SC, time, key)
+
+
 @_inline
 def _heap_pop(HP, SC):
     n = SC[SC_HEAP] - 1
@@ -579,10 +586,10 @@ def _hold(SC, LK, FP, FREE, HP, i, nbytes, back, t):
     if LK[i, L_XOFF_SENT] == 0:
         if h >= LK[i, L_XOFF]:
             LK[i, L_XOFF_SENT] = 1
-            heap_push(HP, SC, t + LK[i, L_PAUSE_DLY], _PAUSE_KEY + 2 * i)
+            _push_rare(HP, SC, t + LK[i, L_PAUSE_DLY], _PAUSE_KEY + 2 * i)
     elif h < LK[i, L_XON]:
         LK[i, L_XOFF_SENT] = 0
-        heap_push(HP, SC, t + LK[i, L_PAUSE_DLY], _PAUSE_KEY + 2 * i + 1)
+        _push_rare(HP, SC, t + LK[i, L_PAUSE_DLY], _PAUSE_KEY + 2 * i + 1)
 
 
 @_entry
@@ -604,7 +611,7 @@ def _pause_event(SC, LK, FP, FREE, NS, SP, HP, x, t, key):
             schedule_tx(LK, HP, SC, link, max(t, LK[link, L_TX_END]))
 
 
-@_inline
+@_entry
 def _credit_back(SC, LK, FP, FREE, HP, i, nbytes, t):
     """Credit: ``nbytes`` of port ``i``'s credit return (< 0: taken back), decided at its far node
     at ``t``, reach the port L_PAUSE_DLY later (the credit frame's wire time + propagation). Returns
