@@ -15,8 +15,10 @@ places (numba.core.inline_closurecall, read against the pinned numba of pyprojec
   passes give depends on the function and the compile's flags only; here it is kept for the
   compile under way (the flags object numba hands down to every nested inlining) and each
   call site inlines its own copy (``inline_ir`` copies the IR it is given before changing it).
-The IR the inliner builds is the same; tests/test_compiled_cache.py checks that both patches
-are in place and what they keep, docs/engine.md ("The compiled code's cache") what they save.
+Only the copying and the repeated frontend runs go; what is inlined where does not change (the
+replays' results are identical, docs/engine.md "The compiled code's cache", which also says
+what it saves); tests/test_compiled_cache.py checks that both patches are in place and what
+they keep.
 """
 
 from __future__ import annotations
