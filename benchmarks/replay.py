@@ -172,21 +172,27 @@ def scaling(repeat: int) -> dict:
             "fit_max_rel_error": float(np.max(np.abs(fit - y) / y))}
 
 
-def cold() -> tuple[float, float, float]:
+def cold() -> tuple[float, float, float, float]:
     """With an empty numba cache: the first `emu replay traces/mars_16k.json` when nothing is
     compiled (what the first run costs with EMU_NO_WARM=1); the compile at install
-    (`python -m emu.engine.warm`); and the first replay after that install."""
+    (`python -m emu.engine.warm`); the first replay after that install; and, as the reference
+    of the same run, the compile at install in one process (EMU_COMPILE_PROCESSES=1)."""
     mars = ROOT / "traces" / "mars_16k.json"
     with tempfile.TemporaryDirectory() as d:
         uncompiled = replay(mars, True, env=dict(os.environ, NUMBA_CACHE_DIR=d))["command_s"]
-    with tempfile.TemporaryDirectory() as d:
-        env = dict(os.environ, NUMBA_CACHE_DIR=d)
+
+    def install(**env) -> float:
         t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "emu.engine.warm"], cwd=tempfile.gettempdir(), env=env, check=True,
-                       stderr=subprocess.DEVNULL)
-        install = time.perf_counter() - t0
-        first = replay(mars, True, env=env)["command_s"]
-    return uncompiled, install, first
+        subprocess.run([sys.executable, "-m", "emu.engine.warm"], cwd=tempfile.gettempdir(), env={**os.environ, **env},
+                       check=True, stderr=subprocess.DEVNULL)
+        return time.perf_counter() - t0
+
+    with tempfile.TemporaryDirectory() as d:
+        shared = install(NUMBA_CACHE_DIR=d)
+        first = replay(mars, True, env=dict(os.environ, NUMBA_CACHE_DIR=d))["command_s"]
+    with tempfile.TemporaryDirectory() as d:
+        one = install(NUMBA_CACHE_DIR=d, EMU_COMPILE_PROCESSES="1")
+    return uncompiled, shared, first, one
 
 
 def import_cpu(repeat: int) -> float:
@@ -266,6 +272,7 @@ def main(argv=None) -> int:
     if args.json:
         print(json.dumps({"engine_frame_hops_per_s": ref, "traces": rows, "scaling": scale, "wide": wide_rows, "first_run_s": first,
                           "uncompiled_first_run_s": cold_s and cold_s[0], "install_compile_s": cold_s and cold_s[1],
+                          "install_compile_one_process_s": cold_s and cold_s[3],
                           "import_cpu_s": imported,
                           "goals": [dict(zip(("goal", "value", "target", "met"), g)) for g in checks]}, indent=2))
         return 0
@@ -296,7 +303,8 @@ def main(argv=None) -> int:
                   f"{r['ns_ratio']:>6.2f}x{r['peak_rss_mib']:>8.0f}")
     if cold_s is not None:
         print(f"\nempty numba cache: a first replay that compiles the engine {cold_s[0]:.1f} s; the compile at "
-              f"install (python -m emu.engine.warm) {cold_s[1]:.1f} s, then the first replay {cold_s[2]:.1f} s; "
+              f"install (python -m emu.engine.warm) {cold_s[1]:.1f} s ({cold_s[1] / cold_s[3]:.2f}x of the "
+              f"{cold_s[3]:.1f} s it takes in one process), then the first replay {cold_s[2]:.1f} s; "
               f"importing the compiled replay {imported:.2f} s of CPU")
     print("\ngoals (2-core machine):")
     for name, value, goal, ok in checks:

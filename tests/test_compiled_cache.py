@@ -108,13 +108,102 @@ def test_a_cold_first_replay_says_it_compiles_and_install_skips_a_warm_cache(mon
     from emu.engine import cache, warm
 
     monkeypatch.setattr(cache, "compiled", lambda: False)
+    shared = []  # a cold replay compiles as install does, in two processes (emu.engine.warm)
+    monkeypatch.setattr(warm, "warm_shared", lambda: shared.append(1))
     emu.replay(emu.trace("ring", nodes=2, seq=256, chunk=128, decode_tokens=1))
     err = capsys.readouterr().err
     assert cache.NOTICE in err and "replay engine compiled and cached" in err
+    assert shared == ([1] if warm.processes() > 1 else [])
     monkeypatch.undo()
     monkeypatch.setattr(warm, "warm", lambda: pytest.fail("replayed although compiled"))
+    monkeypatch.setattr(warm, "warm_shared", lambda: pytest.fail("replayed although compiled"))
     assert warm.main() == 0
     assert "already compiled" in capsys.readouterr().err
+
+
+# ---- one compile shared by processes (emu.engine.compile_share) ---------------------------
+
+SHARER = """
+import json, sys, time
+from emu.engine import compile_share
+from emu.nic import rto
+compile_share.install(sys.argv[1])
+if sys.argv[2] == "slow":  # compiles slowly, so that the other process comes while it does
+    real = compile_share._compile
+    def slow(disp, sig):
+        print("compiling", flush=True)
+        time.sleep(2)
+        return real(disp, sig)
+    compile_share._compile = slow
+t = time.perf_counter()
+rto.rto_backoff(rto.rto_table(2, 1, 5, 100), 1, 100)
+s = rto.rto_backoff.stats
+print(json.dumps(dict(hits=sum(s.cache_hits.values()), misses=sum(s.cache_misses.values()),
+                      s=time.perf_counter() - t)))
+"""
+
+
+def sharer(tmp_path, locks, mode):
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "numba"))
+    return subprocess.Popen([sys.executable, "-c", SHARER, str(locks), mode], env=env,
+                            stdout=subprocess.PIPE, text=True)
+
+
+def test_a_function_another_process_is_compiling_is_waited_for_and_loaded_not_compiled_again(tmp_path):
+    locks = tmp_path / "locks"
+    locks.mkdir()
+    first = sharer(tmp_path, locks, "slow")
+    assert first.stdout.readline().strip() == "compiling"  # it holds the function's lock
+    second = sharer(tmp_path, locks, "plain")
+    out2, out1 = second.communicate(timeout=120)[0], first.communicate(timeout=120)[0]
+    one, two = json.loads(out1.strip().splitlines()[-1]), json.loads(out2.strip().splitlines()[-1])
+    assert (one["misses"], one["hits"]) == (1, 0)
+    assert (two["misses"], two["hits"]) == (0, 1)  # loaded from the cache the first one wrote
+    # and a third, after both, loads it at once
+    third = sharer(tmp_path, locks, "plain")
+    assert json.loads(third.communicate(timeout=120)[0].strip().splitlines()[-1])["hits"] == 1
+
+
+def test_how_many_processes_compile_the_engine(monkeypatch, capsys):
+    from emu.engine import warm
+    from emu.errors import ConfigError
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    monkeypatch.delenv(warm.PROCESSES, raising=False)
+    assert warm.processes() == 2
+    monkeypatch.setattr(os, "cpu_count", lambda: 1)
+    assert warm.processes() == 1
+    monkeypatch.setenv(warm.PROCESSES, "2")
+    assert warm.processes() == 2
+    monkeypatch.setenv(warm.PROCESSES, "1")
+    monkeypatch.setattr(os, "cpu_count", lambda: 8)
+    assert warm.processes() == 1
+    monkeypatch.setenv(warm.PROCESSES, "many")
+    with pytest.raises(ConfigError, match="EMU_COMPILE_PROCESSES='many': expected 1 or 2"):
+        warm.processes()
+    monkeypatch.setattr(warm.cache, "compiled", lambda: False)
+    assert warm.main() == 2  # one line, nothing compiled
+    assert capsys.readouterr().err.strip() == "mcf-emu: EMU_COMPILE_PROCESSES='many': expected 1 or 2 (processes that compile the replay engine)"
+
+
+def test_the_compile_at_install_runs_its_two_parts_in_two_processes(monkeypatch):
+    from emu.engine import warm
+
+    started = []
+
+    class Worker:
+        def __init__(self, argv, env):
+            started.append((argv, env))
+
+        def wait(self):
+            return 0
+
+    monkeypatch.setattr(warm.subprocess, "Popen", Worker)
+    warm.warm_shared()
+    assert [a[-3:-1] for a, _ in started] == [["--part", "loop"], ["--part", "kernel"]]
+    assert started[0][0][-1] == started[1][0][-1]  # one directory of locks for both
+    # this emu package, whatever the working directory holds
+    assert all(a[1] == "-P" and e["PYTHONPATH"].split(os.pathsep)[0] == str(EMU.parent) for a, e in started)
 
 
 # ---- numba's inliner made cheaper (emu.numba_inline) ---------------------------------------

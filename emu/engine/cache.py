@@ -36,5 +36,5 @@ def _cached(fn) -> bool:
 
 warming = False  # warm() is running: it has said what it does, the replays need not
 
-NOTICE = ("mcf-emu: compiling the replay engine for its first run (about 2 minutes, once; "
+NOTICE = ("mcf-emu: compiling the replay engine for its first run (about a minute on two CPUs, once; "
           "cached on disk; `python -m emu.engine.warm` does it ahead) ...")

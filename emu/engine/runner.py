@@ -265,6 +265,7 @@ def run(rp) -> None:
     if cold:  # after a plain `pip install` (no warm step) or a change to the engine's sources
         print(cache.NOTICE, file=sys.stderr, flush=True)
         t0 = time.perf_counter()
+        _compile_shared()
     try:
         _run(rp)
     finally:
@@ -273,6 +274,18 @@ def run(rp) -> None:
     if cold:
         print(f"mcf-emu: replay engine compiled and cached ({time.perf_counter() - t0:.0f} s, "
               "replay included)", file=sys.stderr, flush=True)
+
+
+def _compile_shared() -> None:
+    """Compile the engine as install does, in two processes at once where there are two CPUs
+    (emu.engine.warm); this replay then loads it. If that fails, the replay compiles it."""
+    from . import warm
+
+    if warm.processes() > 1:
+        try:
+            warm.warm_shared()
+        except (OSError, RuntimeError) as e:
+            print(f"mcf-emu: {e}; compiling here instead", file=sys.stderr, flush=True)
 
 
 def _run(rp) -> None:

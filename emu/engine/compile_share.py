@@ -1,0 +1,57 @@
+"""One compile shared by processes: whichever process first needs a compiled function compiles
+it; another that needs it meanwhile waits and then loads it from numba's disk cache.
+
+emu.engine.warm compiles the engine in two processes that start from two ends (the replay
+loop, the frame kernel). numba compiles a function's callees while it types the function, so
+without this both would compile what both call. Here each ``emu`` function's compile holds a
+lock file of its own (in a directory the processes share): a process that finds the lock held
+waits for it, then finds the function in the disk cache (numba looks there before compiling).
+A process takes locks along its chain of nested compiles, callee after caller, and the call
+graph has no cycles, so two processes never wait on each other.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+
+from numba.core import dispatcher, sigutils
+
+from ..compiled_cache import ROOT
+
+_compile = dispatcher.Dispatcher.compile
+_directory: list[str] = []  # where the lock files are, once installed
+_holding: set[int] = set()  # the dispatchers this process is compiling (a nested compile of one holds its lock)
+
+
+def _lock_path(disp, directory: str) -> str:
+    code = disp.py_func.__code__
+    key = f"{os.path.relpath(code.co_filename, ROOT)}:{disp.py_func.__qualname__}"
+    return os.path.join(directory, hashlib.sha256(key.encode()).hexdigest()[:32])
+
+
+def _shared_compile(self, sig):
+    """Dispatcher.compile, holding the function's lock when it may have to compile."""
+    code = getattr(self.py_func, "__code__", None)
+    if (not _directory or code is None or not code.co_filename.startswith(ROOT + os.sep)
+            or id(self) in _holding or tuple(sigutils.normalize_signature(sig)[0]) in self.overloads):
+        return _compile(self, sig)
+    # One lock for all of a function's signatures: numba keeps them in one index file, which two
+    # processes saving at once would each write without the other's entry.
+    fd = os.open(_lock_path(self, _directory[0]), os.O_CREAT | os.O_RDWR, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        _holding.add(id(self))
+        try:
+            return _compile(self, sig)
+        finally:
+            _holding.discard(id(self))
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def install(directory: str) -> None:
+    """Share this process's compiles through the lock files in ``directory``."""
+    _directory[:] = [directory]
+    dispatcher.Dispatcher.compile = _shared_compile
