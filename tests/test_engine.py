@@ -326,6 +326,32 @@ def test_a_frame_is_delivered_only_at_its_messages_destinations():
     assert net.conservation()["balance"] == 0
 
 
+def test_a_destination_row_is_found_in_node_order_by_bisection_and_in_any_other_order_in_turn():
+    """A frame's row among its message's destinations is looked up per delivered frame: by
+    bisection where open_message found the rows in ascending node order (MF_SORTED), in turn
+    otherwise. Either way each destination counts its own frames, first and last rows
+    included, and tracked copies find their own bitmaps (no false duplicates)."""
+    from emu.net import kernel as K
+
+    net, tree = two_trees_from_0()
+    ev, cb = recorder()
+    up = net.send(0, [1, 2, 3], 5, 1462, route=tree[1, 2, 3], on_event=cb, track=True)
+    mixed = net.send(0, [3, 1, 2], 7, 1462, route=tree[1, 2, 3], on_event=cb, track=True)
+    down = net.send(0, [2, 1], 3, 1462, route=tree[1, 2], on_event=cb)
+    flags = [int(net.MS[m.id, K.M_FLAGS]) & K.MF_SORTED for m in (up, mixed, down)]
+    assert flags == [K.MF_SORTED, 0, 0]
+    net.run()
+    done = sorted((m, node) for k, m, node, _f, _t in ev if k == "done")
+    assert done == sorted([(up.id, n) for n in (1, 2, 3)] + [(mixed.id, n) for n in (1, 2, 3)]
+                          + [(down.id, n) for n in (1, 2)])
+    assert [net.received(up, n) for n in (1, 2, 3)] == [5, 5, 5]
+    assert [net.received(mixed, n) for n in (3, 1, 2)] == [7, 7, 7]
+    assert net.node_counters().delivered_frames.tolist() == [0, 15, 15, 12] and net.duplicates == 0
+    for m in (up, mixed, down):  # and the lookup itself, for every node
+        rows = {int(net.MD[d, K.D_NODE]): d for d in range(net.MS[m.id, K.M_DPTR], net.MS[m.id, K.M_DEND])}
+        assert [K.dest_row(net.MS, net.MD, m.id, n) for n in range(4)] == [rows.get(n, -1) for n in range(4)]
+
+
 def test_a_message_outside_its_route_is_refused_before_the_kernel_sees_it():
     """Every destination of a message is a node, named once, and a member of an installed
     route (the source excepted); a resend goes to one of the message's remote destinations

@@ -277,10 +277,8 @@ def part_left(s, mid):
 
 @compiled
 def _whole(MS, MD, m, node):
-    for d in range(MS[m, K.M_DPTR], MS[m, K.M_DEND]):
-        if MD[d, K.D_NODE] == node:
-            return MD[d, K.D_GOT] == MS[m, K.M_NFRAGS]
-    return False
+    d = K.dest_row(MS, MD, m, node)
+    return d >= 0 and MD[d, K.D_GOT] == MS[m, K.M_NFRAGS]
 
 
 @compiled_inline

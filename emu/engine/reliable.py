@@ -311,10 +311,7 @@ def probed(s, m, node):
 @compiled_inline
 def _receiver(s, m, node):
     """The MD row of ``node`` among ``m``'s destinations (it is one)."""
-    d = s.MS[m, K.M_DPTR]
-    while s.MD[d, K.D_NODE] != node:
-        d += 1
-    return d
+    return K.dest_row(s.MS, s.MD, m, node)
 
 
 @compiled_inline

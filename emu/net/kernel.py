@@ -231,6 +231,7 @@ M_NCOLS = 8
 MF_FRAME_UPCALL = 1   # tell Python about every delivered frame (reductions)
 MF_TRACK = 2          # keep a bitmap per destination: discard duplicates
 MF_GAP_UPCALL = 4     # tell Python when a fragment arrives right after a missing one (a gap)
+MF_SORTED = 8         # set by open_message: the destination rows are in ascending node order
 # A priority stream goes ahead of a port's data streams only while the priority streams
 # already ahead of them hold fewer than this many frames (docs/nic.md, "Reliable delivery").
 PRIO_CAP_FRAMES = 64
@@ -1018,11 +1019,8 @@ def _transmitter(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, FW, MS, SP, SL, S
 
 
 @_inline
-def _deliver_local(SC, MS, MD, BITS, UP, ND, NS, msg, node, frag, flen, t):
-    """A copy for the application at ``node`` (a member); a tracked duplicate is dropped."""
-    d = MS[msg, M_DPTR]
-    while MD[d, D_NODE] != node:  # a member is always one of the message's destinations
-        d += 1
+def _deliver_local(SC, MS, MD, BITS, UP, ND, NS, msg, node, d, frag, flen, t):
+    """A copy for the application at ``node`` (a member: MD row ``d``); a tracked duplicate is dropped."""
     off = MD[d, D_BITS]
     if off >= 0:
         byte = off + (frag >> 3)
@@ -1042,17 +1040,6 @@ def _deliver_local(SC, MS, MD, BITS, UP, ND, NS, msg, node, frag, flen, t):
         _upcall(SC, UP, t, UP_FRAME, msg, node, frag)
     if MD[d, D_GOT] == MS[msg, M_NFRAGS]:
         _upcall(SC, UP, t, UP_DONE, msg, node, -1)
-
-
-@_inline
-def _is_member(MS, MD, msg, node):
-    d = MS[msg, M_DPTR]
-    dend = MS[msg, M_DEND]
-    while d < dend:
-        if MD[d, D_NODE] == node:
-            return True
-        d += 1
-    return False
 
 
 @_inline
@@ -1185,7 +1172,7 @@ def _arrive_deferred(SC, LK, LD, ND, NS, FP, FREE, HP, FW, MS, MD, BITS, UP, LB,
             nic = LK[link, L_NICQ]
             if nic >= 0 and LK[nic, L_DEFER_IN] > 0:
                 _datapath_feeders(SC, LK, LD, ND, NS, FP, FREE, HP, MS, MD, BITS, UP, LB, nic, -1, t, link)
-            d = _dest_row(MS, MD, FP[e, F_MSG], LK[link, L_DST])
+            d = dest_row(MS, MD, FP[e, F_MSG], LK[link, L_DST])
             if d >= 0 and MD[d, D_DEFER] > 0:
                 _undefer_into(SC, LK, LD, ND, NS, FP, FREE, HP, MS, MD, BITS, UP, LB, LK[link, L_DST], FP[e, F_MSG],
                               t, link)
@@ -1282,7 +1269,8 @@ def _forward(SC, LK, LD, ND, NS, FP, FREE, HP, FW, MS, MD, BITS, UP, SP, LB, lin
     node = LK[link, L_DST]
     msg = FP[e, F_MSG]
     row = FP[e, F_ROUTE] * SC[SC_NNODES] + node
-    member = FW[row, 0] == 1 and _is_member(MS, MD, msg, node)
+    d = dest_row(MS, MD, msg, node) if FW[row, 0] == 1 else -1
+    member = d >= 0
     ncols = FW.shape[1]
     n = 0
     while n + 1 < ncols and FW[row, n + 1] >= 0:
@@ -1298,11 +1286,11 @@ def _forward(SC, LK, LD, ND, NS, FP, FREE, HP, FW, MS, MD, BITS, UP, SP, LB, lin
     NS[node, N_REPL_F] += (1 if member else 0) + n - 1
     frag = FP[e, F_FRAG]
     if member:
-        if SC[SC_DEFERRED] > 0 and MD[_dest_row(MS, MD, msg, node), D_DEFER] > 0:
+        if SC[SC_DEFERRED] > 0 and MD[d, D_DEFER] > 0:
             # Frames of a train of this message that this node takes as one, arrived before
             # this one: taken now, in order, and the rest of that train per frame.
             _undefer_into(SC, LK, LD, ND, NS, FP, FREE, HP, MS, MD, BITS, UP, LB, node, msg, t, link)
-        _deliver_local(SC, MS, MD, BITS, UP, ND, NS, msg, node, frag, flen, t)
+        _deliver_local(SC, MS, MD, BITS, UP, ND, NS, msg, node, d, frag, flen, t)
     if n == 0:
         _free_frame(SC, FREE, e)
         return
@@ -1323,14 +1311,25 @@ def _arrival(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, LG, FW, MS, MD, BITS,
 
 
 @_inline
-def _dest_row(MS, MD, msg, node):
-    """The MD row of ``node`` among ``msg``'s destinations (-1: not one)."""
-    d = MS[msg, M_DPTR]
-    dend = MS[msg, M_DEND]
-    while d < dend:
-        if MD[d, D_NODE] == node:
-            return d
-        d += 1
+def dest_row(MS, MD, msg, node):
+    """The MD row of ``node`` among ``msg``'s destinations (-1: not one). Looked up per frame
+    delivered, so by bisection where the rows are in node order (``MF_SORTED``: every message of
+    the replay): a multicast to n boards costs log n per frame, not n. Otherwise in turn."""
+    lo = MS[msg, M_DPTR]
+    end = MS[msg, M_DEND]
+    if MS[msg, M_FLAGS] & MF_SORTED:
+        hi = end
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if MD[mid, D_NODE] < node:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo if lo < end and MD[lo, D_NODE] == node else -1
+    while lo < end:
+        if MD[lo, D_NODE] == node:
+            return lo
+        lo += 1
     return -1
 
 
@@ -1339,7 +1338,7 @@ def _deferred(SC, LK, FP, MS, MD, link, e, kind, by):
     """Train ``e`` on ``link`` starts (by = 1) or stops (by = -1) being taken as one (``kind``):
     the counts that tell where to look for it (all, its message at its node, its datapath)."""
     SC[SC_DEFERRED] += by
-    d = _dest_row(MS, MD, FP[e, F_MSG], LK[link, L_DST])
+    d = dest_row(MS, MD, FP[e, F_MSG], LK[link, L_DST])
     MD[d, D_DEFER] += by
     if kind == DEFER_DATAPATH:
         LK[LK[link, L_NICQ], L_DEFER_IN] += by
@@ -1393,6 +1392,7 @@ def _take_deferred(SC, LK, LD, ND, NS, FP, FREE, HP, MS, MD, BITS, UP, LB, link,
     node = LK[link, L_DST]
     msg = FP[e, F_MSG]
     flen = FP[e, F_LEN]
+    d = dest_row(MS, MD, msg, node)
     while True:
         a = FP[e, F_ARR]
         if a > t or (a == t and link >= key):
@@ -1404,7 +1404,7 @@ def _take_deferred(SC, LK, LD, ND, NS, FP, FREE, HP, MS, MD, BITS, UP, LB, link,
             _bin_tx(SC, LB, link, FP[e, F_START], FP[e, F_END], FP[e, F_ENQ], FP[e, F_QB], flen, 0)
         LK[link, L_DLV_F] += 1
         LK[link, L_DLV_B] += flen
-        _deliver_local(SC, MS, MD, BITS, UP, ND, NS, msg, node, FP[e, F_FRAG], flen, a)
+        _deliver_local(SC, MS, MD, BITS, UP, ND, NS, msg, node, d, FP[e, F_FRAG], flen, a)
         if FP[e, F_NTRAIN] == 1:
             # The last of them: the entry leaves the wire, the next frame's arrival is due.
             _deferred(SC, LK, FP, MS, MD, link, e, DEFER_HERE, -1)
@@ -1488,7 +1488,7 @@ def _into_datapath(SC, LK, LD, ND, NS, FP, FREE, HP, MS, MD, BITS, UP, LB, link,
         FP[e, F_ARR] += cnt * gap
         SC[SC_TRAIN_HELD] -= 1  # two rows now stand for the frames one did
         SC[SC_DEFERRED] += 1
-        MD[_dest_row(MS, MD, FP[d, F_MSG], LK[link, L_DST]), D_DEFER] += 1
+        MD[dest_row(MS, MD, FP[d, F_MSG], LK[link, L_DST]), D_DEFER] += 1
     a0 = FP[d, F_ARR]
     FP[d, F_START] = a0
     FP[d, F_ENQ] = a0
@@ -1637,7 +1637,11 @@ def open_message(s, mid, src, nfrags, flen, llen, flags, dptr, nd, bits_at):
     MS[mid, M_NFRAGS] = nfrags
     MS[mid, M_FLEN] = flen
     MS[mid, M_LLEN] = llen
-    MS[mid, M_FLAGS] = flags
+    ascending = True
+    for j in range(1, nd):
+        if MD[dptr + j - 1, D_NODE] >= MD[dptr + j, D_NODE]:
+            ascending = False
+    MS[mid, M_FLAGS] = (flags | MF_SORTED) if ascending else flags
     MS[mid, M_DPTR] = dptr
     MS[mid, M_DEND] = dptr + nd
     MS[mid, M_LIVE] = 0
