@@ -105,18 +105,18 @@ def test_the_engine_knows_whether_its_cache_is_compiled(monkeypatch):
 
 def test_a_cold_first_replay_says_it_compiles_and_install_skips_a_warm_cache(monkeypatch, capsys):
     import emu
-    from emu.engine import cache, warm
+    from emu.engine import cache, compile_share, warm
 
     monkeypatch.setattr(cache, "compiled", lambda: False)
-    shared = []  # a cold replay compiles as install does, in two processes (emu.engine.warm)
-    monkeypatch.setattr(warm, "warm_shared", lambda: shared.append(1))
+    shared = []  # a cold replay compiles as install does, in two processes (emu.engine.compile_share)
+    monkeypatch.setattr(compile_share, "compile_engine", lambda: shared.append(1))
     emu.replay(emu.trace("ring", nodes=2, seq=256, chunk=128, decode_tokens=1))
     err = capsys.readouterr().err
     assert cache.NOTICE in err and "replay engine compiled and cached" in err
-    assert shared == ([1] if warm.processes() > 1 else [])
+    assert shared == ([1] if compile_share.processes() > 1 else [])
     monkeypatch.undo()
     monkeypatch.setattr(warm, "warm", lambda: pytest.fail("replayed although compiled"))
-    monkeypatch.setattr(warm, "warm_shared", lambda: pytest.fail("replayed although compiled"))
+    monkeypatch.setattr(compile_share, "compile_engine", lambda: pytest.fail("replayed although compiled"))
     assert warm.main() == 0
     assert "already compiled" in capsys.readouterr().err
 
@@ -165,29 +165,29 @@ def test_a_function_another_process_is_compiling_is_waited_for_and_loaded_not_co
 
 
 def test_how_many_processes_compile_the_engine(monkeypatch, capsys):
-    from emu.engine import warm
+    from emu.engine import compile_share as share, warm
     from emu.errors import ConfigError
 
     monkeypatch.setattr(os, "cpu_count", lambda: 2)
-    monkeypatch.delenv(warm.PROCESSES, raising=False)
-    assert warm.processes() == 2
+    monkeypatch.delenv(share.PROCESSES, raising=False)
+    assert share.processes() == 2
     monkeypatch.setattr(os, "cpu_count", lambda: 1)
-    assert warm.processes() == 1
-    monkeypatch.setenv(warm.PROCESSES, "2")
-    assert warm.processes() == 2
-    monkeypatch.setenv(warm.PROCESSES, "1")
+    assert share.processes() == 1
+    monkeypatch.setenv(share.PROCESSES, "2")
+    assert share.processes() == 2
+    monkeypatch.setenv(share.PROCESSES, "1")
     monkeypatch.setattr(os, "cpu_count", lambda: 8)
-    assert warm.processes() == 1
-    monkeypatch.setenv(warm.PROCESSES, "many")
+    assert share.processes() == 1
+    monkeypatch.setenv(share.PROCESSES, "many")
     with pytest.raises(ConfigError, match="EMU_COMPILE_PROCESSES='many': expected 1 or 2"):
-        warm.processes()
+        share.processes()
     monkeypatch.setattr(warm.cache, "compiled", lambda: False)
     assert warm.main() == 2  # one line, nothing compiled
     assert capsys.readouterr().err.strip() == "mcf-emu: EMU_COMPILE_PROCESSES='many': expected 1 or 2 (processes that compile the replay engine)"
 
 
 def test_the_compile_at_install_runs_its_two_parts_in_two_processes(monkeypatch):
-    from emu.engine import warm
+    from emu.engine import compile_share
 
     started = []
 
@@ -198,8 +198,8 @@ def test_the_compile_at_install_runs_its_two_parts_in_two_processes(monkeypatch)
         def wait(self):
             return 0
 
-    monkeypatch.setattr(warm.subprocess, "Popen", Worker)
-    warm.warm_shared()
+    monkeypatch.setattr(compile_share.subprocess, "Popen", Worker)
+    compile_share.compile_engine()
     assert [a[-3:-1] for a, _ in started] == [["--part", "loop"], ["--part", "kernel"]]
     assert started[0][0][-1] == started[1][0][-1]  # one directory of locks for both
     # this emu package, whatever the working directory holds

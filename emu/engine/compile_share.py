@@ -8,6 +8,10 @@ lock file of its own (in a directory the processes share): a process that finds 
 waits for it, then finds the function in the disk cache (numba looks there before compiling).
 A process takes locks along its chain of nested compiles, callee after caller, and the call
 graph has no cycles, so two processes never wait on each other.
+
+``compile_engine`` starts those processes (``python -m emu.engine.warm --part ...``, one per
+part of ``PARTS``); emu.engine.warm runs them, and so does a replay that finds the engine
+uncompiled (emu.engine.runner), without importing what the parts replay with.
 """
 
 from __future__ import annotations
@@ -15,10 +19,18 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
+import subprocess
+import sys
+import tempfile
+import time
 
 from numba.core import dispatcher, sigutils
 
 from ..compiled_cache import ROOT
+from ..errors import ConfigError
+
+PARTS = ("loop", "kernel")  # emu.engine.warm's parts: the replay loop, the frame kernel
+PROCESSES = "EMU_COMPILE_PROCESSES"
 
 _compile = dispatcher.Dispatcher.compile
 _directory: list[str] = []  # where the lock files are, once installed
@@ -55,3 +67,29 @@ def install(directory: str) -> None:
     """Share this process's compiles through the lock files in ``directory``."""
     _directory[:] = [directory]
     dispatcher.Dispatcher.compile = _shared_compile
+
+
+def processes() -> int:
+    """How many processes compile the engine: $EMU_COMPILE_PROCESSES (1 or 2), else two where
+    the machine has more than one CPU."""
+    value = os.environ.get(PROCESSES)
+    if value is None:
+        return 2 if (os.cpu_count() or 1) > 1 else 1
+    if value.strip() not in ("1", "2"):
+        raise ConfigError(f"{PROCESSES}={value!r}: expected 1 or 2 (processes that compile the replay engine)")
+    return int(value)
+
+
+def compile_engine() -> float:
+    """Compile the engine's parts in one process each, at once; returns the seconds it took."""
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="mcf-emu-compile-") as locks:
+        # this emu package, wherever the caller's working directory is (-P: not the directory's own)
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+            [os.path.dirname(ROOT)] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])))
+        workers = [subprocess.Popen([sys.executable, "-P", "-m", "emu.engine.warm", "--part", part, locks], env=env)
+                   for part in PARTS]
+        failed = [part for part, w in zip(PARTS, workers) if w.wait() != 0]
+    if failed:
+        raise RuntimeError(f"compiling the replay engine's {' and '.join(failed)} failed (its error is above)")
+    return time.perf_counter() - t0

@@ -278,12 +278,12 @@ def run(rp) -> None:
 
 def _compile_shared() -> None:
     """Compile the engine as install does, in two processes at once where there are two CPUs
-    (emu.engine.warm); this replay then loads it. If that fails, the replay compiles it."""
-    from . import warm
+    (emu.engine.compile_share); this replay then loads it. If that fails, the replay compiles it."""
+    from . import compile_share
 
-    if warm.processes() > 1:
+    if compile_share.processes() > 1:
         try:
-            warm.warm_shared()
+            compile_share.compile_engine()
         except (OSError, RuntimeError) as e:
             print(f"mcf-emu: {e}; compiling here instead", file=sys.stderr, flush=True)
 

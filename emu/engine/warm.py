@@ -19,29 +19,14 @@ from __future__ import annotations
 
 import gc
 import os
-import subprocess
 import sys
 import tempfile
 import time
 import types
 
-from ..compiled_cache import ROOT
 from ..errors import ConfigError
-from . import cache
-
-PARTS = ("loop", "kernel")
-PROCESSES = "EMU_COMPILE_PROCESSES"
-
-
-def processes() -> int:
-    """How many processes compile the engine: $EMU_COMPILE_PROCESSES (1 or 2), else two where
-    the machine has more than one CPU."""
-    value = os.environ.get(PROCESSES)
-    if value is None:
-        return 2 if (os.cpu_count() or 1) > 1 else 1
-    if value.strip() not in ("1", "2"):
-        raise ConfigError(f"{PROCESSES}={value!r}: expected 1 or 2 (processes that compile the replay engine)")
-    return int(value)
+from . import cache, compile_share
+from .compile_share import PARTS
 
 
 def warm(parts=PARTS) -> float:
@@ -95,34 +80,19 @@ def _kernel() -> None:
                fail=("link 0-1 down at 1ms up at 2ms",), topology="full", capture=os.path.join(d, "warm.pcapng"))
 
 
-def warm_shared() -> float:
-    """Compile the engine's parts in one process each, at once; returns the seconds it took."""
-    t0 = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="mcf-emu-compile-") as locks:
-        # this emu package, wherever the caller's working directory is (-P: not the directory's own)
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-            [os.path.dirname(ROOT)] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])))
-        workers = [subprocess.Popen([sys.executable, "-P", "-m", "emu.engine.warm", "--part", part, locks], env=env)
-                   for part in PARTS]
-        failed = [part for part, w in zip(PARTS, workers) if w.wait() != 0]
-    if failed:
-        raise RuntimeError(f"compiling the replay engine's {' and '.join(failed)} failed (its error is above)")
-    return time.perf_counter() - t0
-
-
 def main() -> int:
     if cache.compiled():
         print("mcf-emu: replay engine already compiled (numba's disk cache is up to date)", file=sys.stderr)
         return 0
     try:
-        shared = processes() > 1
+        shared = compile_share.processes() > 1
     except ConfigError as e:
         print(f"mcf-emu: {e}", file=sys.stderr)
         return 2
     print(f"mcf-emu: compiling the replay engine (once; cached on disk{'; two processes' if shared else ''}) ...",
           file=sys.stderr, flush=True)
     try:
-        s = warm_shared() if shared else warm()
+        s = compile_share.compile_engine() if shared else warm()
     except RuntimeError as e:
         print(f"mcf-emu: {e}", file=sys.stderr)
         return 1
@@ -131,10 +101,8 @@ def main() -> int:
 
 
 def _part(part: str, locks: str) -> int:
-    """One process of warm_shared: compile ``part``, sharing compiles through ``locks``."""
-    from .compile_share import install
-
-    install(locks)
+    """One process of compile_share.compile_engine: compile ``part``, sharing compiles through ``locks``."""
+    compile_share.install(locks)
     warm((part,))
     return 0
 
