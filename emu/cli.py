@@ -9,6 +9,7 @@ import sys
 
 from . import __version__, commands
 from .errors import EmuError
+from .memory import return_large_frees
 from .outputs import Terminated, describe_os_error, exit_status, install_signal_handlers
 
 
@@ -39,6 +40,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 0
     install_signal_handlers()
+    return_large_frees()  # a large trace's and tables' temporaries leave no heap behind
     try:
         status = args.func(args)
     except EmuError as exc:

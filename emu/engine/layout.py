@@ -139,6 +139,8 @@ TRANSFERS = Table("transfers (TR)", "TR", (
     ("route", "route of its messages to the boards other than its source"),
     ("fail_retries", "1 + the retries it had when reliable delivery gave up (0: not failed; -1: no route)"),
     ("settled", "reliable delivery: its messages acked by every receiver, given up, or with no route"),
+    ("seq", "its number in the order transfers are opened (the row, unless rows are recycled)"),
+    ("left", "UP_DONE upcalls still to come, one per (message, board other than its source)"),
     ("dmask", "its board sets, from here to the end of the row"),
 ), sets=(
     ("dests", "its destinations (the source too when it is one)"),
@@ -147,11 +149,12 @@ TRANSFERS = Table("transfers (TR)", "TR", (
 ), tail="set k is RS[RS_MASKW] = W words at TR_DMASK + k W: the table has TR_DMASK + TR_SETS W columns")
 # TRANSFERS's columns, rendered from it by `python -m emu.net.render_tables` (do not edit)
 (TR_SRC, TR_NBYTES, TR_MSGOP, TR_KV, TR_CB, TR_OP, TR_ARG, TR_ARG2, TR_M0, TR_M1, TR_SENT,
- TR_NEXT, TR_ACCEPTED, TR_ROUTE, TR_FAIL_RETRIES, TR_SETTLED, TR_DMASK) = range(17)
+ TR_NEXT, TR_ACCEPTED, TR_ROUTE, TR_FAIL_RETRIES, TR_SETTLED, TR_SEQ, TR_LEFT,
+ TR_DMASK) = range(19)
 (TR_SET_DESTS, TR_SET_DELIVERED, TR_SET_FAILED) = range(3)
 TR_SETS = 3
 # set k is RS[RS_MASKW] = W words at TR_DMASK + k W: the table has TR_DMASK + TR_SETS W columns
-TR_NCOLS = 17
+TR_NCOLS = 19
 
 # ---- messages (MX, beside the kernel's MS rows) -----------------------------------------
 MESSAGE_STATE = Table("messages (MX, beside the kernel's MS rows)", "MX", (
@@ -241,7 +244,12 @@ RUN = Table("run state (RS, one row)", "RS", (
     ("nfold", "reduction contributions folded so far (orders the GP_FOLD_* columns)"),
     ("snapped", "1: the directory's owners are in KB's KB_SNAP_* columns (functional mode)"),
     ("maskw", "words of a board set (emu.engine.boards)"),
-))
+    ("nsends", "transfers opened so far (TR_SEQ)"),
+    ("recycle", "1: a finished transfer's rows are taken again (emu.engine.rows)"),
+    ("fl_tr", "free transfer rows: the first (-1: none), linked by TR_NEXT"),
+    ("fl_msg", "RS[fl_msg + n]: the first free range of n message rows (-1: none), linked by MX_TR"),
+    ("fl_md", "RS[fl_md + n]: the first free range of n MD rows (-1: none), linked by D_NODE"),
+), tail="RS goes on past its columns with the free lists' heads: fl_msg's, then fl_md's")
 # RUN's columns, rendered from it by `python -m emu.net.render_tables` (do not edit)
 (RS_NOW, RS_SEQ, RS_WAKE_SEQ, RS_WAKE_AT, RS_UPCALL_EV, RS_IN_RUN, RS_KV_BYTES, RS_DONE_OPS,
  RS_NTR, RS_NMSG, RS_NMD, RS_NBITS, RS_LIVE_REP, RS_NOWNERS, RS_NSIM, RS_NWORK, RS_NHIST,
@@ -249,8 +257,10 @@ RUN = Table("run state (RS, one row)", "RS", (
  RS_KVMIN, RS_NKV, RS_PROGRESS, RS_PROG_NEXT, RS_CTRL_DRAIN, RS_CTRL_INV, RS_EVENTS,
  RS_RELIABLE, RS_MAX_RETRIES, RS_RTO_MIN, RS_RTO_MAX, RS_RETX, RS_CTRL_ACK, RS_CTRL_NACK,
  RS_CTRL_PROBE, RS_CTRL_SIG, RS_NSL, RS_NNKB, RS_CHG_T, RS_CHG_KEY, RS_IN_CHG, RS_STARTED,
- RS_NFOLD, RS_SNAPPED, RS_MASKW) = range(52)
-RS_NCOLS = 52
+ RS_NFOLD, RS_SNAPPED, RS_MASKW, RS_NSENDS, RS_RECYCLE, RS_FL_TR, RS_FL_MSG,
+ RS_FL_MD) = range(57)
+# RS goes on past its columns with the free lists' heads: fl_msg's, then fl_md's
+RS_NCOLS = 57
 
 # ---- the event heap (SIM), the work stack (WORK), the directory's history and errors ----
 EVENT_HEAP = Table("event heap (SIM), ordered by (time, seq)", "SIM", (

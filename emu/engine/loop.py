@@ -40,7 +40,7 @@ from .layout import (CB_CTRL, CB_SEND, DRIVE_CHANGE, DRIVE_DONE, DRIVE_PROGRESS,
                           SLOT_GOT, SLOT_READERS, SLOT_TIME, W_A2A_STEP, W_CONSUMED, W_DELIVERED, W_OP_DLV,
                           W_PART_DLV, W_READY, W_RELEASE, W_SETTLED, W_TRY, W_UPCALLS, WORK_A, WORK_B, WORK_C,
                           WORK_KIND)
-from .nic import a2a_step, delivered, fold, message_done, message_sent, part_left, send, settled, signals
+from .nic import a2a_step, fold, local_copy, message_done, message_sent, part_left, send, settled, signals
 from .reliable import gap, timer_due
 from .state import allocating, compiled, compiled_inline, doubled_pool, grown, more_heap
 
@@ -392,7 +392,7 @@ def drive(s, parts):
                 flush_upcalls(s)  # all frame events of this instant are done
             RS[RS_IN_RUN] = 1
         elif kind == E_LOCAL:
-            delivered(s, a, b)
+            local_copy(s, a, b)
             work(s)
         elif kind == E_TIMER:
             timer_due(s, a)  # a retransmission timer (reliable delivery)

@@ -45,10 +45,11 @@ from .layout import (CB_A2A, CB_CTRL, CB_RED, CB_SEND, CB_SIG, E_LOCAL, GP_FOLD_
                           NT_FIFO_E, NT_QHEAD, NT_QTAIL, NT_STALL, OW_BYTES, OPS_GRP, OPS_GRPEND, OPS_MSGOP, RS_CHUNK,
                           RS_CTRL_DRAIN, RS_CTRL_INV, RS_FIFO_B, RS_FIFO_E, RS_NBITS, RS_NFOLD, RS_NMD, RS_NMSG, RS_NODES, RS_NOW,
                           RS_NTR, RS_V, TR_ACCEPTED, TR_ARG, TR_ARG2, TR_CB, TR_SET_DELIVERED, TR_DMASK, TR_SET_FAILED, TR_KV, TR_M0, TR_M1,
-                          TR_MSGOP, TR_NBYTES, TR_NEXT, TR_OP, TR_ROUTE, TR_SENT, TR_SRC, W_A2A_STEP, W_OP_DLV,
+                          TR_LEFT, TR_MSGOP, TR_NBYTES, TR_NEXT, TR_OP, TR_ROUTE, TR_SENT, TR_SRC, W_A2A_STEP, W_OP_DLV,
                           W_PART_DLV, MX_SENT, MX_TR, CTRL_DATA, E_PARTLEFT, RS_RELIABLE, TR_FAIL_RETRIES,
                           MX_CTRL, MX_TIMER, OPS_SIG, OPS_SIGEND, OW_KV, RS_CTRL_SIG, TR_SETTLED, W_RELEASE)
 from . import boards
+from .rows import first_message, md_rows, new_transfer, opened_message, retire
 from .state import compiled, compiled_inline
 
 COLL_REDUCE = 3  # emu.codec.Collective.reduce: the trace's reductions end at their root
@@ -60,8 +61,7 @@ def send(s, src, dop, dnode, nbytes, msgop, kv, cb, op, arg, arg2, route):
     """Cluster.send: hand a payload to ``src``'s NIC, for op ``dop``'s destinations (dop >= 0)
     or board ``dnode``; returns the transfer."""
     RS, NT, TR = s.RS, s.NT, s.TR
-    tr = RS[RS_NTR]
-    RS[RS_NTR] = tr + 1
+    tr = new_transfer(s)
     w = RS[RS_MASKW]
     TR[tr, TR_SRC] = src
     TR[tr, TR_NBYTES] = nbytes
@@ -133,17 +133,19 @@ def launch(s, tr):
         return
     nbytes = TR[tr, TR_NBYTES]
     chunk = RS[RS_CHUNK]
-    off = 0
-    while off < max(nbytes, 1):
-        send_part(s, tr, min(chunk, nbytes - off), 0)
-        off += chunk
-    TR[tr, TR_M1] = RS[RS_NMSG]
+    n = (max(nbytes, 1) + chunk - 1) // chunk
+    m0 = first_message(s, n)
+    TR[tr, TR_M0] = m0
+    TR[tr, TR_M1] = m0
+    for k in range(n):
+        send_part(s, tr, m0 + k, min(chunk, nbytes - k * chunk), 0)
+    TR[tr, TR_M1] = m0 + n
 
 
 @compiled_inline
-def send_part(s, tr, size, prio):
-    """One message of a transfer: header arithmetic (emu.net.framing.fragments), then the wire
-    (``prio`` 1: in the ports' priority class, as a signal goes)."""
+def send_part(s, tr, mid, size, prio):
+    """Message ``mid`` of a transfer: header arithmetic (emu.net.framing.fragments), then the
+    wire (``prio`` 1: in the ports' priority class, as a signal goes)."""
     RS, TR = s.RS, s.TR
     nfrags, full, last = frame_sizes(s, size)
     src, route = TR[tr, TR_SRC], TR[tr, TR_ROUTE]
@@ -156,7 +158,7 @@ def send_part(s, tr, size, prio):
         RS[RS_CTRL_INV] += nfrags * streams
     elif TR[tr, TR_MSGOP] == OP_SIGNAL:
         RS[RS_CTRL_SIG] += nfrags * streams
-    mid = net_send(s, tr, src, nfrags, full, last, route, prio)
+    net_send(s, tr, mid, src, nfrags, full, last, route, prio)
     MX = s.MX  # reliable delivery may have grown it
     MX[mid, MX_TR] = tr
     MX[mid, MX_SENT] = 0
@@ -183,25 +185,28 @@ def send_part(s, tr, size, prio):
 
 
 @compiled_inline
-def net_send(s, tr, src, nfrags, full, last, route, prio):
-    """Network.send: transfer ``tr``'s boards other than ``src``, its kernel rows (tracked with
-    reliable delivery) and a stream per first-hop port."""
+def net_send(s, tr, mid, src, nfrags, full, last, route, prio):
+    """Network.send: message row ``mid`` for transfer ``tr``'s boards other than ``src``, its
+    kernel rows (tracked with reliable delivery) and a stream per first-hop port."""
     RS = s.RS
     if RS[RS_RELIABLE]:  # control frames take message rows the tables did not count
         message_room(s, RS[RS_NODES], RS[RS_NODES] * ((nfrags + 7) // 8))
-    MD = s.MD
-    mid = RS[RS_NMSG]
-    RS[RS_NMSG] = mid + 1
-    nmd = RS[RS_NMD]
-    nd = 0
+    opened_message(RS, mid)
     TR = s.TR
+    nd = 0
+    for d in range(RS[RS_NODES]):
+        if d != src and boards.has(TR, tr, TR_DMASK, d):
+            nd += 1
+    nmd = md_rows(s, nd)
+    MD = s.MD
+    j = nmd
     for d in range(RS[RS_NODES]):  # destinations in ascending order, as Cluster hands them over
         if d != src and boards.has(TR, tr, TR_DMASK, d):
-            MD[nmd + nd, K.D_NODE] = d
-            nd += 1
+            MD[j, K.D_NODE] = d
+            j += 1
+    TR[tr, TR_LEFT] += nd  # an UP_DONE from each
     flags = K.MF_TRACK | K.MF_GAP_UPCALL if RS[RS_RELIABLE] else 0
     RS[RS_NBITS] += K.open_message(s, mid, src, nfrags, full, last, flags, nmd, nd, RS[RS_NBITS])
-    RS[RS_NMD] = nmd + nd
     hops = first_hop_streams(s, route * RS[RS_V] + src, mid, route, nfrags, -1, RS[RS_RELIABLE], prio)
     if hops == 0:  # every fragment is a no_route drop at the source
         source_drop(s, src, nfrags, (nfrags - 1) * full + last)
@@ -229,6 +234,7 @@ def message_sent(s, mid, live):
         free_room(s, tr)
     if s.RS[RS_RELIABLE]:
         sent(s, mid)  # its retransmission timer starts
+    retire(s, tr)
 
 
 @compiled
@@ -291,13 +297,25 @@ def message_done(s, mid, node):
         complete(s, mid, node)  # the receiver acks first (Cluster._delivered_part)
     TR = s.TR
     tr = s.MX[mid, MX_TR]
+    TR[tr, TR_LEFT] -= 1
     m0, m1 = TR[tr, TR_M0], TR[tr, TR_M1]
+    whole = True
     if m1 - m0 > 1:
         MS, MD = s.MS, s.MD
         for m in range(m0, m1):
             if not _whole(MS, MD, m, node):
-                return
+                whole = False
+                break
+    if whole:
+        delivered(s, tr, node)
+    retire(s, tr)
+
+
+@compiled_inline
+def local_copy(s, tr, node):
+    """E_LOCAL: a send's copy for its own source is delivered there."""
     delivered(s, tr, node)
+    retire(s, tr)
 
 
 @compiled
@@ -401,8 +419,7 @@ def signal(s, src, dst, op, g):
     behind the payloads there), in the ports' priority class, tracked as any data message
     with reliable delivery. Its transfer is as ``send`` opens one."""
     RS, TR = s.RS, s.TR
-    tr = RS[RS_NTR]
-    RS[RS_NTR] = tr + 1
+    tr = new_transfer(s)
     w = RS[RS_MASKW]
     TR[tr, TR_SRC] = src
     TR[tr, TR_NBYTES] = 0
@@ -419,6 +436,8 @@ def signal(s, src, dst, op, g):
     TR[tr, TR_SENT] = 0
     TR[tr, TR_NEXT] = -1
     TR[tr, TR_ACCEPTED] = RS[RS_NOW]
-    TR[tr, TR_M0] = RS[RS_NMSG]
-    send_part(s, tr, 0, 1)
-    TR[tr, TR_M1] = RS[RS_NMSG]
+    m = first_message(s, 1)
+    TR[tr, TR_M0] = m
+    TR[tr, TR_M1] = m
+    send_part(s, tr, m, 0, 1)
+    TR[tr, TR_M1] = m + 1

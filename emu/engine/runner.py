@@ -24,6 +24,7 @@ from ..nic.directory import NodeMemory, State, history_frame
 from . import boards
 from . import layout as L
 from ..errors import ConfigError
+from ..memory import return_large_frees
 from ..net.network import Message, call
 from ..topology import multicast_tree
 from .loop import drive, schedule
@@ -45,7 +46,7 @@ class DirectoryView:
         self.nodes = int(RS[L.RS_NODES])
         self.memory = [NodeMemory(int(o), int(r), int(t)) for o, r, t in
                        NT[:, [L.NT_OWNER, L.NT_REPLICA, L.NT_TRANSIENT]].tolist()]
-        self._hist = st.table("HIST")[: RS[L.RS_NHIST]].copy()
+        self._hist = st.table("HIST")[: RS[L.RS_NHIST]]  # a view: the run's tables outlive it (block_id)
         err = st.table("ERR")[: RS[L.RS_NERR]].copy()
         err[:, 3] = tables.block_id(err[:, 3])  # t, code, node, kv, state
         self.errors = [_error_text(*row) for row in err.tolist()]
@@ -124,12 +125,13 @@ class ClusterView:
         short = (tr[:, self._cols(L.TR_SET_DELIVERED)] != tr[:, self._cols(L.TR_SET_DESTS)]).any(axis=1)
         if failed:
             short &= tr[:, L.TR_FAIL_RETRIES] != 0
-        for i in np.flatnonzero(short).tolist():
+        rows = np.flatnonzero(short)
+        for i in rows[np.argsort(tr[rows, L.TR_SEQ], kind="stable")].tolist():  # in the order sends were made
             got = set(self._set(i, L.TR_SET_DELIVERED))
             missing = [d for d in self._set(i, L.TR_SET_DESTS) if d not in got]
             why = self._failed(i) or ("still waiting for the packetizer" if tr[i, L.TR_ACCEPTED] < 0
                                       else "frames lost")
-            out.append(f"send {i} (op {Op(int(tr[i, L.TR_MSGOP])).name}, kv {int(self._block_id(tr[i, L.TR_KV]))}) from node "
+            out.append(f"send {int(tr[i, L.TR_SEQ])} (op {Op(int(tr[i, L.TR_MSGOP])).name}, kv {int(self._block_id(tr[i, L.TR_KV]))}) from node "
                        f"{int(tr[i, L.TR_SRC])} never reached {missing}: {why}")
         return out
 
@@ -259,6 +261,7 @@ def run(rp) -> None:
     # compiler makes millions of objects, so the collector kept re-scanning them (a seventh
     # of the compile time, more for the kernel's large inlined loop). The loop itself makes
     # no Python objects; what the run leaves is freed by reference counting as before.
+    return_large_frees()  # the tables' build temporaries leave no heap behind (emu.memory)
     collecting = gc.isenabled()
     gc.disable()
     cold = not cache.warming and not cache.compiled()

@@ -106,6 +106,80 @@ def _signal_groups(x, b, p, per_group, n):
     return ptr, flat, int(per_group[heads].sum())
 
 
+_WIRING_STEP = 1 << 20  # dependencies wired at a time: the edges' temporaries stay small
+
+
+class _Wiring:
+    """The dependency wiring (tests/pydag.py's rules), built a slice of dependencies at a time
+    so that the per-edge temporaries of a large trace never exist all at once: every
+    (dependent op y, dependency x, part p of y) edge is released by a delivery at p's board
+    (``at``), by x's own event there (``done``) or by signals from other boards (``sig``).
+    The lists keep the trace's dependency order, so the result does not depend on the slicing."""
+
+    def __init__(self, N, node, is_comm, ndst, npart, part_ptr, part_node, dkeys, skeys, free_signals):
+        self.N, self.node, self.is_comm, self.ndst = N, node, is_comm, ndst
+        self.npart, self.part_ptr, self.part_node = npart, part_ptr, part_node
+        self.dkeys, self.skeys, self.free_signals = dkeys, skeys, free_signals
+        self._at, self._done, self._sig, self._read = [], [], [], []
+
+    def add(self, y_of_dep, x_of_dep, reads_dep):
+        N, node, is_comm = self.N, self.node, self.is_comm
+        reps = self.npart[y_of_dep]
+        e_dep = np.repeat(np.arange(x_of_dep.size), reps)
+        first = np.repeat(np.cumsum(reps) - reps, reps)
+        y = y_of_dep[e_dep]
+        x = x_of_dep[e_dep]
+        p = self.part_ptr[y] + (np.arange(e_dep.size) - first)
+        del first
+        at = self.part_node[p]
+        xc = is_comm[x]
+        slot = np.where(xc, _member(self.dkeys, x * N + at), -1)
+        to_at = slot >= 0
+        # A compute op on another source gates only that source's part.
+        gates_other = ~xc & is_comm[y] & (_member(self.skeys, y * N + node[x]) >= 0) & (node[x] != at)
+        # No release crosses boards for free (docs/nic.md, "Signals"): a compute op's waiters on
+        # other boards hear of it by a signal from its node; waiters of a communication op's
+        # "delivered everywhere" (never one of its destinations) by a signal from each destination.
+        nd_x = self.ndst[x]
+        to_sig = (xc & ~to_at & (nd_x > 0)) | (~xc & ~gates_other & (node[x] != at))
+        to_done = (xc & ~to_at & (nd_x == 0)) | (~xc & ~gates_other & (node[x] == at))
+        if self.free_signals:  # the idealisation (hw.signals=free): released at once, no frame
+            to_done |= to_sig
+            to_sig[:] = False
+        self._at.append((slot[to_at], p[to_at]))
+        self._read.append(slot[to_at & reads_dep[e_dep]])
+        self._done.append((x[to_done], p[to_done]))
+        # per signal-released edge: x, the board it waits at, its part, the signals it counts
+        self._sig.append((x[to_sig], at[to_sig], p[to_sig], np.where(xc, nd_x, 1)[to_sig]))
+
+    @staticmethod
+    def _joined(chunks):
+        return tuple(np.concatenate(c) for c in zip(*chunks))
+
+    def at(self):
+        """(slot, part) of every edge a delivery releases."""
+        return self._joined(self._at)
+
+    def done(self):
+        """(op, part) of every edge the op's own event releases."""
+        return self._joined(self._done)
+
+    def signals(self):
+        """(op, board, part, signals counted) of every edge signals release."""
+        return self._joined(self._sig)
+
+    def need(self, nparts):
+        """Per part: the releases it waits for (a signal group's edge counts its signals)."""
+        _x, _b, sp, sc = self.signals()
+        gated = np.concatenate([p for _s, p in self._at] + [p for _x, p in self._done])
+        return (np.bincount(gated, minlength=nparts)
+                + np.bincount(sp, weights=sc, minlength=nparts)).astype(np.int64)
+
+    def readers(self, nslots):
+        """Per delivery slot: the edges that read what was delivered there."""
+        return np.bincount(np.concatenate(self._read), minlength=nslots).astype(np.int64)
+
+
 class Tables:
     """Everything the compiled loop reads and writes, and what Python needs to read it back."""
 
@@ -149,40 +223,19 @@ class Tables:
         skeys = np.sort(srow * N + tr.src_idx.astype(np.int64))
 
         # The wiring (tests/pydag.py's rules): every (dependent op y, dependency x, part p of y).
-        ndep = np.diff(tr.dep_ptr)
-        y_of_dep = np.repeat(np.arange(n), ndep)
-        x_of_dep = tr.dep_idx.astype(np.int64)
-        reps = npart[y_of_dep]
-        e_dep = np.repeat(np.arange(x_of_dep.size), reps)
-        first = np.repeat(np.cumsum(reps) - reps, reps)
-        y = y_of_dep[e_dep]
-        x = x_of_dep[e_dep]
-        p = part_ptr[y] + (np.arange(e_dep.size) - first)
-        at = part_node[p]
-        xc = is_comm[x]
-        slot = np.where(xc, _member(dkeys, x * N + at), -1)
-        to_at = slot >= 0
-        # A compute op on another source gates only that source's part.
-        gates_other = ~xc & is_comm[y] & (_member(skeys, y * N + node[x]) >= 0) & (node[x] != at)
-        # No release crosses boards for free (docs/nic.md, "Signals"): a compute op's waiters on
-        # other boards hear of it by a signal from its node; waiters of a communication op's
-        # "delivered everywhere" (never one of its destinations) by a signal from each destination.
-        nd_x = ndst[x]
-        to_sig = (xc & ~to_at & (nd_x > 0)) | (~xc & ~gates_other & (node[x] != at))
-        to_done = (xc & ~to_at & (nd_x == 0)) | (~xc & ~gates_other & (node[x] == at))
-        if rp.hw["signals"] == "free":  # the idealisation (hw.signals=free): released at once, no frame
-            to_done |= to_sig
-            to_sig[:] = False
-        need = (np.bincount(p[to_at | to_done], minlength=nparts)
-                + np.bincount(p[to_sig], weights=np.where(xc, nd_x, 1)[to_sig], minlength=nparts)).astype(np.int64)
-        sig_ptr, sig_idx, n_signals = _signal_groups(x[to_sig], at[to_sig], p[to_sig], np.where(xc, nd_x, 1)[to_sig], n)
         kv_msg = np.isin(msgop, _KV_MSGS)
+        x_of_dep = tr.dep_idx.astype(np.int64)
+        y_of_dep = np.repeat(np.arange(n), np.diff(tr.dep_ptr))
         reads_dep = is_comm[x_of_dep] & (~is_comm[y_of_dep] | (kv_msg[y_of_dep] & (kvid[y_of_dep] == kvid[x_of_dep])))
-        reads = reads_dep[e_dep]
-        readers = np.bincount(slot[to_at & reads], minlength=nslots).astype(np.int64)
-        done_ptr, done_idx = _csr(x[to_done], p[to_done], n)
-        at_ptr, at_idx = _csr(slot[to_at], p[to_at], nslots)
-        del e_dep, first, y, x, p, at, xc, slot, to_at, gates_other, to_done, to_sig, nd_x, reads
+        w = _Wiring(N, node, is_comm, ndst, npart, part_ptr, part_node, dkeys, skeys, rp.hw["signals"] == "free")
+        for a in range(0, max(x_of_dep.size, 1), _WIRING_STEP):  # once at least: a trace with no dependencies
+            w.add(y_of_dep[a:a + _WIRING_STEP], x_of_dep[a:a + _WIRING_STEP], reads_dep[a:a + _WIRING_STEP])
+        del y_of_dep
+        need, readers = w.need(nparts), w.readers(nslots)
+        sig_ptr, sig_idx, n_signals = _signal_groups(*w.signals(), n)
+        done_ptr, done_idx = _csr(*w.done(), n)
+        at_ptr, at_idx = _csr(*w.at(), nslots)
+        del w
 
         # Routes: unicast towards one board, a multicast tree per (source, destination set).
         self.trees: dict[tuple, int] = {}  # (source, remote destinations) -> route (Cluster._trees)
@@ -239,10 +292,12 @@ class Tables:
         b_at = b_done + done_idx.size
         b_sig = b_at + at_idx.size
         IDX = np.concatenate([dst, x_of_dep, tr.src_idx.astype(np.int64), blk,
-                              done_idx, at_idx, sig_idx]).astype(np.int64)
+                              done_idx, at_idx, sig_idx]).astype(np.int64, copy=False)
+        del done_idx, at_idx, sig_idx  # in IDX now (a large trace's tables are built within their own size)
         DF = np.zeros(IDX.size, np.int8)
         DF[b_dep:b_src] = (reads_dep * L.DF_READS
                            | (is_comm[x_of_dep] & (msgop[x_of_dep] == int(MsgOp.kv_replica))) * L.DF_REPLICA)
+        del x_of_dep, reads_dep
 
         OW = np.zeros((n, L.OW_DMASK + W), np.int64)
         OW[:, L.OW_KV] = kvid
@@ -263,6 +318,7 @@ class Tables:
                 L.OPS_GRP: grp[:, 0], L.OPS_GRPEND: grp[:, 1], L.OPS_CHUNK: ops["chunk"], L.OPS_LAYER: ops["layer"],
                 L.OPS_COMM: is_comm}
         OP = _table(n, L.OPS_NCOLS, cols)
+        del cols
 
         PT = np.zeros((nparts, L.PT_NCOLS), np.int64)
         PT[:, L.PT_OP] = part_op
@@ -335,8 +391,16 @@ class Tables:
             net.flush_log()
             net.LG = np.zeros((2 * margin, K.G_NCOLS), np.int64)
 
-        RS = np.zeros(L.RS_NCOLS, np.int64)
+        # RS's columns, then the heads of the free lists of message and MD ranges (emu.engine.rows)
+        RS = np.zeros(L.RS_NCOLS + (max_msgs + 1) + (N + 1), np.int64)
         RS[L.RS_WAKE_SEQ] = -1
+        RS[L.RS_FL_TR] = -1
+        RS[L.RS_FL_MSG] = L.RS_NCOLS
+        RS[L.RS_FL_MD] = L.RS_NCOLS + max_msgs + 1
+        RS[L.RS_NCOLS:] = -1
+        # Recycling where nothing names a finished transfer's rows again (emu.engine.rows).
+        RS[L.RS_RECYCLE] = int(not cfg.reliable and rp.timeline is None and not net._changes and not net.SC[K.SC_LOGGING]
+                               and not rp.opt.functional)
         RS[L.RS_NODES] = N
         RS[L.RS_MASKW] = W
         RS[L.RS_V] = V
@@ -372,13 +436,14 @@ class Tables:
         RS[L.RS_SEQ] = rp.sim._seq
         RS[L.RS_CHG_T], RS[L.RS_CHG_KEY] = net._changes[0][:2] if net._changes else (K.INF, K.KEY_ALL)
 
-        # The directory's history: about 1.0-1.3 rows an op in the shipped and generated traces;
-        # room for 1.5 saves doubling a large table near its end (a transient of twice its size).
+        # The directory's history: 1.0-1.3 rows an op in the shipped traces, 1.7 for MARS on 64
+        # boards; room for 3 saves doubling a large table near its end (a copy of it), and rows
+        # never written cost no memory (np.zeros maps a large table's pages at their first write).
         self.state = State(
             **{name: getattr(net, name) for name in KERNEL},
             RS=RS, OP=OP, OW=OW, PT=PT, SLOT=SLOT, NT=NT, RQ=RQ, TR=TR, MX=MX, KB=KB, KR=KR, IDX=IDX, DF=DF, GP=GP,
             SIM=SIM, WORK=np.zeros((1024, L.WORK_NCOLS), np.int64),
-            HIST=np.zeros((max(1024, n + n // 2), L.HIST_NCOLS), np.int64), ERR=np.zeros((16, L.ERR_NCOLS), np.int64),
+            HIST=np.zeros((max(1024, 3 * n), L.HIST_NCOLS), np.int64), ERR=np.zeros((16, L.ERR_NCOLS), np.int64),
             OUT=OUT, OD=OD, RT=RT, NKB=np.zeros(1024, np.uint8))
         # Python's own references, read back after the run
         self.RS, self.OP, self.OW, self.SLOT, self.NT, self.TR, self.KB = RS, OP, OW, SLOT, NT, TR, KB
