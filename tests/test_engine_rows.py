@@ -24,8 +24,9 @@ def traces():
     return {s: emu.trace(s, seq=2048, nodes=8, chunk=256, decode_tokens=2) for s in ("mars", "pd", "usp", "full")}
 
 
-def replay(trace, monkeypatch, recycle=None, **kw):
-    """A compiled replay and its State; ``recycle`` 0 or 1 overrides what Tables decided."""
+def replay(trace, monkeypatch, recycle=None, before_run=None, **kw):
+    """A compiled replay and its State; ``recycle`` 0 or 1 overrides what Tables decided;
+    ``before_run(rp)`` is called on the Replay before it runs."""
     states = []
 
     def state(**tables):
@@ -36,7 +37,10 @@ def replay(trace, monkeypatch, recycle=None, **kw):
 
     with monkeypatch.context() as m:
         m.setattr(engine_tables, "State", state)
-        rp = Replay(trace, Options(**kw)).run()
+        rp = Replay(trace, Options(**kw))
+        if before_run is not None:
+            before_run(rp)
+        rp.run()
     return rp, states[-1]
 
 
@@ -143,7 +147,7 @@ def test_a_transfer_gives_its_rows_back_only_when_finished(traces, unfinished, m
     seq = RS[L.RS_NSENDS]
     assert rows.new_transfer(st) == tr and TR[tr, L.TR_SEQ] == seq and RS[L.RS_NSENDS] == seq + 1
     assert not TR[tr, : L.TR_SEQ].any() and not TR[tr, L.TR_LEFT:].any()
-    assert rows.first_message(st, 1) == m and rows.md_rows(st, 2) == d
+    assert rows.take_messages(st, 1) == m and rows.md_rows(st, 2) == d
     assert _heads(RS) == before
 
 
@@ -174,16 +178,7 @@ def test_a_captured_replay_does_not_recycle(traces, monkeypatch, tmp_path):
     """A capture's log names frames by message row when it is written out."""
     from emu.replay.capture import Capture
 
-    states = []
-
-    def state(**tables):
-        states.append(State(**tables))
-        return states[-1]
-
-    monkeypatch.setattr(engine_tables, "State", state)
-    rp = Replay(traces["mars"], Options())
     cap = Capture(tmp_path / "c.pcap")
-    cap.attach(rp)
-    rp.run()
+    _rp, st = replay(traces["mars"], monkeypatch, before_run=cap.attach)
     cap.close()
-    assert states[-1].table("RS")[L.RS_RECYCLE] == 0
+    assert cap.frames > 0 and st.table("RS")[L.RS_RECYCLE] == 0

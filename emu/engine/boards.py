@@ -57,6 +57,20 @@ def beyond(M, row, col, w, d):
 
 
 @compiled_inline
+def size_without(M, row, col, w, d):
+    """How many boards other than ``d`` the set holds."""
+    n = 0
+    for i in range(w):
+        x = M[row, col + i]
+        if i == d >> 6:
+            x &= ~(1 << (d & 63))
+        while x != 0:
+            x &= x - 1  # the lowest board left goes
+            n += 1
+    return n
+
+
+@compiled_inline
 def copy_without(M, row, col, S, srow, scol, w, d):
     """Row ``row`` of M takes ``S``'s set without board ``d``."""
     for i in range(w):

@@ -49,7 +49,7 @@ from .layout import (CB_A2A, CB_CTRL, CB_RED, CB_SEND, CB_SIG, E_LOCAL, GP_FOLD_
                           W_PART_DLV, MX_SENT, MX_TR, CTRL_DATA, E_PARTLEFT, RS_RELIABLE, TR_FAIL_RETRIES,
                           MX_CTRL, MX_TIMER, OPS_SIG, OPS_SIGEND, OW_KV, RS_CTRL_SIG, TR_SETTLED, W_RELEASE)
 from . import boards
-from .rows import first_message, md_rows, new_transfer, opened_message, retire
+from .rows import md_rows, new_transfer, retire, take_messages
 from .state import compiled, compiled_inline
 
 COLL_REDUCE = 3  # emu.codec.Collective.reduce: the trace's reductions end at their root
@@ -134,12 +134,11 @@ def launch(s, tr):
     nbytes = TR[tr, TR_NBYTES]
     chunk = RS[RS_CHUNK]
     n = (max(nbytes, 1) + chunk - 1) // chunk
-    m0 = first_message(s, n)
+    m0 = take_messages(s, n)
     TR[tr, TR_M0] = m0
-    TR[tr, TR_M1] = m0
+    TR[tr, TR_M1] = m0 + n
     for k in range(n):
         send_part(s, tr, m0 + k, min(chunk, nbytes - k * chunk), 0)
-    TR[tr, TR_M1] = m0 + n
 
 
 @compiled_inline
@@ -191,12 +190,8 @@ def net_send(s, tr, mid, src, nfrags, full, last, route, prio):
     RS = s.RS
     if RS[RS_RELIABLE]:  # control frames take message rows the tables did not count
         message_room(s, RS[RS_NODES], RS[RS_NODES] * ((nfrags + 7) // 8))
-    opened_message(RS, mid)
     TR = s.TR
-    nd = 0
-    for d in range(RS[RS_NODES]):
-        if d != src and boards.has(TR, tr, TR_DMASK, d):
-            nd += 1
+    nd = boards.size_without(TR, tr, TR_DMASK, RS[RS_MASKW], src)
     nmd = md_rows(s, nd)
     MD = s.MD
     j = nmd
@@ -436,8 +431,7 @@ def signal(s, src, dst, op, g):
     TR[tr, TR_SENT] = 0
     TR[tr, TR_NEXT] = -1
     TR[tr, TR_ACCEPTED] = RS[RS_NOW]
-    m = first_message(s, 1)
+    m = take_messages(s, 1)
     TR[tr, TR_M0] = m
-    TR[tr, TR_M1] = m
-    send_part(s, tr, m, 0, 1)
     TR[tr, TR_M1] = m + 1
+    send_part(s, tr, m, 0, 1)

@@ -294,24 +294,18 @@ def gap(s, m, node, frag):
     """Fragment ``frag`` of data message ``m`` reached ``node`` right after a missing one: the
     receiver nacks that gap at once (BoardProtocol.gap_seen)."""
     if s.MX[m, MX_CTRL] == CTRL_DATA:
-        _nack(s, m, node, _receiver(s, m, node), frag)
+        _nack(s, m, node, K.dest_row(s.MS, s.MD, m, node), frag)
 
 
 @compiled_inline
 def probed(s, m, node):
     """A probe of ``m`` reached receiver ``node``: it answers from its bitmap as it is now
     (BoardProtocol.probe_arrived; the emulator answers every probe)."""
-    d = _receiver(s, m, node)
+    d = K.dest_row(s.MS, s.MD, m, node)
     if s.MD[d, K.D_GOT] == s.MS[m, K.M_NFRAGS]:
         control(s, node, s.MS[m, K.M_SRC], CTRL_ANSWER, m, node, 0, -1)
     else:
         _nack(s, m, node, d, -1)
-
-
-@compiled_inline
-def _receiver(s, m, node):
-    """The MD row of ``node`` among ``m``'s destinations (it is one)."""
-    return K.dest_row(s.MS, s.MD, m, node)
 
 
 @compiled_inline

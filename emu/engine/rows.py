@@ -63,22 +63,18 @@ def new_transfer(s):
 
 
 @compiled_inline
-def first_message(s, n):
-    """The first of ``n`` contiguous message rows: a free range of n, else the next new row
-    (net_send counts new rows as it opens them)."""
+def take_messages(s, n):
+    """The first of ``n`` contiguous message rows: a free range of n, else n new rows. (With
+    reliable delivery the tables grow as each message is opened: emu.engine.reliable.message_room
+    makes room past RS_NMSG.)"""
     RS = s.RS
     if RS[RS_RECYCLE] and n < RS[RS_FL_MD] - RS[RS_FL_MSG]:
         m = _pop(RS, RS[RS_FL_MSG] + n, s.MX, MX_TR)
         if m >= 0:
             return m
-    return RS[RS_NMSG]
-
-
-@compiled_inline
-def opened_message(RS, mid):
-    """Row ``mid`` is in use: a new row counts as created."""
-    if mid == RS[RS_NMSG]:
-        RS[RS_NMSG] = mid + 1
+    m = RS[RS_NMSG]
+    RS[RS_NMSG] = m + n
+    return m
 
 
 @compiled_inline

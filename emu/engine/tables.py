@@ -168,9 +168,9 @@ class _Wiring:
         """(op, board, part, signals counted) of every edge signals release."""
         return self._joined(self._sig)
 
-    def need(self, nparts):
-        """Per part: the releases it waits for (a signal group's edge counts its signals)."""
-        _x, _b, sp, sc = self.signals()
+    def need(self, nparts, sp, sc):
+        """Per part: the releases it waits for; ``sp``, ``sc``: the part and signal count of each
+        signal-released edge (``signals``)."""
         gated = np.concatenate([p for _s, p in self._at] + [p for _x, p in self._done])
         return (np.bincount(gated, minlength=nparts)
                 + np.bincount(sp, weights=sc, minlength=nparts)).astype(np.int64)
@@ -231,8 +231,10 @@ class Tables:
         for a in range(0, max(x_of_dep.size, 1), _WIRING_STEP):  # once at least: a trace with no dependencies
             w.add(y_of_dep[a:a + _WIRING_STEP], x_of_dep[a:a + _WIRING_STEP], reads_dep[a:a + _WIRING_STEP])
         del y_of_dep
-        need, readers = w.need(nparts), w.readers(nslots)
-        sig_ptr, sig_idx, n_signals = _signal_groups(*w.signals(), n)
+        sig = w.signals()
+        need, readers = w.need(nparts, sig[2], sig[3]), w.readers(nslots)
+        sig_ptr, sig_idx, n_signals = _signal_groups(*sig, n)
+        del sig
         done_ptr, done_idx = _csr(*w.done(), n)
         at_ptr, at_idx = _csr(*w.at(), nslots)
         del w
