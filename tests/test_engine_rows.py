@@ -74,6 +74,9 @@ def test_recycled_rows_give_the_results_of_rows_never_taken_again(traces, scheme
     assert rs_on[L.RS_NMSG] < rs_off[L.RS_NMSG] // 2 and rs_on[L.RS_NMD] < rs_off[L.RS_NMD] // 2
     if "loss" in kw:
         assert on.cluster.incomplete()  # named by their order of sending, as without recycling
+    else:  # every send finished: no UP_DONE is still owed (each board other than its source sent one)
+        for st in (st_on, st_off):
+            assert not st.table("TR")[: st.table("RS")[L.RS_NTR], L.TR_LEFT].any()
 
 
 def test_transfers_of_several_messages_take_a_range_of_their_size_again(monkeypatch):
@@ -182,3 +185,29 @@ def test_a_captured_replay_does_not_recycle(traces, monkeypatch, tmp_path):
     _rp, st = replay(traces["mars"], monkeypatch, before_run=cap.attach)
     cap.close()
     assert cap.frames > 0 and st.table("RS")[L.RS_RECYCLE] == 0
+
+
+def test_a_send_to_its_own_source_and_others_finishes_and_gives_its_rows_back(monkeypatch):
+    """A send whose destinations include its source: the source's copy is local (E_LOCAL), the
+    message's destination rows are the other boards only, and the send finishes (no UP_DONE
+    owed) so its rows are taken again; results as with rows never taken again."""
+    import copy
+
+    from emu.workload.builder import OpBuilder
+    from emu.workload.enums import MsgOp, Stage
+    from emu.workload.trace import from_columns
+
+    base = emu.trace("ring", nodes=4, seq=1024, chunk=512)  # its profiles; the ops are these
+    b = OpBuilder()
+    prev = ()
+    for i in range(8):  # one after another: each starts when the one before is delivered
+        prev = (b.send(Stage.prefill, MsgOp.kv_transfer, i % 4, sorted({i % 4, (i + 1) % 4, (i + 2) % 4}), 4000,
+                       deps=prev),)
+    trace = from_columns(copy.deepcopy(base.meta), copy.deepcopy(base.schedule), b.columns())
+    on, st_on = replay(trace, monkeypatch, topology="ring")
+    off, _ = replay(trace, monkeypatch, recycle=0, topology="ring")
+    assert_same_results(off, on)
+    assert summarize(on)["incomplete_ops"] == 0
+    RS, TR = st_on.table("RS"), st_on.table("TR")
+    assert RS[L.RS_NSENDS] == 8 and RS[L.RS_NTR] < 8
+    assert not TR[: RS[L.RS_NTR], L.TR_LEFT].any()
