@@ -63,31 +63,32 @@ def new_transfer(s):
 
 
 @compiled_inline
+def _take(RS, lists, nlists, T, col, counter, n):
+    """``n`` contiguous rows of ``T``: a free range of n from the size lists whose heads start at
+    RS[lists] (``nlists`` of them), else n new rows (RS[counter] counts those made)."""
+    if RS[RS_RECYCLE] and 0 < n < nlists:
+        r = _pop(RS, lists + n, T, col)
+        if r >= 0:
+            return r
+    r = RS[counter]
+    RS[counter] = r + n
+    return r
+
+
+@compiled_inline
 def take_messages(s, n):
-    """The first of ``n`` contiguous message rows: a free range of n, else n new rows. (With
-    reliable delivery the tables grow as each message is opened: emu.engine.reliable.message_room
-    makes room past RS_NMSG.)"""
+    """The first of a transfer's ``n`` contiguous message rows. (With reliable delivery the
+    tables grow as each message is opened: emu.engine.reliable.message_room makes room past
+    RS_NMSG.)"""
     RS = s.RS
-    if RS[RS_RECYCLE] and n < RS[RS_FL_MD] - RS[RS_FL_MSG]:
-        m = _pop(RS, RS[RS_FL_MSG] + n, s.MX, MX_TR)
-        if m >= 0:
-            return m
-    m = RS[RS_NMSG]
-    RS[RS_NMSG] = m + n
-    return m
+    return _take(RS, RS[RS_FL_MSG], RS[RS_FL_MD] - RS[RS_FL_MSG], s.MX, MX_TR, RS_NMSG, n)
 
 
 @compiled_inline
 def md_rows(s, nd):
     """The first of ``nd`` contiguous MD rows for a message's destinations."""
     RS = s.RS
-    if RS[RS_RECYCLE] and nd > 0:
-        d = _pop(RS, RS[RS_FL_MD] + nd, s.MD, K.D_NODE)
-        if d >= 0:
-            return d
-    d = RS[RS_NMD]
-    RS[RS_NMD] = d + nd
-    return d
+    return _take(RS, RS[RS_FL_MD], RS.shape[0] - RS[RS_FL_MD], s.MD, K.D_NODE, RS_NMD, nd)
 
 
 @compiled
