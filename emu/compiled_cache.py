@@ -22,6 +22,7 @@ import os
 
 from numba.core import caching
 
+from . import numba_compile  # noqa: F401  (one version per argument types, -O2: emu.numba_compile)
 from . import numba_inline  # noqa: F401  (numba's inliner made cheaper: emu.numba_inline)
 
 ROOT = os.path.dirname(os.path.abspath(__file__))  # the emu package

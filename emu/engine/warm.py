@@ -2,7 +2,7 @@
 
 numba compiles the compiled replay loop and the frame kernel at their first call and
 keeps the machine code on disk (beside the sources, or in NUMBA_CACHE_DIR). Compiling
-takes about two minutes of CPU, so scripts/install runs this once after installing: a
+takes about a minute and a half of CPU, so scripts/install runs this once after installing: a
 user's first ``emu replay`` then loads the cache instead. Two parts compile it:
 - the loop: a replay of the shipped MARS 16K trace on the compiled loop (every trace gives the
   loop tables of the same types, so the same code serves them all);
