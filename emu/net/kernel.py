@@ -1364,10 +1364,8 @@ def _deferrable(SC, LK, FP, FW, MS, MD, link, e):
     row = FP[e, F_ROUTE] * SC[SC_NNODES] + node
     if FW[row, 0] != 1 or (FW.shape[1] > 1 and FW[row, 1] >= 0):
         return 0
-    d = MS[msg, M_DPTR]
-    while d < MS[msg, M_DEND] and MD[d, D_NODE] != node:
-        d += 1
-    if d == MS[msg, M_DEND]:
+    d = dest_row(MS, MD, msg, node)
+    if d < 0:
         return 0  # not a member: each frame is a no_route drop, per frame
     if MD[d, D_GOT] + FP[e, F_NTRAIN] >= MS[msg, M_NFRAGS]:
         return 0

@@ -600,28 +600,25 @@ class Network:
     def missing(self, msg: Message, dst: int) -> np.ndarray:
         """Fragments of a tracked message that ``dst`` has not received."""
         self._settle()  # frames of a train delivered as one that arrived by now
-        d0, d1 = self.MS[msg.id, K.M_DPTR], self.MS[msg.id, K.M_DEND]
-        for d in range(d0, d1):
-            if self.MD[d, K.D_NODE] == dst:
-                off = self.MD[d, K.D_BITS]
-                if off < 0:
-                    raise ValueError("message is not tracked")
-                bits = np.unpackbits(self.BITS[off : off + (msg.nfrags + 7) // 8], bitorder="little")
-                return np.flatnonzero(bits[: msg.nfrags] == 0)
-        raise ValueError(f"{dst} is not a destination of message {msg.id}")
+        off = self.MD[self._dest_row(msg, dst), K.D_BITS]
+        if off < 0:
+            raise ValueError("message is not tracked")
+        bits = np.unpackbits(self.BITS[off : off + (msg.nfrags + 7) // 8], bitorder="little")
+        return np.flatnonzero(bits[: msg.nfrags] == 0)
 
     def received(self, msg: Message, dst: int) -> int:
         self._settle()
-        d0, d1 = self.MS[msg.id, K.M_DPTR], self.MS[msg.id, K.M_DEND]
-        for d in range(d0, d1):
-            if self.MD[d, K.D_NODE] == dst:
-                return int(self.MD[d, K.D_GOT])
-        raise ValueError(f"{dst} is not a destination of message {msg.id}")
+        return int(self.MD[self._dest_row(msg, dst), K.D_GOT])
+
+    def _dest_row(self, msg: Message, dst: int) -> int:
+        """The MD row of destination ``dst`` of ``msg``, by the kernel's own lookup."""
+        d = K.dest_row(self.MS, self.MD, msg.id, dst)
+        if d < 0:
+            raise ValueError(f"{dst} is not a destination of message {msg.id}")
+        return d
 
     def _local_copy(self, msg: Message, node: int) -> None:
-        for d in range(self.MS[msg.id, K.M_DPTR], self.MS[msg.id, K.M_DEND]):
-            if self.MD[d, K.D_NODE] == node:
-                self.MD[d, K.D_GOT] = msg.nfrags
+        self.MD[self._dest_row(msg, node), K.D_GOT] = msg.nfrags
         self._dispatch(K.UP_DONE, msg.id, node, -1, self.sim.now)
 
     def _add_stream(self, link, mid, route, pos, end, lst, t, prio=False):
