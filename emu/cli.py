@@ -10,7 +10,7 @@ import sys
 from . import __version__, commands
 from .errors import EmuError
 from .memory import return_large_frees
-from .outputs import Terminated, describe_os_error, exit_status, install_signal_handlers
+from .outputs import Terminated, describe_os_error, exit_status, install_signal_handlers, signal_of
 
 
 class Parser(argparse.ArgumentParser):
@@ -46,12 +46,13 @@ def main(argv: list[str] | None = None) -> int:
     except EmuError as exc:
         print(f"emu {args.command}: error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt as exc:
-        print(f"emu {args.command}: interrupted (SIGINT); unfinished output removed", file=sys.stderr)
-        return exit_status(exc)
-    except Terminated as exc:
-        print(f"emu {args.command}: terminated ({exc}); unfinished output removed", file=sys.stderr)
-        return exit_status(exc)
+    except (KeyboardInterrupt, Terminated, SystemError) as exc:
+        sig = signal_of(exc)
+        if sig is None:
+            raise
+        what = "interrupted (SIGINT)" if isinstance(sig, KeyboardInterrupt) else f"terminated ({sig})"
+        print(f"emu {args.command}: {what}; unfinished output removed", file=sys.stderr)
+        return exit_status(sig)
     except BrokenPipeError:
         return 0
     except OSError as exc:  # the machine refused: a full disk, a read-only mount, a path under a file

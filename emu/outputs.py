@@ -67,6 +67,19 @@ def install_signal_handlers() -> None:
                 signal.signal(sig, _raise_terminated)
 
 
+def signal_of(exc: BaseException) -> BaseException | None:
+    """The KeyboardInterrupt or Terminated that ``exc`` is, or that it was raised from: a signal
+    that lands while compiled code is in a Python callback (numba boxing an array it returns)
+    reaches the caller as a SystemError caused by it. None if no signal is behind ``exc``."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, (KeyboardInterrupt, Terminated)):
+            return exc
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
 def exit_status(exc: BaseException) -> int:
     """The shell's convention: 128 + the signal number."""
     if isinstance(exc, KeyboardInterrupt):

@@ -3,6 +3,7 @@ full disks and a second run on the same folder leave nothing partial and nothing
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import resource
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from emu.errors import ConfigError
-from emu.outputs import OutputFolder, check_writable, file_name
+from emu.outputs import OutputFolder, Terminated, check_writable, file_name
 from waits import HANG_S, wait_until
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -201,3 +202,37 @@ def test_a_refused_scheduler_leaves_no_sweep_folder(tmp_path):
     _, err = proc.communicate(timeout=HANG_S)
     assert proc.returncode == 2 and err.strip().count("\n") == 0 and "--scheduler" in err
     assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("raised,status,said", [(KeyboardInterrupt(), 130, "interrupted (SIGINT)"),
+                                                 (Terminated(signal.SIGTERM), 143, "terminated (SIGTERM)")])
+def test_a_signal_inside_compiled_codes_python_callback_exits_as_that_signal(monkeypatch, capsys, raised, status, said):
+    # numba boxes a returned array through a Python callback: a signal landing there reaches
+    # the caller as a SystemError raised from the KeyboardInterrupt (or Terminated)
+    from emu import cli
+
+    def run(args):
+        try:
+            raise raised
+        except BaseException as inner:
+            raise SystemError("<function _numba_unpickle> returned a result with an exception set") from inner
+
+    parser = cli.build_parser()
+    monkeypatch.setattr(cli, "build_parser", lambda: parser)
+    monkeypatch.setattr(parser, "parse_args", lambda argv: argparse.Namespace(func=run, command="replay"))
+    assert cli.main([]) == status
+    err = capsys.readouterr().err
+    assert err == f"emu replay: {said}; unfinished output removed\n"
+
+
+def test_a_system_error_with_no_signal_behind_it_is_not_taken_for_one(monkeypatch):
+    from emu import cli
+
+    def run(args):
+        raise SystemError("a bug")
+
+    parser = cli.build_parser()
+    monkeypatch.setattr(cli, "build_parser", lambda: parser)
+    monkeypatch.setattr(parser, "parse_args", lambda argv: argparse.Namespace(func=run, command="replay"))
+    with pytest.raises(SystemError, match="a bug"):
+        cli.main([])
