@@ -53,9 +53,11 @@ def _get_call_template_plain(self, args, kws):
     return _get_call_template(self, args, kws)
 
 
-if dispatcher.Dispatcher.get_call_template is not _get_call_template_plain:
+def install() -> None:
     dispatcher.Dispatcher.get_call_template = _get_call_template_plain
+    if "NUMBA_OPT" not in os.environ:
+        os.environ["NUMBA_OPT"] = OPT_LEVEL
+        config.reload_config()  # numba read its environment at import; the compiler re-reads it on a change only
 
-if "NUMBA_OPT" not in os.environ:
-    os.environ["NUMBA_OPT"] = OPT_LEVEL
-    config.reload_config()  # numba read its environment at import; the compiler re-reads it on a change only
+
+install()

@@ -71,11 +71,9 @@ def signal_of(exc: BaseException) -> BaseException | None:
     """The KeyboardInterrupt or Terminated that ``exc`` is, or that it was raised from: a signal
     that lands while compiled code is in a Python callback (numba boxing an array it returns)
     reaches the caller as a SystemError caused by it. None if no signal is behind ``exc``."""
-    seen = set()
-    while exc is not None and id(exc) not in seen:
+    while exc is not None:
         if isinstance(exc, (KeyboardInterrupt, Terminated)):
             return exc
-        seen.add(id(exc))
         exc = exc.__cause__ or exc.__context__
     return None
 

@@ -254,6 +254,8 @@ def test_tracked_messages_discard_duplicates_and_resend_completes():
     net.run()
     assert [e[0] for e in ev].count("done") == 1 and net.duplicates == 1
     assert list(net.missing(m, 1)) == []
+    with pytest.raises(ValueError, match="0 is not a destination of message"):
+        net.received(m, 0)  # the source: not one of the message's destinations
 
 
 def test_link_time_series_split_busy_time_exactly_across_bins():
@@ -324,6 +326,24 @@ def test_a_frame_is_delivered_only_at_its_messages_destinations():
     assert nodes.delivered_frames.tolist() == [0, 7, 7, 5] and net.duplicates == 0
     assert [net.received(b, 1), net.received(b, 2), net.received(a, 3)] == [7, 7, 5]
     assert net.conservation()["balance"] == 0
+
+
+def test_a_train_to_a_member_that_is_not_a_destination_is_dropped_there_frame_by_frame():
+    """Board 3, a leaf of the tree for {1, 2, 3} that board 0 reaches over its own port, is
+    not a destination of a message to [2]: the train 0->3 carries its frames there (nothing
+    else uses the port) and each is a no_route drop at 3, never taken as one (a train is
+    deferred only where the node delivers it), while board 2, two hops away, has none yet;
+    board 2 gets every fragment once."""
+    net, tree = two_trees_from_0()
+    ev, cb = recorder()
+    m = net.send(0, [2], 20, 1462, route=tree[1, 2, 3], on_event=cb)
+    net.run()
+    assert net.run_counters()["trains"] > 0  # the frames crossed 0->3 (and 0->1) as trains
+    nodes = net.node_counters()
+    assert nodes.delivered_frames.tolist() == [0, 0, 20, 0] and net.duplicates == 0
+    assert net.received(m, 2) == 20
+    assert net.conservation()["balance"] == 0
+    assert [(k, node) for k, _m, node, _f, _t in ev if k == "done"] == [("done", 2)]
 
 
 def test_a_destination_row_is_found_in_node_order_by_bisection_and_in_any_other_order_in_turn():
