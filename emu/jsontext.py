@@ -8,6 +8,9 @@ one error of their own type naming the file, so they all come here.
 from __future__ import annotations
 
 import json
+import warnings
+
+import numpy as np
 
 
 def parse_json(raw: str | bytes, where: str, error: type[Exception]):
@@ -24,3 +27,86 @@ def parse_json(raw: str | bytes, where: str, error: type[Exception]):
         raise error(f"{where}: not valid JSON: nested too deeply") from None
     except ValueError as exc:  # an integer of more than 4300 digits
         raise error(f"{where}: not valid JSON: {exc}") from None
+
+
+# A JSON array of integers at least this long (in text) is parsed by numpy, not json.loads.
+ARRAY_MIN_BYTES = 4096
+_DIGITS_AND_SIGN = b"0123456789-"
+_INT64 = np.iinfo(np.int64)
+_POW10 = np.array([10**k for k in range(1, 20)], np.uint64)
+_STEP = 1 << 20
+_PLACEHOLDER = b'"@int64-array:'  # a JSON string naming one extracted array; refused if the text has one
+
+
+def _int64_array(body: bytes) -> np.ndarray | None:
+    """The integers of ``body`` (an array's text between its brackets) as int64, if it is the
+    canonical JSON text of int64 values (no spaces, no leading zeros, no "-0"); None otherwise,
+    so that json.loads reads it and reports what is wrong exactly as for any other text."""
+    if not body or body.translate(None, _DIGITS_AND_SIGN + b",") or body[0] == 44 or body[-1] == 44:
+        return None
+    # a sign only where a value starts, and a digit after it: numpy would read a lone "-" as 0
+    if body.count(b"-") != body.count(b",-") + (body[0] == 45) or b"-," in body or body[-1] == 45:
+        return None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # where numpy only warns that it stopped early, the count says so
+            values = np.fromstring(body, dtype=np.int64, sep=",")
+    except ValueError:  # numpy 2.4 raises where it stops early
+        return None
+    if values.size != body.count(b",") + 1:
+        return None
+    # Every value is now a sign and digits, which numpy read whole. Printed canonically it has
+    # exactly its text's length: a leading zero or a "-0" makes the text longer than this sum. numpy clips what int64 cannot hold to
+    # its ends, where the length may still agree: those two values go to json.loads.
+    if values.size and (values.min() == _INT64.min or values.max() == _INT64.max):
+        return None
+    text = values.size - 1  # the commas
+    for lo in range(0, values.size, _STEP):  # in steps: the temporaries of a whole column cost GBs
+        part = values[lo:lo + _STEP]
+        text += part.size + int(np.searchsorted(_POW10, np.abs(part).view(np.uint64), side="right").sum())
+        text += int(np.count_nonzero(part < 0))
+    return values if text == len(body) else None
+
+
+def parse_json_arrays(raw: bytes, where: str, error: type[Exception], under: str):
+    """As parse_json, but every long array of integers inside the top-level object's ``under``
+    member comes back as an int64 numpy array instead of a list (the same values): a trace's
+    op columns hold tens of millions of integers, which as Python ints would cost about 40
+    bytes each and most of the load time. Long integer arrays elsewhere stay lists. Text that
+    the fast path does not read exactly as json.loads would is left to json.loads."""
+    if _PLACEHOLDER in raw:
+        return parse_json(raw, where, error)
+    pieces, arrays, pos, start = [], [], 0, raw.find(b"[")
+    while start >= 0:
+        end = raw.find(b"]", start)
+        if end < 0:
+            break
+        if end - start > ARRAY_MIN_BYTES and (values := _int64_array(raw[start + 1:end])) is not None:
+            pieces += (raw[pos:start], _PLACEHOLDER + b"%d\"" % len(arrays))
+            arrays.append(values)
+            pos = end + 1
+            start = raw.find(b"[", pos)
+        else:
+            start = raw.find(b"[", start + 1)
+    if not arrays:
+        return parse_json(raw, where, error)
+    pieces.append(raw[pos:])
+    try:
+        doc = json.loads(b"".join(pieces).decode("utf-8"))
+    except (ValueError, RecursionError):  # broken text: read the original, for its own error
+        return parse_json(raw, where, error)
+    prefix = _PLACEHOLDER[1:].decode()
+
+    def put_back(x, as_array: bool):
+        if isinstance(x, str) and x.startswith(prefix):
+            values = arrays[int(x[len(prefix):])]
+            return values if as_array else values.tolist()
+        if isinstance(x, dict):
+            return {k: put_back(v, as_array) for k, v in x.items()}
+        if isinstance(x, list):
+            return [put_back(v, as_array) for v in x]
+        return x
+
+    if not isinstance(doc, dict):
+        return put_back(doc, False)
+    return {k: put_back(v, k == under) for k, v in doc.items()}

@@ -254,3 +254,82 @@ def test_generated_trace_satisfies_the_json_schema(mars_file):
     assert not v.is_valid(mutate(doc, ["ops", "flops"], KeyError))
     assert not v.is_valid(mutate(doc, ["meta", "version"], 1))
     assert not v.is_valid(mutate(doc, ["ops", "blk_idx"], KeyError))
+
+
+def _csr_rows(ptr, idx, order):
+    """CSR rows of ``idx`` taken in ``order``: (ptr, idx)."""
+    rows = [idx[ptr[i]:ptr[i + 1]] for i in order]
+    new_ptr = np.zeros(len(rows) + 1, np.int64)
+    np.cumsum([len(r) for r in rows], out=new_ptr[1:])
+    return new_ptr, np.concatenate(rows).astype(np.int64) if rows else np.zeros(0, np.int64)
+
+
+def test_ops_in_any_acyclic_order_load_and_a_cycle_among_them_is_named(tmp_path):
+    """The loader tests order per op (each after what it depends on) and searches the graph
+    only when that fails: a trace listed backwards is still acyclic and loads as written."""
+    from emu.workload.trace import Trace, dumps
+
+    tr = generate(Params(scheme="mars", **SMALL))
+    n = tr.n_ops
+    order = np.arange(n)[::-1]  # backwards: every dependency on a later op
+    new_of = np.empty(n, np.int64)
+    new_of[order] = np.arange(n)
+    dep_ptr, dep_idx = _csr_rows(tr.dep_ptr, new_of[tr.dep_idx], order)
+    csr = {f"{c}_{p}": v for c in ("src", "dst", "blk")
+           for p, v in zip(("ptr", "idx"), _csr_rows(getattr(tr, f"{c}_ptr"), getattr(tr, f"{c}_idx"), order))}
+    back = Trace(meta=tr.meta, schedule=tr.schedule, ops={k: v[order] for k, v in tr.ops.items()},
+                 dep_ptr=dep_ptr, dep_idx=dep_idx, **csr)
+    path = tmp_path / "backwards.json"
+    path.write_bytes(dumps(back))
+    got = load_trace(path)
+    assert np.array_equal(got.dep_idx, dep_idx) and np.array_equal(got.ops["kind"], back.ops["kind"])
+    assert (got.dep_idx > np.repeat(np.arange(n), np.diff(got.dep_ptr))).any()
+    # op 0 depends on a later op d; d depending on op 0 as well closes a cycle
+    d = int(back.deps(0)[0])
+    rows = [back.deps(i).tolist() for i in range(n)]
+    rows[d] = rows[d] + [0]
+    doc = json.loads(dumps(back))
+    doc["ops"]["dep_ptr"] = np.cumsum([0] + [len(r) for r in rows]).tolist()
+    doc["ops"]["dep_idx"] = [x for r in rows for x in r]
+    with pytest.raises(TraceError, match=rf"ops.dep_idx: dependency cycle through ops .*\b{d}\b"):
+        load_trace(write(tmp_path, doc, "cycle.json"))
+
+
+def test_a_cycle_through_a_later_op_is_named_where_every_op_also_depends_on_an_earlier_one(tmp_path, mars_file):
+    doc = doc_of(mars_file)
+    ptr, dep = plain(doc, "dep_ptr"), plain(doc, "dep_idx")
+    rows = [dep[ptr[i]:ptr[i + 1]] for i in range(len(ptr) - 1)]
+    b = next(b for b in range(len(rows)) if any(rows[a] for a in rows[b]))
+    a = next(a for a in rows[b] if rows[a])  # b depends on a, and a on something earlier
+    rows[a] = rows[a] + [b]  # now a depends on b too: a -> b -> a
+    bad = mutate(mutate(doc, ["ops", "dep_ptr"], np.cumsum([0] + [len(r) for r in rows]).tolist()),
+                 ["ops", "dep_idx"], [x for r in rows for x in r])
+    with pytest.raises(TraceError, match=rf"ops.dep_idx: dependency cycle through ops ({a} -> {b} -> {a}|{b} -> {a} -> {b})$"):
+        load_trace(write(tmp_path, bad, "cycle.json"))
+
+
+def test_an_op_that_depends_on_itself_is_a_cycle(tmp_path, mars_file):
+    doc = doc_of(mars_file)
+    ptr, dep = plain(doc, "dep_ptr"), plain(doc, "dep_idx")
+    i = next(i for i in range(len(ptr) - 1) if ptr[i + 1] - ptr[i] == 1)
+    bad = mutate(doc, ["ops", "dep_idx"], dep[:ptr[i]] + [i] + dep[ptr[i] + 1:])
+    with pytest.raises(TraceError, match=rf"ops.dep_idx: dependency cycle through ops {i} -> {i}$"):
+        load_trace(write(tmp_path, bad, "self.json"))
+
+
+@pytest.mark.parametrize("which", ["dst", "src"])
+def test_a_board_listed_twice_in_a_set_is_named_in_order_or_not(tmp_path, mars_file, which):
+    doc = doc_of(mars_file)
+    ptr = plain(doc, f"{which}_ptr")
+    idx = plain(doc, f"{which}_idx")
+    i = next(i for i in range(len(ptr) - 1) if ptr[i + 1] - ptr[i] >= 2)
+    a, b = ptr[i], ptr[i + 1]
+    row = idx[a:b]
+    # out of order, no board twice: loads, in the order written
+    shuffled = mutate(doc, ["ops", f"{which}_idx"], idx[:a] + row[::-1] + idx[b:])
+    got = load_trace(write(tmp_path, shuffled, "shuffled.json"))
+    assert getattr(got, f"{which}_idx")[a:b].tolist() == row[::-1]
+    for twice, board in (([row[0]] * 2 + row[2:], row[0]), (row[1:] + [row[1]], row[1])):  # in order, and not
+        bad = mutate(doc, ["ops", f"{which}_idx"], idx[:a] + twice + idx[b:])
+        with pytest.raises(TraceError, match=rf"ops.{which}_idx: op {i} lists board {board} twice in its {which} set"):
+            load_trace(write(tmp_path, bad, "twice.json"))

@@ -79,7 +79,10 @@ def encode(a: np.ndarray):
 
 
 def _ints(x, where: str) -> np.ndarray:
-    """A JSON list of integers as int64, or ColumnError naming the first bad element."""
+    """A JSON list of integers as int64, or ColumnError naming the first bad element. An int64
+    array is one the reader already parsed from canonical JSON integers (emu.jsontext)."""
+    if isinstance(x, np.ndarray) and x.dtype == np.int64 and x.ndim == 1:
+        return x
     if not isinstance(x, list):
         raise ColumnError(where, f"expected an array of integers or a codec object, got {type(x).__name__}")
     # numpy would silently accept floats, bools and numeric strings: check the types first
@@ -104,7 +107,7 @@ def decode(col, where: str, max_len: int | None = None) -> np.ndarray:
     more is refused before anything is allocated (a "run-length bomb"). A delta column
     whose running sum leaves int64 is refused instead of wrapping around.
     """
-    if isinstance(col, list):
+    if isinstance(col, (list, np.ndarray)):
         return _ints(col, where)
     if not isinstance(col, dict):
         raise ColumnError(where, f"expected an array of integers or a codec object, got {type(col).__name__}")

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..atomic import atomic_file
 from ..errors import TraceError
-from ..jsontext import parse_json
+from ..jsontext import parse_json_arrays
 from . import columns
 from .enums import ENUM_COLUMNS, Kind
 from .fileformat import CSR_COLUMNS, FORMAT, SCALAR_COLUMNS, VERSION  # noqa: F401 - re-exported
@@ -155,16 +155,15 @@ def _read_json(path: str):
             raise TraceError(f"{path}: corrupt gzip data: {exc}") from None
     if len(raw) > MAX_TEXT_BYTES:
         raise TraceError(f"{path}: more than {MAX_TEXT_BYTES >> 20} MiB of JSON text; not a trace this emu loads")
-    return parse_json(raw, path, TraceError)
+    return parse_json_arrays(raw, path, TraceError, under="ops")
 
 
 def load_trace(path: str | os.PathLike) -> Trace:
     """Read and validate a .json or .json.gz trace; TraceError names path, JSON path, problem."""
     path = str(path)
     try:
-        doc = _read_json(path)
-        meta, schedule, cols = validate_document(doc, path)
-        trace = from_columns(meta, schedule, cols)
+        trace = from_columns(*validate_document(_read_json(path), path))  # the document and its
+        # int64 columns are gone before the checks below: they held twice the trace's memory
         trace.path = path
         validate(trace, path)
     except TraceError:

@@ -1,0 +1,133 @@
+"""emu.jsontext.parse_json_arrays: long integer arrays read by numpy give exactly what
+json.loads gives (the same values, or the same one-line error), whatever the text."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from emu import jsontext
+from emu.errors import TraceError
+from emu.jsontext import parse_json, parse_json_arrays
+from emu.workload.trace import dumps, load_trace
+
+FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+I64 = np.iinfo(np.int64)
+edge = st.sampled_from([0, -1, 1, 9, 10, -10, 99, 100, 10**15, 10**18, -(10**18), 2**53, 2**53 + 1,
+                        I64.max, I64.min, I64.max - 1, I64.min + 1, 2**63, -(2**63) - 1, 10**19, 10**25])
+ints = st.integers(min_value=-(2**63), max_value=2**63 - 1) | edge | st.integers(-1000, 1000)
+int_lists = st.lists(ints, max_size=40)
+
+
+@pytest.fixture
+def every_array(monkeypatch):
+    """Every array, however short, takes the numpy path (the default skips short ones)."""
+    monkeypatch.setattr(jsontext, "ARRAY_MIN_BYTES", 0)
+
+
+def plain(x):
+    """The document with every numpy array a list, as json.loads would give it."""
+    if isinstance(x, np.ndarray):
+        assert x.dtype == np.int64 and x.ndim == 1
+        return x.tolist()
+    if isinstance(x, dict):
+        return {k: plain(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [plain(v) for v in x]
+    return x
+
+
+def outcome(parse, raw: bytes):
+    try:
+        return "doc", plain(parse(raw))
+    except TraceError as exc:
+        return "error", str(exc)
+
+
+def fast(raw):
+    return parse_json_arrays(raw, "t.json", TraceError, under="ops")
+
+
+def slow(raw):
+    return parse_json(raw, "t.json", TraceError)
+
+
+@FUZZ
+@given(meta=int_lists, cols=st.lists(int_lists, min_size=1, max_size=4), nested=int_lists)
+def test_integer_arrays_under_the_member_come_back_as_int64_arrays_with_the_same_values(every_array, meta, cols, nested):
+    doc = {"meta": {"a": meta}, "ops": {**{f"c{i}": c for i, c in enumerate(cols)}, "d": {"values": nested}}}
+    raw = json.dumps(doc, separators=(",", ":")).encode()
+    got = fast(raw)
+    assert plain(got) == doc
+    assert isinstance(got["meta"]["a"], list)  # outside "ops": lists, as json gives them
+    for i, c in enumerate(cols):
+        fits = bool(c) and all(I64.min < v < I64.max for v in c)
+        # in int64 range (its two ends excepted, which numpy would also give for clipped text): an array
+        assert isinstance(got["ops"][f"c{i}"], np.ndarray) == fits
+
+
+# text that is almost a canonical integer array: every way json.loads and numpy may disagree
+ALPHABET = "0123456789-,[] +.e\"{}:x"
+
+
+@FUZZ
+@given(cols=st.lists(int_lists, min_size=1, max_size=3), data=st.data())
+def test_any_edit_of_the_text_parses_as_json_loads_parses_it(every_array, cols, data):
+    text = json.dumps({"meta": {}, "ops": {f"c{i}": c for i, c in enumerate(cols)}}, separators=(",", ":"))
+    for _ in range(data.draw(st.integers(1, 4))):
+        at = data.draw(st.integers(0, len(text)))
+        what = data.draw(st.sampled_from(["insert", "delete", "replace"]))
+        ch = data.draw(st.sampled_from(ALPHABET))
+        if what == "insert":
+            text = text[:at] + ch + text[at:]
+        elif what == "delete":
+            text = text[:at] + text[at + 1:]
+        else:
+            text = text[:at] + ch + text[at + 1:]
+    raw = text.encode()
+    assert outcome(fast, raw) == outcome(slow, raw)
+
+
+@pytest.mark.parametrize("body", [
+    "007,1", "1,-0", "1, 2", "1,,2", ",1", "1,", "1-2,3", "--1", "+1,2", "1.0,2", "1e3,2", "9223372036854775808",
+    "-9223372036854775809", "9223372036854775807", "-9223372036854775808", "99999999999999999999", "-", "1,-",
+    "[1,2],[3]", "1\n,2",
+])
+def test_text_that_is_not_a_canonical_int64_array_is_left_to_json(every_array, body):
+    for raw in (b'{"ops":{"c":[' + body.encode() + b']}}', b'{"ops":{"c":"x[' + body.encode() + b']y"}}'):
+        assert outcome(fast, raw) == outcome(slow, raw)
+
+
+def test_a_text_that_holds_the_placeholder_is_read_by_json_loads(every_array):
+    raw = b'{"ops":{"c":[1,2,3],"s":"@int64-array:0"}}'
+    assert fast(raw) == {"ops": {"c": [1, 2, 3], "s": "@int64-array:0"}}
+
+
+def test_an_array_in_a_string_stays_text(every_array):
+    raw = b'{"ops":{"note":"[1,2,3]","c":[4,5]}}'
+    got = fast(raw)  # the skeleton does not parse: json.loads reads the whole text
+    assert got == {"ops": {"note": "[1,2,3]", "c": [4, 5]}}
+
+
+def test_a_trace_loads_the_same_by_either_path(tmp_path, monkeypatch):
+    from emu.workload.generate import Params, generate
+
+    tr = generate(Params(scheme="mars", seq=2048, nodes=8, chunk=512, overrides=["model.layers=2"]))
+    path = tmp_path / "t.json"
+    path.write_bytes(dumps(tr))
+    monkeypatch.setattr(jsontext, "ARRAY_MIN_BYTES", 0)
+    fast_doc = fast(path.read_bytes())
+    assert any(isinstance(v, np.ndarray) or isinstance(v, dict) and any(isinstance(x, np.ndarray) for x in v.values())
+               for v in fast_doc["ops"].values())
+    a = load_trace(path)
+    monkeypatch.setattr(jsontext, "ARRAY_MIN_BYTES", 1 << 40)
+    b = load_trace(path)
+    assert a.meta == b.meta and a.schedule == b.schedule
+    for name in a.ops:
+        assert a.ops[name].dtype == b.ops[name].dtype and np.array_equal(a.ops[name], b.ops[name]), name
+    for name in ("dep_ptr", "dep_idx", "src_ptr", "src_idx", "dst_ptr", "dst_idx", "blk_ptr", "blk_idx"):
+        assert np.array_equal(getattr(a, name), getattr(b, name)), name
