@@ -54,9 +54,9 @@ def _member(keys_sorted: np.ndarray, q: np.ndarray) -> np.ndarray:
     return np.where(ok, pos, -1)
 
 
-def _fits32(a: np.ndarray) -> bool:
+def _fits32(a: np.ndarray, base: int = 0) -> bool:
     i32 = np.iinfo(np.int32)
-    return a.size == 0 or (int(a.min()) >= i32.min and int(a.max()) <= i32.max)
+    return a.size == 0 or (base + int(a.min()) >= i32.min and base + int(a.max()) <= i32.max)
 
 
 def _table(rows: int, ncols: int, cols: dict) -> np.ndarray:
@@ -67,11 +67,18 @@ def _table(rows: int, ncols: int, cols: dict) -> np.ndarray:
     Only OP is narrowed: values read from it that the loop passes on to a compiled function
     are made int64 first (``core.ready``), since numba compiles a function once more for
     every argument type it is called with, and the parts and the index pool, whose values
-    are passed on everywhere, stay int64."""
-    wide = not all(_fits32(np.asarray(v)) for v in cols.values())
+    are passed on everywhere, stay int64.
+
+    A column given as (base, values) is ``base + values``, added in the table: a position
+    in IDX is a block's start plus a CSR pointer, and a temporary array of each such column
+    (14 of them, 50 MB each for 7M ops) made the build's peak."""
+    pairs = {col: v if isinstance(v, tuple) else (0, v) for col, v in cols.items()}
+    wide = not all(_fits32(np.asarray(v), base) for base, v in pairs.values())
     t = np.zeros((rows, ncols), np.int64 if wide else np.int32)
-    for col, values in cols.items():
+    for col, (base, values) in pairs.items():
         t[:, col] = values
+        if base:
+            t[:, col] += base
     return t
 
 
@@ -83,12 +90,15 @@ def _csr(keys: np.ndarray, values: np.ndarray, n: int) -> tuple[np.ndarray, np.n
     return ptr, values[order]
 
 
-def _signal_groups(x, b, p, per_group, n):
+def _signal_groups(sig: list, n):
     """The signal groups of the releases that cross boards: one group per (event op x, node b),
     laid out in IDX as [b, count, parts...] (parts in wiring order), the groups of an op
     together in ascending b. ``per_group``: signals each group receives (1 for a compute op,
     its destination count for a communication op). Returns (per-op pointers into the flat
-    list, the flat list, how many signals the run sends)."""
+    list, the flat list, how many signals the run sends). ``sig`` is the list [x, b, p,
+    per_group], emptied here: the arrays are freed as their sorted copies replace them."""
+    x, b, p, per_group = sig
+    sig.clear()
     order = np.lexsort((b, x))  # stable: parts keep their wiring order within a group
     x, b, p, per_group = x[order], b[order], p[order], per_group[order]
     new = np.r_[True, (x[1:] != x[:-1]) | (b[1:] != b[:-1])] if x.size else np.zeros(0, bool)
@@ -153,19 +163,23 @@ class _Wiring:
         self._sig.append((x[to_sig], at[to_sig], p[to_sig], np.where(xc, nd_x, 1)[to_sig]))
 
     @staticmethod
-    def _joined(chunks):
-        return tuple(np.concatenate(c) for c in zip(*chunks))
+    def _joined(chunks: list) -> list:
+        """The chunks' columns joined; the chunks are let go (at 128 boards each list is
+        hundreds of MB, and a copy of it while the chunks lived was the build's peak)."""
+        joined = [np.concatenate(c) for c in zip(*chunks)]
+        chunks.clear()
+        return joined
 
     def at(self):
-        """(slot, part) of every edge a delivery releases."""
+        """(slot, part) of every edge a delivery releases (once: its chunks are let go)."""
         return self._joined(self._at)
 
     def done(self):
-        """(op, part) of every edge the op's own event releases."""
+        """(op, part) of every edge the op's own event releases (once)."""
         return self._joined(self._done)
 
     def signals(self):
-        """(op, board, part, signals counted) of every edge signals release."""
+        """[op, board, part, signals counted] of every edge signals release (once)."""
         return self._joined(self._sig)
 
     def need(self, nparts, sp, sc):
@@ -219,12 +233,13 @@ class Tables:
         si = tr.src_ptr[part_op] + within
         src_of = tr.src_idx[np.minimum(si, max(tr.src_idx.size - 1, 0))] if tr.src_idx.size else np.zeros(nparts, np.int64)
         part_node = np.where(is_comm[part_op], src_of, node[part_op]).astype(np.int64)
+        del within, si, src_of
         srow = np.repeat(np.arange(n), nsrc)
         skeys = np.sort(srow * N + tr.src_idx.astype(np.int64))
 
         # The wiring (tests/pydag.py's rules): every (dependent op y, dependency x, part p of y).
         kv_msg = np.isin(msgop, _KV_MSGS)
-        x_of_dep = tr.dep_idx.astype(np.int64)
+        x_of_dep = np.asarray(tr.dep_idx, np.int64)  # read only: no copy of the largest column
         y_of_dep = np.repeat(np.arange(n), np.diff(tr.dep_ptr))
         reads_dep = is_comm[x_of_dep] & (~is_comm[y_of_dep] | (kv_msg[y_of_dep] & (kvid[y_of_dep] == kvid[x_of_dep])))
         w = _Wiring(N, node, is_comm, ndst, npart, part_ptr, part_node, dkeys, skeys, rp.hw["signals"] == "free")
@@ -233,33 +248,14 @@ class Tables:
         del y_of_dep
         sig = w.signals()
         need, readers = w.need(nparts, sig[2], sig[3]), w.readers(nslots)
-        sig_ptr, sig_idx, n_signals = _signal_groups(*sig, n)
-        del sig
+        sig_ptr, sig_idx, n_signals = _signal_groups(sig, n)  # empties sig
         done_ptr, done_idx = _csr(*w.done(), n)
         at_ptr, at_idx = _csr(*w.at(), nslots)
-        del w
+        del w, ndst, drow, dorder, dkeys, srow, skeys, kv_msg  # what the wiring needed (7M ops: 50 MB each)
 
         # Routes: unicast towards one board, a multicast tree per (source, destination set).
-        self.trees: dict[tuple, int] = {}  # (source, remote destinations) -> route (Cluster._trees)
-        part_route = np.full(nparts, -1, np.int64)
         sends = np.isin(kind[part_op], [int(Kind.send), int(Kind.drain), int(Kind.invalidate)])
-        pm = np.flatnonzero(sends)
-        remote = dmask[part_op[pm]] & ~boards.pack(np.arange(pm.size), part_node[pm], pm.size, W)
-        cnt = boards.count(remote)
-        one = np.flatnonzero(cnt == 1)
-        word = np.argmax(remote[one] != 0, axis=1)
-        part_route[pm[one]] = 64 * word + np.log2(remote[one, word].astype(np.float64)).round().astype(np.int64)
-        many = cnt > 1
-        if many.any():
-            pairs = np.column_stack([part_node[pm[many]].astype(np.uint64), remote[many]])
-            uniq, inv = np.unique(pairs, axis=0, return_inverse=True)
-            route_of = np.empty(len(uniq), np.int64)
-            for i, row in enumerate(uniq.tolist()):
-                s, members = row[0], boards.members(row[1:])
-                tree = multicast_tree(rp.G, rp.routes, s, members)
-                route_of[i] = net.add_tree(tree, members)
-                self.trees[(int(s), tuple(members))] = int(route_of[i])
-            part_route[pm[many]] = route_of[inv.ravel()]
+        part_route = self._routes(np.flatnonzero(sends), part_op, part_node, dmask, nparts)
 
         # Groups: a reduction's members with parent and contributions awaited; an exchange's members.
         gp_rows, grp = [], np.zeros((n, 2), np.int64)
@@ -311,22 +307,24 @@ class Tables:
 
         cols = {L.OPS_KIND: kind, L.OPS_NODE: node, L.OPS_MSGOP: msgop, L.OPS_RES: ops["residency"],
                 L.OPS_PART: part_ptr[:-1], L.OPS_PEND: part_ptr[1:],
-                L.OPS_DEP: b_dep + tr.dep_ptr[:-1], L.OPS_DEPEND: b_dep + tr.dep_ptr[1:],
+                L.OPS_DEP: (b_dep, tr.dep_ptr[:-1]), L.OPS_DEPEND: (b_dep, tr.dep_ptr[1:]),
                 L.OPS_DST: tr.dst_ptr[:-1], L.OPS_DSTEND: tr.dst_ptr[1:],
-                L.OPS_SRC: b_src + tr.src_ptr[:-1], L.OPS_SRCEND: b_src + tr.src_ptr[1:],
-                L.OPS_BLK: b_blk + tr.blk_ptr[:-1], L.OPS_BLKEND: b_blk + tr.blk_ptr[1:],
-                L.OPS_DONE: b_done + done_ptr[:-1], L.OPS_DONEEND: b_done + done_ptr[1:],
-                L.OPS_SIG: b_sig + sig_ptr[:-1], L.OPS_SIGEND: b_sig + sig_ptr[1:],
+                L.OPS_SRC: (b_src, tr.src_ptr[:-1]), L.OPS_SRCEND: (b_src, tr.src_ptr[1:]),
+                L.OPS_BLK: (b_blk, tr.blk_ptr[:-1]), L.OPS_BLKEND: (b_blk, tr.blk_ptr[1:]),
+                L.OPS_DONE: (b_done, done_ptr[:-1]), L.OPS_DONEEND: (b_done, done_ptr[1:]),
+                L.OPS_SIG: (b_sig, sig_ptr[:-1]), L.OPS_SIGEND: (b_sig, sig_ptr[1:]),
                 L.OPS_GRP: grp[:, 0], L.OPS_GRPEND: grp[:, 1], L.OPS_CHUNK: ops["chunk"], L.OPS_LAYER: ops["layer"],
                 L.OPS_COMM: is_comm}
         OP = _table(n, L.OPS_NCOLS, cols)
-        del cols
+        del cols, part_ptr, done_ptr, sig_ptr, kvid, msgop
 
         PT = np.zeros((nparts, L.PT_NCOLS), np.int64)
         PT[:, L.PT_OP] = part_op
         PT[:, L.PT_NODE] = part_node
         PT[:, L.PT_NEED] = need
+        del need
         PT[:, L.PT_ROUTE] = part_route
+        del part_node, part_route
 
         SLOT = np.zeros((nslots, L.SLOT_NCOLS), np.int64)
         SLOT[:, L.SLOT_NODE] = dst
@@ -334,6 +332,7 @@ class Tables:
         SLOT[:, L.SLOT_ATEND] = b_at + at_ptr[1:]
         SLOT[:, L.SLOT_READERS] = readers
         SLOT[:, L.SLOT_TIME] = -1
+        del readers, at_ptr, dst
 
         # Compute engines: a ready queue per node with room for all its compute ops.
         comp = ~is_comm
@@ -449,7 +448,33 @@ class Tables:
             OUT=OUT, OD=OD, RT=RT, NKB=np.zeros(1024, np.uint8))
         # Python's own references, read back after the run
         self.RS, self.OP, self.OW, self.SLOT, self.NT, self.TR, self.KB = RS, OP, OW, SLOT, NT, TR, KB
-        self.start_parts = np.flatnonzero(need == 0).astype(np.int64)
+        self.start_parts = np.flatnonzero(PT[:, L.PT_NEED] == 0).astype(np.int64)
+
+    def _routes(self, pm, part_op, part_node, dmask, nparts) -> np.ndarray:
+        """The route of each part (-1 where it sends nothing); ``pm`` the parts that send:
+        unicast towards one board, a multicast tree per (source, destination set). A method
+        of its own: its temporaries (a board set per sending part) are gone before the large
+        tables are built."""
+        rp, net, W = self.rp, self.rp.net, dmask.shape[1]
+        self.trees: dict[tuple, int] = {}  # (source, remote destinations) -> route (Cluster._trees)
+        part_route = np.full(nparts, -1, np.int64)
+        remote = dmask[part_op[pm]] & ~boards.pack(np.arange(pm.size), part_node[pm], pm.size, W)
+        cnt = boards.count(remote)
+        one = np.flatnonzero(cnt == 1)
+        word = np.argmax(remote[one] != 0, axis=1)
+        part_route[pm[one]] = 64 * word + np.log2(remote[one, word].astype(np.float64)).round().astype(np.int64)
+        many = cnt > 1
+        if many.any():
+            pairs = np.column_stack([part_node[pm[many]].astype(np.uint64), remote[many]])
+            uniq, inv = np.unique(pairs, axis=0, return_inverse=True)
+            route_of = np.empty(len(uniq), np.int64)
+            for i, row in enumerate(uniq.tolist()):
+                s, members = row[0], boards.members(row[1:])
+                tree = multicast_tree(rp.G, rp.routes, s, members)
+                route_of[i] = net.add_tree(tree, members)
+                self.trees[(int(s), tuple(members))] = int(route_of[i])
+            part_route[pm[many]] = route_of[inv.ravel()]
+        return part_route
 
     def block_id(self, kept):
         """The trace's KV block id of what the loop keeps as ``kept`` (a value or an array)."""
