@@ -49,9 +49,7 @@ def summarize(rp) -> dict:
     decode_s = (decode_end - ttft) / 1e12
     c = rp.net.counters()
     d = rp.cluster.directory
-    hist = d.history()
-    totals = hist.owner_bytes + hist.replica_bytes + hist.transient_bytes
-    peak = int(totals.max()) if len(hist) else 0
+    peak, peak_kept, peak_transient = d.peaks()
     final_owner = [m.owner for m in d.memory]
     run_end = max(int(rp.sim.now), 1)
     util = c.busy_ps / run_end
@@ -92,8 +90,8 @@ def summarize(rp) -> dict:
         "final_layout_owner_only": bool(d.owner_only()) and not incomplete,
         "peak_node_kv_bytes": peak,
         # Per node: owner + replica KV (what S_node bounds) and transient copies, at their peaks.
-        "peak_node_owner_replica_bytes": int((hist.owner_bytes + hist.replica_bytes).max()) if len(hist) else 0,
-        "peak_node_transient_bytes": int(hist.transient_bytes.max()) if len(hist) else 0,
+        "peak_node_owner_replica_bytes": peak_kept,
+        "peak_node_transient_bytes": peak_transient,
         "final_node_kv_bytes": [m.total for m in d.memory],
         "owner_only_node_kv_bytes": final_owner,
         "busiest_link": {"src": int(c.src[busiest]), "dst": int(c.dst[busiest]), "utilization": float(util[busiest])},
