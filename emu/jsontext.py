@@ -81,13 +81,15 @@ def parse_json_arrays(raw: bytes, where: str, error: type[Exception], under: str
         end = raw.find(b"]", start)
         if end < 0:
             break
+        inner = raw.rfind(b"[", start + 1, end)
+        if inner >= 0:  # only the last "[" before a "]" can open an array of integers; jumping
+            start = inner  # there keeps the scan linear in the text ("[[[[...]" is hostile input)
+            continue
         if end - start > ARRAY_MIN_BYTES and (values := _int64_array(raw[start + 1:end])) is not None:
             pieces += (raw[pos:start], _PLACEHOLDER + b"%d\"" % len(arrays))
             arrays.append(values)
             pos = end + 1
-            start = raw.find(b"[", pos)
-        else:
-            start = raw.find(b"[", start + 1)
+        start = raw.find(b"[", end + 1)
     if not arrays:
         return parse_json(raw, where, error)
     pieces.append(raw[pos:])
@@ -107,6 +109,9 @@ def parse_json_arrays(raw: bytes, where: str, error: type[Exception], under: str
             return [put_back(v, as_array) for v in x]
         return x
 
-    if not isinstance(doc, dict):
-        return put_back(doc, False)
-    return {k: put_back(v, k == under) for k, v in doc.items()}
+    try:
+        if not isinstance(doc, dict):
+            return put_back(doc, False)
+        return {k: put_back(v, k == under) for k, v in doc.items()}
+    except RecursionError:  # nested deeper than this walk goes: json.loads says what it makes of it
+        return parse_json(raw, where, error)

@@ -131,3 +131,12 @@ def test_a_trace_loads_the_same_by_either_path(tmp_path, monkeypatch):
         assert a.ops[name].dtype == b.ops[name].dtype and np.array_equal(a.ops[name], b.ops[name]), name
     for name in ("dep_ptr", "dep_idx", "src_ptr", "src_idx", "dst_ptr", "dst_idx", "blk_ptr", "blk_idx"):
         assert np.array_equal(getattr(a, name), getattr(b, name)), name
+
+
+@pytest.mark.parametrize("text", [
+    b"[" * 400_000 + b"]",  # each "[" sees the one "]": a scan from each would be quadratic
+    b'{"ops":{"c":' + b"[" * 2000 + b"1" * 5000 + b"]" * 2000 + b"}}",  # deep, with a long integer inside
+    b'{"ops":{"c":' + b"[" * 3000 + b"]" * 3000 + b',"d":[' + b",".join(b"7" for _ in range(3000)) + b"]}}",
+])
+def test_deeply_nested_hostile_text_gets_jsons_answer(text):
+    assert outcome(fast, text) == outcome(slow, text)
