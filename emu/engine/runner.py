@@ -68,6 +68,9 @@ class DirectoryView:
     def peaks(self) -> tuple[int, int, int]:
         return history_peaks(self._hist)
 
+    def history_rows(self) -> np.ndarray:
+        return self._hist
+
 
 def _error_text(t, code, node, kv, state) -> str:
     if code == L.DERR_READ:

@@ -187,6 +187,12 @@ class Directory:
         """The most KV bytes one node held at once: all, owner and replica, transient."""
         return history_peaks(self._history)
 
+    def history_rows(self) -> np.ndarray:
+        """The history as rows of emu.engine.layout.HISTORY's columns (int64)."""
+        from ..engine.layout import HIST_NCOLS
+
+        return np.asarray(self._history, np.int64).reshape(-1, HIST_NCOLS)
+
 
 def history_peaks(rows) -> tuple[int, int, int]:
     """The most KV bytes one node held at once in history ``rows``: all of them (owner,
@@ -213,5 +219,11 @@ def history_frame(rows) -> pd.DataFrame:
 
     cols = list(HISTORY.columns)
     df = pd.DataFrame(np.asarray(rows, np.int64).reshape(-1, len(cols)), columns=cols)
-    df["replica_factor"] = np.where(df.blocks > 0, (df.blocks + df.replicas) / df.blocks.clip(lower=1), 1.0)
+    df["replica_factor"] = replica_factor(df.blocks.to_numpy(), df.replicas.to_numpy())
     return df
+
+
+def replica_factor(blocks: np.ndarray, replicas: np.ndarray) -> np.ndarray:
+    """Copies per owned block, from the history's block and live replica counts: 1.0 where
+    the layout is owner-only or no block has an owner yet."""
+    return np.where(blocks > 0, (blocks + replicas) / np.maximum(blocks, 1), 1.0)

@@ -24,7 +24,10 @@ import pandas as pd
 
 from .. import __version__
 from ..outputs import OutputFolder
+from ..engine.layout import (HIST_BLOCKS, HIST_NODE, HIST_OWNER_BYTES, HIST_REPLICA_BYTES, HIST_REPLICAS,
+                             HIST_T_PS, HIST_TRANSIENT_BYTES)
 from ..net.kernel import LINKS
+from ..nic.directory import replica_factor
 from ..net.deadlock import describe
 from ..topology import dependencies, multicast_tree, to_json
 from ..workload.enums import Kind
@@ -147,7 +150,32 @@ def buffer_warning(s: dict) -> str | None:
             f"(--set hw.flow_control=drop)")
 
 
+def ops_table(rp):
+    """ops.parquet's table (pyarrow): ``ops_frame``'s columns and each op's dependency list.
+    The list column is made from the trace's CSR (offsets and values), not from an array
+    object per op (2M at 64 boards, 7M at 128: 0.3 GB and more); the file is the one pandas
+    writes for a column of such arrays, its pandas metadata included, so readers get the
+    same frame."""
+    import pyarrow as pa
+
+    tr = rp.trace
+    table = pa.Table.from_pandas(_op_columns(rp), preserve_index=False)
+    deps = pa.ListArray.from_arrays(pa.array(tr.dep_ptr.astype(np.int32)), pa.array(tr.dep_idx.astype(np.int64)))
+    table = table.append_column("deps", deps)
+    # the column's entry in the pandas metadata, as pandas makes it for arrays of int64
+    like = pa.Table.from_pandas(pd.DataFrame({"deps": [np.zeros(0, np.int64)]}), preserve_index=False)
+    meta = json.loads(table.schema.metadata[b"pandas"])
+    meta["columns"].append(json.loads(like.schema.metadata[b"pandas"])["columns"][0])
+    return table.replace_schema_metadata({**table.schema.metadata, b"pandas": json.dumps(meta).encode()})
+
+
 def ops_frame(rp) -> pd.DataFrame:
+    """ops.parquet as a DataFrame (Result.ops of a replay kept in memory): the file's own table."""
+    return ops_table(rp).to_pandas()
+
+
+def _op_columns(rp) -> pd.DataFrame:
+    """One row per op: what it is, where, and when it ran (``ops_table`` adds its dependencies)."""
     ops, tr = rp.trace.ops, rp.trace
     has_src = np.diff(tr.src_ptr) > 0
     first_src = np.full(tr.n_ops, -1, np.int64)
@@ -164,16 +192,17 @@ def ops_frame(rp) -> pd.DataFrame:
         "bytes": ops["bytes"],
         "start_s": np.where(rp.start >= 0, rp.start / 1e12, np.nan),
         "end_s": np.where(rp.end >= 0, rp.end / 1e12, np.nan),
-        # The ops each op waited for (the trace's dependency lists).
-        "deps": np.split(tr.dep_idx.astype(np.int64), tr.dep_ptr[1:-1]),
     })
 
 
 def nodes_frame(rp) -> pd.DataFrame:
-    h = rp.cluster.directory.history()
+    """nodes.parquet: one row per change of a node's KV memory, made from the history's rows
+    (a DataFrame of the whole history first was a second copy: 0.7 GB at 128 boards)."""
+    h = rp.cluster.directory.history_rows()
     return pd.DataFrame({
-        "t_s": h.t_ps / 1e12, "node": h.node, "owner_bytes": h.owner_bytes, "replica_bytes": h.replica_bytes,
-        "transient_bytes": h.transient_bytes, "replica_factor": h.replica_factor,
+        "t_s": h[:, HIST_T_PS] / 1e12, "node": h[:, HIST_NODE], "owner_bytes": h[:, HIST_OWNER_BYTES],
+        "replica_bytes": h[:, HIST_REPLICA_BYTES], "transient_bytes": h[:, HIST_TRANSIENT_BYTES],
+        "replica_factor": replica_factor(h[:, HIST_BLOCKS], h[:, HIST_REPLICAS]),
     })
 
 
@@ -209,7 +238,9 @@ def write_files(rp, summary: dict, folder: str | os.PathLike) -> Path:
     """Write the results files into ``folder`` (a staging folder: see ``emu.outputs``)."""
     tmp = Path(folder)
     (tmp / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    ops_frame(rp).to_parquet(tmp / "ops.parquet", index=False)
+    import pyarrow.parquet as pq
+
+    pq.write_table(ops_table(rp), tmp / "ops.parquet", compression="snappy")  # as DataFrame.to_parquet
     links_frame(rp).to_parquet(tmp / "links.parquet", index=False)
     nodes_frame(rp).to_parquet(tmp / "nodes.parquet", index=False)
     deliveries_frame(rp).to_parquet(tmp / "deliveries.parquet", index=False)
