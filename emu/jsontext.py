@@ -68,12 +68,16 @@ def _int64_array(body: bytes) -> np.ndarray | None:
     return values if text == len(body) else None
 
 
-def parse_json_arrays(raw: bytes, where: str, error: type[Exception], under: str):
-    """As parse_json, but every long array of integers inside the top-level object's ``under``
-    member comes back as an int64 numpy array instead of a list (the same values): a trace's
-    op columns hold tens of millions of integers, which as Python ints would cost about 40
-    bytes each and most of the load time. Long integer arrays elsewhere stay lists. Text that
-    the fast path does not read exactly as json.loads would is left to json.loads."""
+def parse_json_arrays(raw: bytes, where: str, error: type[Exception], under: str, columns,
+                      fields=("values", "runs")):
+    """As parse_json, but a long array of integers that is one of ``columns`` of the top-level
+    object's ``under`` member, or one of ``fields`` of such a column's object, comes back as
+    an int64 numpy array instead of a list (the same values): a trace's op columns
+    (``ops.kind``, or ``ops.kind.values`` and ``.runs`` of an encoded one) hold tens of
+    millions of integers, which as Python ints would cost about 40 bytes each and most of the
+    load time. Anywhere else a long integer array stays a list, so whatever a checker says of
+    a value in an unexpected place is what it says of json's. Text that the fast path does not
+    read exactly as json.loads would is left to json.loads."""
     if _PLACEHOLDER in raw:
         return parse_json(raw, where, error)
     pieces, arrays, pos, start = [], [], 0, raw.find(b"[")
@@ -99,19 +103,25 @@ def parse_json_arrays(raw: bytes, where: str, error: type[Exception], under: str
         return parse_json(raw, where, error)
     prefix = _PLACEHOLDER[1:].decode()
 
-    def put_back(x, as_array: bool):
+    def restore(x, as_array: bool = False):
         if isinstance(x, str) and x.startswith(prefix):
             values = arrays[int(x[len(prefix):])]
             return values if as_array else values.tolist()
         if isinstance(x, dict):
-            return {k: put_back(v, as_array) for k, v in x.items()}
+            return {k: restore(v) for k, v in x.items()}
         if isinstance(x, list):
-            return [put_back(v, as_array) for v in x]
+            return [restore(v) for v in x]
         return x
+
+    def column(x):
+        if isinstance(x, dict):
+            return {k: restore(v, k in fields) for k, v in x.items()}
+        return restore(x, True)
 
     try:
         if not isinstance(doc, dict):
-            return put_back(doc, False)
-        return {k: put_back(v, k == under) for k, v in doc.items()}
+            return restore(doc)
+        return {k: {c: column(x) if c in columns else restore(x) for c, x in v.items()}
+                if k == under and isinstance(v, dict) else restore(v) for k, v in doc.items()}
     except RecursionError:  # nested deeper than this walk goes: json.loads says what it makes of it
         return parse_json(raw, where, error)

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from emu import jsontext
 from emu.errors import TraceError
 from emu.jsontext import parse_json, parse_json_arrays
-from emu.workload.trace import dumps, load_trace
+from emu.workload.trace import _read_json, dumps, load_trace
 
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 I64 = np.iinfo(np.int64)
@@ -49,7 +49,7 @@ def outcome(parse, raw: bytes):
 
 
 def fast(raw):
-    return parse_json_arrays(raw, "t.json", TraceError, under="ops")
+    return parse_json_arrays(raw, "t.json", TraceError, under="ops", columns={"c", "c0", "c1", "c2", "c3", "d"})
 
 
 def slow(raw):
@@ -59,11 +59,11 @@ def slow(raw):
 @FUZZ
 @given(meta=int_lists, cols=st.lists(int_lists, min_size=1, max_size=4), nested=int_lists)
 def test_integer_arrays_under_the_member_come_back_as_int64_arrays_with_the_same_values(every_array, meta, cols, nested):
-    doc = {"meta": {"a": meta}, "ops": {**{f"c{i}": c for i, c in enumerate(cols)}, "d": {"values": nested}}}
+    doc = {"meta": {"c0": meta}, "ops": {**{f"c{i}": c for i, c in enumerate(cols)}, "d": {"values": nested}}}
     raw = json.dumps(doc, separators=(",", ":")).encode()
     got = fast(raw)
     assert plain(got) == doc
-    assert isinstance(got["meta"]["a"], list)  # outside "ops": lists, as json gives them
+    assert isinstance(got["meta"]["c0"], list)  # outside "ops", even where named as a column: a list
     for i, c in enumerate(cols):
         fits = bool(c) and all(I64.min < v < I64.max for v in c)
         # in int64 range (its two ends excepted, which numpy would also give for clipped text): an array
@@ -120,7 +120,7 @@ def test_a_trace_loads_the_same_by_either_path(tmp_path, monkeypatch):
     path = tmp_path / "t.json"
     path.write_bytes(dumps(tr))
     monkeypatch.setattr(jsontext, "ARRAY_MIN_BYTES", 0)
-    fast_doc = fast(path.read_bytes())
+    fast_doc = _read_json(str(path))  # the trace reader's own call: its columns
     assert any(isinstance(v, np.ndarray) or isinstance(v, dict) and any(isinstance(x, np.ndarray) for x in v.values())
                for v in fast_doc["ops"].values())
     a = load_trace(path)
@@ -140,3 +140,27 @@ def test_a_trace_loads_the_same_by_either_path(tmp_path, monkeypatch):
 ])
 def test_deeply_nested_hostile_text_gets_jsons_answer(text):
     assert outcome(fast, text) == outcome(slow, text)
+
+
+def test_only_a_column_or_a_columns_values_and_runs_become_arrays(every_array):
+    """ops.n, a codec name, an unknown member or a field other than values and runs stay lists,
+    as json.loads gives them: what a checker says of a value out of place is unchanged."""
+    raw = (b'{"ops":{"n":[1,2],"c":{"codec":[3,4],"values":[5,6],"runs":[1,1]},"other":[7,8],'
+           b'"d":[[9,10]]},"meta":{"c":[11]}}')
+    got = fast(raw)
+    for value, want in ((got["ops"]["n"], [1, 2]), (got["ops"]["c"]["codec"], [3, 4]), (got["ops"]["other"], [7, 8])):
+        assert isinstance(value, list) and value == want
+    assert got["ops"]["d"] == [[9, 10]] and isinstance(got["meta"]["c"], list) and got["meta"]["c"] == [11]
+    assert isinstance(got["ops"]["c"]["values"], np.ndarray) and isinstance(got["ops"]["c"]["runs"], np.ndarray)
+
+
+def test_a_trace_whose_n_is_a_long_array_gets_jsons_error(tmp_path, monkeypatch):
+    monkeypatch.setattr(jsontext, "ARRAY_MIN_BYTES", 0)
+    path = tmp_path / "t.json"
+    path.write_text('{"meta":{},"schedule":{},"ops":{"n":[' + ",".join(["1"] * 50) + '],"kind":{"codec":[1,2],"values":[1]}}}')
+    with pytest.raises(TraceError) as fast_err:
+        load_trace(path)
+    monkeypatch.setattr(jsontext, "ARRAY_MIN_BYTES", 1 << 40)
+    with pytest.raises(TraceError) as slow_err:
+        load_trace(path)
+    assert str(fast_err.value) == str(slow_err.value) and "\n" not in str(fast_err.value)

@@ -110,6 +110,9 @@ def _column_names() -> list[str]:
     return list(SCALAR_COLUMNS) + [f"{c}_{p}" for c in CSR_COLUMNS for p in ("ptr", "idx")]
 
 
+_COLUMN_NAMES = frozenset(_column_names())
+
+
 def dumps(trace: Trace) -> bytes:
     """Deterministic JSON text: meta and schedule first, then one op column per line."""
     dump = lambda x: json.dumps(x, separators=(",", ":"), sort_keys=True, allow_nan=False)  # noqa: E731
@@ -155,7 +158,7 @@ def _read_json(path: str):
             raise TraceError(f"{path}: corrupt gzip data: {exc}") from None
     if len(raw) > MAX_TEXT_BYTES:
         raise TraceError(f"{path}: more than {MAX_TEXT_BYTES >> 20} MiB of JSON text; not a trace this emu loads")
-    return parse_json_arrays(raw, path, TraceError, under="ops")
+    return parse_json_arrays(raw, path, TraceError, under="ops", columns=_COLUMN_NAMES)
 
 
 def load_trace(path: str | os.PathLike) -> Trace:
