@@ -31,7 +31,7 @@ def parse_json(raw: str | bytes, where: str, error: type[Exception]):
 
 # A JSON array of integers at least this long (in text) is parsed by numpy, not json.loads.
 ARRAY_MIN_BYTES = 4096
-_DIGITS_AND_SIGN = b"0123456789-"
+_INT_TEXT = b"0123456789-,"  # the bytes of an array of integers between its brackets
 _INT64 = np.iinfo(np.int64)
 _POW10 = np.array([10**k for k in range(1, 20)], np.uint64)
 _STEP = 1 << 20
@@ -42,16 +42,18 @@ def _int64_array(body: bytes) -> np.ndarray | None:
     """The integers of ``body`` (an array's text between its brackets) as int64, if it is the
     canonical JSON text of int64 values (no spaces, no leading zeros, no "-0"); None otherwise,
     so that json.loads reads it and reports what is wrong exactly as for any other text."""
-    if not body or body.translate(None, _DIGITS_AND_SIGN + b",") or body[0] == 44 or body[-1] == 44:
+    if not body or body.translate(None, _INT_TEXT) or body[0] == 44 or body[-1] == 44:
         return None
     # a sign only where a value starts, and a digit after it: numpy would read a lone "-" as 0
     if body.count(b"-") != body.count(b",-") + (body[0] == 45) or b"-," in body or body[-1] == 45:
         return None
+    # Where numpy stops early, older releases (the project allows numpy 1.26) warn and return
+    # what they read, which the count below refuses; newer ones raise.
     try:
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # where numpy only warns that it stopped early, the count says so
+            warnings.simplefilter("ignore")
             values = np.fromstring(body, dtype=np.int64, sep=",")
-    except ValueError:  # numpy 2.4 raises where it stops early
+    except ValueError:
         return None
     if values.size != body.count(b",") + 1:
         return None

@@ -261,3 +261,17 @@ def test_an_into_filter_keeps_what_one_board_receives(traces, tmp_path):
     assert len(rx) and (rx == 1).all() and (src != 1).all()
     rx, src = receivers("node=1")
     assert (rx != 1).any() and (src == 1).any()
+
+
+def test_ops_parquet_is_the_file_pandas_writes_for_an_array_per_op(traces, tmp_path):
+    """ops.parquet's deps column is built from the trace's CSR, not an array object per op; the
+    file is byte for byte the one DataFrame.to_parquet writes for those arrays (its pandas
+    metadata included), so every reader gets what it got before."""
+    import emu
+    from emu.replay.summary import _op_columns
+
+    r = emu.replay(str(traces["mars"]), out=tmp_path / "run")
+    tr, rp = r.engine.trace, r.engine
+    by_pandas = _op_columns(rp).assign(deps=np.split(tr.dep_idx.astype(np.int64), tr.dep_ptr[1:-1]))
+    by_pandas.to_parquet(tmp_path / "pandas.parquet", index=False)
+    assert (tmp_path / "run" / "ops.parquet").read_bytes() == (tmp_path / "pandas.parquet").read_bytes()

@@ -20,7 +20,7 @@ import numpy as np
 from ..codec import Op
 from ..net import kernel as K
 from ..nic.config import CONTROL_OPS
-from ..nic.directory import NodeMemory, State, history_frame, history_peaks
+from ..nic.directory import NodeMemory, State, history_frame
 from . import boards
 from . import layout as L
 from ..errors import ConfigError
@@ -64,9 +64,6 @@ class DirectoryView:
 
     def history(self) -> pd.DataFrame:
         return history_frame(self._hist)
-
-    def peaks(self) -> tuple[int, int, int]:
-        return history_peaks(self._hist)
 
     def history_rows(self) -> np.ndarray:
         return self._hist

@@ -183,10 +183,6 @@ class Directory:
         """Per node, each change: owner, replica and transient bytes; and the replica factor then."""
         return history_frame(self._history)
 
-    def peaks(self) -> tuple[int, int, int]:
-        """The most KV bytes one node held at once: all, owner and replica, transient."""
-        return history_peaks(self._history)
-
     def history_rows(self) -> np.ndarray:
         """The history as rows of emu.engine.layout.HISTORY's columns (int64)."""
         from ..engine.layout import HIST_NCOLS
@@ -194,14 +190,14 @@ class Directory:
         return np.asarray(self._history, np.int64).reshape(-1, HIST_NCOLS)
 
 
-def history_peaks(rows) -> tuple[int, int, int]:
-    """The most KV bytes one node held at once in history ``rows``: all of them (owner,
-    replica and transient), owner and replica, and transient (0s: no change). The summary's
-    figures, read from the rows without a table of them: at 128 boards the history has 13M
-    rows, and a DataFrame of it was the replay's peak memory."""
-    from ..engine.layout import HIST_NCOLS, HIST_OWNER_BYTES, HIST_REPLICA_BYTES, HIST_TRANSIENT_BYTES
+def history_peaks(rows: np.ndarray) -> tuple[int, int, int]:
+    """The most KV bytes one node held at once in history ``rows`` (a directory's
+    ``history_rows()``): all of them (owner, replica and transient), owner and replica, and
+    transient (0s: no change). The summary's figures, read from the rows without a table of
+    them: at 128 boards the history has 13M rows, and a DataFrame of it was the replay's peak
+    memory."""
+    from ..engine.layout import HIST_OWNER_BYTES, HIST_REPLICA_BYTES, HIST_TRANSIENT_BYTES
 
-    rows = np.asarray(rows, np.int64).reshape(-1, HIST_NCOLS)
     if not len(rows):
         return 0, 0, 0
     kept = rows[:, HIST_OWNER_BYTES] + rows[:, HIST_REPLICA_BYTES]

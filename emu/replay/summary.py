@@ -27,7 +27,7 @@ from ..outputs import OutputFolder
 from ..engine.layout import (HIST_BLOCKS, HIST_NODE, HIST_OWNER_BYTES, HIST_REPLICA_BYTES, HIST_REPLICAS,
                              HIST_T_PS, HIST_TRANSIENT_BYTES)
 from ..net.kernel import LINKS
-from ..nic.directory import replica_factor
+from ..nic.directory import history_peaks, replica_factor
 from ..net.deadlock import describe
 from ..topology import dependencies, multicast_tree, to_json
 from ..workload.enums import Kind
@@ -52,7 +52,7 @@ def summarize(rp) -> dict:
     decode_s = (decode_end - ttft) / 1e12
     c = rp.net.counters()
     d = rp.cluster.directory
-    peak, peak_kept, peak_transient = d.peaks()
+    peak, peak_kept, peak_transient = history_peaks(d.history_rows())
     final_owner = [m.owner for m in d.memory]
     run_end = max(int(rp.sim.now), 1)
     util = c.busy_ps / run_end

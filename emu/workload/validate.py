@@ -289,8 +289,8 @@ def validate(trace, path: str) -> None:
     # ops listed in an order that runs (each after all it depends on) are acyclic; only
     # otherwise is the graph searched. The test is per op, not per edge: 32M edges at 128
     # boards, where a row number per edge cost 256 MB.
-    starts = trace.dep_ptr[:-1][np.diff(trace.dep_ptr) > 0]
-    if dep.size and not (np.maximum.reduceat(dep, starts) < np.flatnonzero(np.diff(trace.dep_ptr) > 0)).all():
+    with_deps = np.flatnonzero(np.diff(trace.dep_ptr) > 0)
+    if dep.size and not (np.maximum.reduceat(dep, trace.dep_ptr[with_deps]) < with_deps).all():
         _check_acyclic(path, n, _rows(trace.dep_ptr), dep)
 
 
