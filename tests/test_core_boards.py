@@ -34,3 +34,22 @@ def test_compiled_sets_and_python_read_the_same_boards(members):
     np.testing.assert_array_equal(packed.view(np.int64)[0], M[1, 1:1 + w])
     assert B.count(packed).tolist() == [len(members)]
     assert M[0].tolist() == [0] * (1 + 3 * w)  # no other row touched
+
+
+@njit
+def _lowest_all(x):
+    out = np.empty(64, np.int64)
+    n = 0
+    while x != 0:
+        out[n] = B.lowest(x)
+        n += 1
+        x &= x - 1
+    return out[:n]
+
+
+@pytest.mark.parametrize("bits", [[0], [1], [31], [32], [33], [62], [63], [0, 63], [5, 17, 40, 63],
+                                  list(range(64)), list(range(0, 64, 3))])
+def test_lowest_names_each_set_bit_in_ascending_order(bits):
+    # The word's bits as the compiled replay walks a destination set: bit 63 is the sign bit.
+    x = np.array([sum(1 << b for b in bits)], np.uint64).view(np.int64)[0]
+    assert _lowest_all(np.int64(x)).tolist() == sorted(bits)

@@ -195,10 +195,16 @@ def net_send(s, tr, mid, src, nfrags, full, last, route, prio):
     nmd = md_rows(s, nd)
     MD = s.MD
     j = nmd
-    for d in range(RS[RS_NODES]):  # destinations in ascending order, as Cluster hands them over
-        if d != src and boards.has(TR, tr, TR_DMASK, d):
-            MD[j, K.D_NODE] = d
+    # Destinations in ascending order, as Cluster hands them over: the set's bits in turn
+    # (a cost per destination, not per board of the cluster).
+    for i in range(RS[RS_MASKW]):
+        x = TR[tr, TR_DMASK + i]
+        if i == src >> 6:
+            x &= ~(1 << (src & 63))
+        while x != 0:
+            MD[j, K.D_NODE] = 64 * i + boards.lowest(x)
             j += 1
+            x &= x - 1
     TR[tr, TR_LEFT] += nd  # an UP_DONE from each
     flags = K.MF_TRACK | K.MF_GAP_UPCALL if RS[RS_RELIABLE] else 0
     RS[RS_NBITS] += K.open_message(s, mid, src, nfrags, full, last, flags, nmd, nd, RS[RS_NBITS])

@@ -90,16 +90,19 @@ def _csr(keys: np.ndarray, values: np.ndarray, n: int) -> tuple[np.ndarray, np.n
     return ptr, values[order]
 
 
-def _signal_groups(sig: list, n):
+def _signal_groups(sig: list, n, boards):
     """The signal groups of the releases that cross boards: one group per (event op x, node b),
     laid out in IDX as [b, count, parts...] (parts in wiring order), the groups of an op
-    together in ascending b. ``per_group``: signals each group receives (1 for a compute op,
-    its destination count for a communication op). Returns (per-op pointers into the flat
-    list, the flat list, how many signals the run sends). ``sig`` is the list [x, b, p,
-    per_group], emptied here: the arrays are freed as their sorted copies replace them."""
+    together in ascending b (every b < ``boards``). ``per_group``: signals each group receives
+    (1 for a compute op, its destination count for a communication op). Returns (per-op
+    pointers into the flat list, the flat list, how many signals the run sends). ``sig`` is
+    the list [x, b, p, per_group], emptied here: the arrays are freed as their sorted copies
+    replace them."""
     x, b, p, per_group = sig
     sig.clear()
-    order = np.lexsort((b, x))  # stable: parts keep their wiring order within a group
+    # By (x, b), stable: parts keep their wiring order within a group (one key sorts faster
+    # than numpy's lexsort over two).
+    order = np.argsort(x * boards + b, kind="stable")
     x, b, p, per_group = x[order], b[order], p[order], per_group[order]
     new = np.r_[True, (x[1:] != x[:-1]) | (b[1:] != b[:-1])] if x.size else np.zeros(0, bool)
     heads = np.flatnonzero(new)
@@ -135,29 +138,40 @@ class _Wiring:
     def add(self, y_of_dep, x_of_dep, reads_dep):
         N, node, is_comm = self.N, self.node, self.is_comm
         reps = self.npart[y_of_dep]
-        e_dep = np.repeat(np.arange(x_of_dep.size), reps)
-        first = np.repeat(np.cumsum(reps) - reps, reps)
-        y = y_of_dep[e_dep]
-        x = x_of_dep[e_dep]
-        p = self.part_ptr[y] + (np.arange(e_dep.size) - first)
-        del first
+        if (reps == 1).all():  # one part per dependent op (most slices): an edge per dependency
+            y, x, p, reads = y_of_dep, x_of_dep, self.part_ptr[y_of_dep], reads_dep
+        else:
+            e_dep = np.repeat(np.arange(x_of_dep.size), reps)
+            first = np.repeat(np.cumsum(reps) - reps, reps)
+            y = y_of_dep[e_dep]
+            x = x_of_dep[e_dep]
+            p = self.part_ptr[y] + (np.arange(e_dep.size) - first)
+            reads = reads_dep[e_dep]
+            del first, e_dep
         at = self.part_node[p]
         xc = is_comm[x]
-        slot = np.where(xc, _member(self.dkeys, x * N + at), -1)
+        nx = node[x]
+        # The two lookups (binary searches into keys of every op) only where their answer counts.
+        slot = np.full(x.size, -1, np.int64)
+        k = np.flatnonzero(xc)
+        slot[k] = _member(self.dkeys, x[k] * N + at[k])
         to_at = slot >= 0
         # A compute op on another source gates only that source's part.
-        gates_other = ~xc & is_comm[y] & (_member(self.skeys, y * N + node[x]) >= 0) & (node[x] != at)
+        gates_other = ~xc & is_comm[y] & (nx != at)
+        k = np.flatnonzero(gates_other)
+        gates_other[k] = _member(self.skeys, y[k] * N + nx[k]) >= 0
+        del k
         # No release crosses boards for free (docs/nic.md, "Signals"): a compute op's waiters on
         # other boards hear of it by a signal from its node; waiters of a communication op's
         # "delivered everywhere" (never one of its destinations) by a signal from each destination.
         nd_x = self.ndst[x]
-        to_sig = (xc & ~to_at & (nd_x > 0)) | (~xc & ~gates_other & (node[x] != at))
-        to_done = (xc & ~to_at & (nd_x == 0)) | (~xc & ~gates_other & (node[x] == at))
+        to_sig = (xc & ~to_at & (nd_x > 0)) | (~xc & ~gates_other & (nx != at))
+        to_done = (xc & ~to_at & (nd_x == 0)) | (~xc & ~gates_other & (nx == at))
         if self.free_signals:  # the idealisation (hw.signals=free): released at once, no frame
             to_done |= to_sig
             to_sig[:] = False
         self._at.append((slot[to_at], p[to_at]))
-        self._read.append(slot[to_at & reads_dep[e_dep]])
+        self._read.append(slot[to_at & reads])
         self._done.append((x[to_done], p[to_done]))
         # per signal-released edge: x, the board it waits at, its part, the signals it counts
         self._sig.append((x[to_sig], at[to_sig], p[to_sig], np.where(xc, nd_x, 1)[to_sig]))
@@ -248,7 +262,7 @@ class Tables:
         del y_of_dep
         sig = w.signals()
         need, readers = w.need(nparts, sig[2], sig[3]), w.readers(nslots)
-        sig_ptr, sig_idx, n_signals = _signal_groups(sig, n)  # empties sig
+        sig_ptr, sig_idx, n_signals = _signal_groups(sig, n, N)  # empties sig
         done_ptr, done_idx = _csr(*w.done(), n)
         at_ptr, at_idx = _csr(*w.at(), nslots)
         del w, ndst, drow, dorder, dkeys, srow, skeys, kv_msg  # what the wiring needed (7M ops: 50 MB each)
