@@ -2,10 +2,11 @@
 
 A heap is rows ``lo .. lo + n - 1`` of a 2-D int64 table, ordered by the row's first two
 columns, (time, key) compared in that order; any further columns are the entry's payload
-and move with it. The frame kernel's event heap (emu.net.kernel: rows time, link key),
-the replay's event heap (emu.engine.events: time, sequence number, kind, a, b) and the
-compute engines' ready queues (emu.engine.compute: op id, 0, one heap per node in its
-segment of one table) are such heaps; their keys are unique, so their order is total.
+and move with it. The replay's event heap (emu.engine.events: time, sequence number, kind,
+a, b), the compute engines' ready queues (emu.engine.compute: op id, 0, one heap per node in
+its segment of one table) and the far entries of the frame kernel's event queue
+(emu.net.kernel: rows time, link key, behind its calendar) are such heaps; their keys are
+unique, so their order is total.
 
 An entry in motion is a tuple of int64 of the row's width (what the caller holds: a new
 entry, or the last row of a heap being popped; a link id from a forwarding row is int32,
@@ -13,8 +14,7 @@ so callers make each value int64). Both sifts move it with a hole: rows move
 into the hole one by one and the entry is written once, where it stops. The sift down
 picks the smaller child without a branch (which child is smaller is data: a branch
 would mispredict half the time), and a caller can put a new entry into the root's
-place instead of popping the root and pushing (the kernel does, with the event being
-processed at the root: one sift instead of two).
+place instead of popping the root and pushing (one sift instead of two).
 """
 
 from __future__ import annotations

@@ -83,7 +83,7 @@ def stream_room(s):
     SP, SFREE, HP may be replaced: read them from ``s`` after)."""
     if s.SC[K.SC_SFREE] == 0:
         more_streams(s)
-    if s.SC[K.SC_HEAP] + s.RS[RS_MARGIN] > s.HP.shape[0]:
+    if K.HEAP_LO + s.SC[K.SC_HEAP] + s.RS[RS_MARGIN] > s.HP.shape[0]:
         more_heap(s)
 
 

@@ -398,8 +398,10 @@ class Tables:
         net.SP = np.zeros((sp_cap, K.S_NCOLS), np.int64)
         net.SFREE = np.arange(sp_cap - 1, -1, -1, dtype=np.int64)
         net.SC[K.SC_SFREE] = sp_cap
-        if net.HP.shape[0] < 4 * margin:
-            net.HP = np.zeros((4 * margin, 2), np.int64)
+        if net.HP.shape[0] < K.HEAP_LO + 4 * margin:  # the event queue's calendar rows, then its heap's
+            HP = np.zeros((K.HEAP_LO + 4 * margin, 2), np.int64)
+            HP[: net.HP.shape[0]] = net.HP
+            net.HP = HP
         if net.UP.shape[0] < 2 * margin:
             net.UP = np.zeros((2 * margin, K.U_NCOLS), np.int64)
         if net.SC[K.SC_LOGGING] and net.LG.shape[0] < 2 * margin:

@@ -48,7 +48,7 @@ from .tables import Table
 
 # ---- scalar slots (SC) -------------------------------------------------------
 SC_NOW = 0        # time of the last processed event
-SC_HEAP = 1       # heap size
+SC_HEAP = 1       # events pending (the event queue's entries, row 0 included)
 SC_FREE = 2       # frame pool: number of free entries on the stack
 SC_UP = 3         # upcalls written
 SC_LOG = 4        # transmission records written
@@ -72,11 +72,13 @@ SC_BIN_LO = 21       # memo of the last bin looked up in LB: its start, ps ...
 SC_BIN_IDX = 22      # ... and its index (a frame's times are almost always in the current bin: no division)
 SC_DEFERRED = 23     # train entries whose frames are delivered as one at the far end (pending now)
 SC_NDEFER = 24       # trains delivered as one at their destination (docs/engine.md, "Trains")
-SC_HOLE = 25         # 1: the heap's root is the event being processed: the first push takes its place
+SC_QCUR = 25         # event queue: the calendar's first bucket (absolute number: time >> Q_SHIFT)
 SC_BIN_CAP = 26      # most bins LB may hold (0: no limit): past it the bins widen (coarsen_bins)
 SC_CREDIT = 27       # 1: hop-by-hop credit flow control (docs/engine.md, "Port buffers and flow control")
 SC_CTOKENS = 28      # credit returns on their way (rows of the frame pool that are not frames)
-SC_SIZE = 29
+SC_QCAL = 29         # event queue: entries in the calendar
+SC_QHEAP = 30        # event queue: entries in the binary heap behind it
+SC_SIZE = 31
 
 ARB_RR = 0        # round robin per frame between the local and the transit queue
 ARB_TRANSIT = 1   # transit first
@@ -361,17 +363,133 @@ def _rand(LR, link, which):
     return (z >> np.uint64(11)) * (1.0 / 9007199254740992.0)
 
 
+# ---- the event queue (HP, int64 rows of (time, key)) --------------------------------------
+# Row 0 holds the earliest pending entry: the next event, what the loop and Python read. The
+# others wait in a calendar of near entries, Q_BUCKETS buckets of 2**Q_SHIFT ps (65.5 ns) from
+# the bucket of the entry last moved to row 0 (SC_QCUR), each bucket a small binary heap of its
+# own (emu.heap), or, where the calendar cannot take one (past its window, in a full bucket,
+# before its first bucket), in a binary heap after it (rows HEAP_LO..). One binary heap of every
+# entry costs a level for each doubling of the entries pending (about one a busy link: 29 on 16
+# boards, 256 on 64 in MARS 16K); here the bucket is found from the time itself, and a bucket's
+# heap holds what falls in the same 65.5 ns: one or two entries, or the ports of a cluster that
+# run in step (benchmarks/event_queue.py). The order is the same total order, (time, key),
+# keys unique, so which structure holds an entry changes nothing but the cost.
+Q_SHIFT = 16
+Q_BUCKETS = 1024           # a power of two: bucket b is row block b % Q_BUCKETS
+Q_CAP = 32                 # entries a bucket holds; more go to the heap behind the calendar
+Q_BITS = 1                 # which buckets hold entries: bit b % 64 of word b // 64, two words a row
+Q_COUNT = Q_BITS + Q_BUCKETS // 128  # the buckets' sizes: bucket b's at row Q_COUNT + b // 2, column b % 2
+Q_SLOTS = Q_COUNT + Q_BUCKETS // 2  # bucket b's heap: rows Q_SLOTS + b * Q_CAP ...
+HEAP_LO = Q_SLOTS + Q_BUCKETS * Q_CAP  # the heap behind the calendar: its first row
+
+
+@_inline
+def _lowest_bit(x):
+    """The index of the lowest set bit of the nonzero word ``x``."""
+    b = x & -x
+    n = 0
+    if b & 0xFFFFFFFF == 0:
+        n += 32
+        b >>= 32
+    if b & 0xFFFF == 0:
+        n += 16
+        b >>= 16
+    if b & 0xFF == 0:
+        n += 8
+        b >>= 8
+    if b & 0xF == 0:
+        n += 4
+        b >>= 4
+    if b & 0x3 == 0:
+        n += 2
+        b >>= 2
+    if b & 0x1 == 0:
+        n += 1
+    return n
+
+
+@_inline
+def _q_put(HP, SC, t, key):
+    """Entry (t, key), not the earliest, into the calendar or, where it cannot take it, the heap."""
+    b = t >> Q_SHIFT
+    d = b - SC[SC_QCUR]
+    if d >= 0 and d < Q_BUCKETS:
+        i = b & (Q_BUCKETS - 1)
+        c = HP[Q_COUNT + (i >> 1), i & 1]
+        if c < Q_CAP:
+            HP[Q_COUNT + (i >> 1), i & 1] = c + 1
+            if c == 0:
+                HP[Q_BITS + (i >> 7), (i >> 6) & 1] |= np.int64(1) << (i & 63)
+            SC[SC_QCAL] += 1
+            heap.sift_up(HP, Q_SLOTS + i * Q_CAP, c, (t, key))
+            return
+    n = SC[SC_QHEAP]
+    SC[SC_QHEAP] = n + 1
+    heap.sift_up(HP, HEAP_LO, n, (t, key))
+
+
+@_inline
+def _q_next(HP, SC):
+    """Row 0 takes the earliest entry of the calendar and the heap (at least one holds one)."""
+    lo = -1  # the calendar's earliest: the top of its first bucket with entries
+    c = 0
+    if SC[SC_QCAL] > 0:
+        # Every entry of the calendar is in one of the Q_BUCKETS buckets from SC_QCUR on: the
+        # first with entries, from the bitmap a word (64 buckets) at a time.
+        i = SC[SC_QCUR] & (Q_BUCKETS - 1)
+        c = HP[Q_COUNT + (i >> 1), i & 1]
+        if c == 0:
+            w = i >> 6
+            x = HP[Q_BITS + (w >> 1), w & 1] & (np.int64(-1) << (i & 63))
+            while x == 0:
+                w = (w + 1) & (Q_BUCKETS // 64 - 1)
+                x = HP[Q_BITS + (w >> 1), w & 1]
+            i = 64 * w + _lowest_bit(x)
+            c = HP[Q_COUNT + (i >> 1), i & 1]
+        lo = Q_SLOTS + i * Q_CAP
+    n = SC[SC_QHEAP]
+    if n > 0 and (lo < 0 or HP[HEAP_LO, 0] < HP[lo, 0] or (HP[HEAP_LO, 0] == HP[lo, 0] and HP[HEAP_LO, 1] < HP[lo, 1])):
+        lo = HEAP_LO
+        c = n
+        SC[SC_QHEAP] = n - 1
+    else:
+        i = (HP[lo, 0] >> Q_SHIFT) & (Q_BUCKETS - 1)
+        HP[Q_COUNT + (i >> 1), i & 1] = c - 1
+        if c == 1:
+            HP[Q_BITS + (i >> 7), (i >> 6) & 1] &= ~(np.int64(1) << (i & 63))
+        SC[SC_QCAL] -= 1
+    HP[0, 0] = HP[lo, 0]
+    HP[0, 1] = HP[lo, 1]
+    heap.sift_down(HP, lo, c - 1, 0, (HP[lo + c - 1, 0], HP[lo + c - 1, 1]))
+    # Every entry left is at or after row 0's: the calendar's window moves on to its bucket. Never
+    # back while the calendar holds entries (row 0's can be before the window: the heap holds
+    # what came before it), or a bucket would hold two laps.
+    b = HP[0, 0] >> Q_SHIFT
+    if b > SC[SC_QCUR] or SC[SC_QCAL] == 0:
+        SC[SC_QCUR] = b
+
+
 @_inline
 def heap_push(HP, SC, time, key):
-    if SC[SC_HOLE] == 1:
-        # The event being processed still holds the root: the new entry replaces it
-        # (one sift down instead of a pop's and a push's).
-        SC[SC_HOLE] = 0
-        heap.sift_down(HP, 0, SC[SC_HEAP], 0, (np.int64(time), np.int64(key)))
-        return
+    """A pending event at (time, key): row 0 if it is the earliest (the one there goes back
+    into the queue), else the calendar or the heap."""
+    t = np.int64(time)
+    k = np.int64(key)
     n = SC[SC_HEAP]
     SC[SC_HEAP] = n + 1
-    heap.sift_up(HP, 0, n, (np.int64(time), np.int64(key)))
+    if n == 0:
+        HP[0, 0] = t
+        HP[0, 1] = k
+        SC[SC_QCUR] = t >> Q_SHIFT  # nothing else pending: the window starts here
+        return
+    t0 = HP[0, 0]
+    k0 = HP[0, 1]
+    if t < t0 or (t == t0 and k < k0):
+        HP[0, 0] = t
+        HP[0, 1] = k
+        _q_put(HP, SC, t0, k0)
+    else:
+        _q_put(HP, SC, t, k)
 
 
 @_entry
@@ -383,9 +501,11 @@ def _push_rare(HP, SC, time, key):
 
 @_inline
 def _heap_pop(HP, SC):
+    """The event at row 0 is done (or stale): the next earliest takes its place."""
     n = SC[SC_HEAP] - 1
     SC[SC_HEAP] = n
-    heap.sift_down(HP, 0, n, 0, (HP[n, 0], HP[n, 1]))
+    if n > 0:
+        _q_next(HP, SC)
 
 
 @_inline
@@ -1819,7 +1939,7 @@ def advance(s, limit, limit_key, margin):
             need = ST_NEED_UPCALLS
         elif SC[SC_LOGGING] == 1 and SC[SC_LOG] + margin > LG.shape[0]:
             need = ST_NEED_LOG
-        elif SC[SC_HEAP] + margin > HP.shape[0]:
+        elif HEAP_LO + SC[SC_HEAP] + margin > HP.shape[0]:
             need = ST_NEED_HEAP
         elif t >= bins_end:
             need = ST_NEED_BINS
@@ -1831,27 +1951,18 @@ def advance(s, limit, limit_key, margin):
             SC[SC_STALE] += 1
             continue
         SC[SC_NOW] = t
+        SC[SC_EVENTS] += 1
+        _heap_pop(HP, SC)  # done as it runs: what it schedules is compared with the next pending
         if key >= _KIND_SHIFT:
-            link = key - _KIND_SHIFT
-            SC[SC_EVENTS] += 1
-            SC[SC_HOLE] = 1  # popped when it is done, unless a push takes its place first
-            _transmitter(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, FW, MS, SP, SL, SFREE, UP, link, t)
+            _transmitter(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, FW, MS, SP, SL, SFREE, UP, key - _KIND_SHIFT, t)
         elif key >= _PAUSE_KEY:
-            SC[SC_EVENTS] += 1
-            SC[SC_HOLE] = 1
             if key >= _CREDIT_KEY:
                 _credit_event(SC, LK, FP, FREE, HP, key - _CREDIT_KEY, t)
             else:
                 _pause_event(SC, LK, FP, FREE, NS, SP, HP, key - _PAUSE_KEY, t, key)
         else:
-            link = key
-            SC[SC_EVENTS] += 1
-            LK[link, L_ARR_PEND] = -1
-            SC[SC_HOLE] = 1
-            _arrival(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, LG, FW, MS, MD, BITS, UP, SP, LB, link, t)
-        if SC[SC_HOLE] == 1:
-            SC[SC_HOLE] = 0
-            _heap_pop(HP, SC)
+            LK[key, L_ARR_PEND] = -1
+            _arrival(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, LG, FW, MS, MD, BITS, UP, SP, LB, key, t)
         if SC[SC_UP] > 0 and up_time < 0:
             up_time = t
 

@@ -263,7 +263,7 @@ class Network:
         self.DL = np.zeros(0, np.int64)
         self.FP = np.zeros((frames, K.F_NCOLS), np.int64)
         self.FREE = np.arange(frames - 1, -1, -1, dtype=np.int64)
-        self.HP = np.zeros((4 * total + 64, 2), np.int64)
+        self.HP = np.zeros((K.HEAP_LO + 4 * total + 64, 2), np.int64)  # the calendar's rows, then the heap's
         # The transmission log is written only while someone reads it (a log sink).
         self.log = log
         self.LG = np.zeros((1, K.G_NCOLS), np.int64)
@@ -624,7 +624,7 @@ class Network:
     def _add_stream(self, link, mid, route, pos, end, lst, t, prio=False):
         if self.SC[K.SC_SFREE] == 0:
             self.SP, self.SFREE = _grow_pool(self.SP, self.SFREE, self.SC, K.SC_SFREE)
-        if self.SC[K.SC_HEAP] + self.margin > self.HP.shape[0]:
+        if K.HEAP_LO + self.SC[K.SC_HEAP] + self.margin > self.HP.shape[0]:
             self.HP = _grow(self.HP, 2 * self.HP.shape[0], 0)
         head = int(self.LK[link, K.L_SHEAD])
         if self.LK[link, K.L_TRAIN] and t < self.SP[head, K.S_READY]:
@@ -649,8 +649,8 @@ class Network:
         return self.sim.now, (self._change_key if self._in_change else K.KEY_ALL)
 
     def _heap_room(self, n: int) -> None:
-        if self.SC[K.SC_HEAP] + n + self.margin > self.HP.shape[0]:
-            self.HP = _grow(self.HP, self.SC[K.SC_HEAP] + n + self.margin, 0)
+        if K.HEAP_LO + self.SC[K.SC_HEAP] + n + self.margin > self.HP.shape[0]:
+            self.HP = _grow(self.HP, K.HEAP_LO + self.SC[K.SC_HEAP] + n + self.margin, 0)
 
     def _frame_room(self, n: int) -> None:
         while self.SC[K.SC_FREE] < n + self.margin:
@@ -757,7 +757,7 @@ class Network:
 
     def link_up(self, link: int) -> None:
         self._sync()
-        if self.SC[K.SC_HEAP] + self.margin > self.HP.shape[0]:
+        if K.HEAP_LO + self.SC[K.SC_HEAP] + self.margin > self.HP.shape[0]:
             self.HP = _grow(self.HP, 2 * self.HP.shape[0], 0)
         self._heap_room(1)
         t, key = self._point()
