@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 from numba import njit
 
+from emu import bits
 from emu.engine import boards as B
 
 
@@ -41,7 +42,7 @@ def _lowest_all(x):
     out = np.empty(64, np.int64)
     n = 0
     while x != 0:
-        out[n] = B.lowest(x)
+        out[n] = bits.lowest(x)
         n += 1
         x &= x - 1
     return out[:n]

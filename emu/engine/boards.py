@@ -57,32 +57,6 @@ def beyond(M, row, col, w, d):
 
 
 @compiled_inline
-def lowest(x):
-    """The index of the lowest set bit of the nonzero word ``x`` (bit 63 too: the shifts are
-    arithmetic, and the lowest bit's tests see only zeros below it)."""
-    b = x & -x
-    n = 0
-    if b & 0xFFFFFFFF == 0:
-        n += 32
-        b >>= 32
-    if b & 0xFFFF == 0:
-        n += 16
-        b >>= 16
-    if b & 0xFF == 0:
-        n += 8
-        b >>= 8
-    if b & 0xF == 0:
-        n += 4
-        b >>= 4
-    if b & 0x3 == 0:
-        n += 2
-        b >>= 2
-    if b & 0x1 == 0:
-        n += 1
-    return n
-
-
-@compiled_inline
 def size_without(M, row, col, w, d):
     """How many boards other than ``d`` the set holds."""
     n = 0

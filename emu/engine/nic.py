@@ -31,6 +31,7 @@ is pushed on the work stack instead, so this module needs nothing of the replay 
 
 from __future__ import annotations
 
+from .. import bits
 from ..net import kernel as K
 from ..codec.enums import Op
 from ..nic.directory import OP_DRAIN, OP_INVALIDATE, OP_KV_REPLICA  # Meta ops the directory acts on
@@ -202,7 +203,7 @@ def net_send(s, tr, mid, src, nfrags, full, last, route, prio):
         if i == src >> 6:
             x &= ~(1 << (src & 63))
         while x != 0:
-            MD[j, K.D_NODE] = 64 * i + boards.lowest(x)
+            MD[j, K.D_NODE] = 64 * i + bits.lowest(x)
             j += 1
             x &= x - 1
     TR[tr, TR_LEFT] += nd  # an UP_DONE from each

@@ -41,7 +41,7 @@ import numpy as np
 from numba import njit
 
 from .. import compiled_cache  # noqa: F401  (before any cached function: their cache stamp)
-from .. import heap
+from .. import bits, heap
 from ..codec.mac import ETH_LEN
 from .framing import serialization_ps, wire_bytes
 from .tables import Table
@@ -384,31 +384,6 @@ HEAP_LO = Q_SLOTS + Q_BUCKETS * Q_CAP  # the heap behind the calendar: its first
 
 
 @_inline
-def _lowest_bit(x):
-    """The index of the lowest set bit of the nonzero word ``x``."""
-    b = x & -x
-    n = 0
-    if b & 0xFFFFFFFF == 0:
-        n += 32
-        b >>= 32
-    if b & 0xFFFF == 0:
-        n += 16
-        b >>= 16
-    if b & 0xFF == 0:
-        n += 8
-        b >>= 8
-    if b & 0xF == 0:
-        n += 4
-        b >>= 4
-    if b & 0x3 == 0:
-        n += 2
-        b >>= 2
-    if b & 0x1 == 0:
-        n += 1
-    return n
-
-
-@_inline
 def _q_put(HP, SC, t, key):
     """Entry (t, key), not the earliest, into the calendar or, where it cannot take it, the heap."""
     b = t >> Q_SHIFT
@@ -444,7 +419,7 @@ def _q_next(HP, SC):
             while x == 0:
                 w = (w + 1) & (Q_BUCKETS // 64 - 1)
                 x = HP[Q_BITS + (w >> 1), w & 1]
-            i = 64 * w + _lowest_bit(x)
+            i = 64 * w + bits.lowest(x)
             c = HP[Q_COUNT + (i >> 1), i & 1]
         lo = Q_SLOTS + i * Q_CAP
     n = SC[SC_QHEAP]
