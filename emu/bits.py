@@ -7,6 +7,7 @@ The frame kernel's event queue finds its next bucket with entries in a bitmap of
 
 from __future__ import annotations
 
+import numpy as np
 from numba import njit
 
 from . import compiled_cache  # noqa: F401  (before any compiled function: their cache stamp)
@@ -20,21 +21,10 @@ def lowest(x):
     arithmetic, and the lowest bit's tests see only zeros below it)."""
     b = x & -x
     n = 0
-    if b & 0xFFFFFFFF == 0:
-        n += 32
-        b >>= 32
-    if b & 0xFFFF == 0:
-        n += 16
-        b >>= 16
-    if b & 0xFF == 0:
-        n += 8
-        b >>= 8
-    if b & 0xF == 0:
-        n += 4
-        b >>= 4
-    if b & 0x3 == 0:
-        n += 2
-        b >>= 2
-    if b & 0x1 == 0:
-        n += 1
+    step = 32
+    while step > 0:  # halve the width the bit can be in: 32, 16, 8, 4, 2, 1
+        if b & ((np.int64(1) << step) - 1) == 0:
+            n += step
+            b >>= step
+        step >>= 1
     return n

@@ -66,7 +66,7 @@ def _scenario(rng, n, spread):
 
 
 def _replay(ops):
-    """The queue's pops with the clock kept as a simulator's: pushes never before the last pop."""
+    """``ops`` through the engine's queue: the popped entries, the queue's table and its slots."""
     HP = np.zeros((K.HEAP_LO + len(ops) + 8, 2), np.int64)
     SC = np.zeros(K.SC_SIZE, np.int64)
     return _run(ops, HP, SC), HP, SC

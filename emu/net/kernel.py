@@ -371,9 +371,9 @@ def _rand(LR, link, which):
 # before its first bucket), in a binary heap after it (rows HEAP_LO..). One binary heap of every
 # entry costs a level for each doubling of the entries pending (about one a busy link: 29 on 16
 # boards, 256 on 64 in MARS 16K); here the bucket is found from the time itself, and a bucket's
-# heap holds what falls in the same 65.5 ns: one or two entries, or the ports of a cluster that
-# run in step (benchmarks/event_queue.py). The order is the same total order, (time, key),
-# keys unique, so which structure holds an entry changes nothing but the cost.
+# heap holds only what falls in the same 65.5 ns (docs/engine.md, "The event queue"). The order
+# is the same total order, (time, key), keys unique, so which structure holds an entry changes
+# nothing but the cost.
 Q_SHIFT = 16
 Q_BUCKETS = 1024           # a power of two: bucket b is row block b % Q_BUCKETS
 Q_CAP = 32                 # entries a bucket holds; more go to the heap behind the calendar
