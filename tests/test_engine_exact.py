@@ -85,7 +85,7 @@ def incast_scenario(seed):
 
 def run_both(D, n, nh, msgs, cap, *, lossless=True, trees=(), losses=(), nic=0, seed=0, nic_rate=0,
              arbiter="rr", changes=(), reroutes=(), track=False, trains=None, log=True, pause=False, live=(),
-             credit=False):
+             credit=False, bins=None):
     """``changes``: (t, kind, args) as RefNet.change; ``reroutes``: (t, next_hop, {tree index: (tree, members)}).
     ``live``: what the application hands over during the run, in time order: (t, "send", (src, dst,
     nfrags, flen, llen, prio)) or (t, "resend", (message index, dst, frags, prio)); live sends are
@@ -94,7 +94,9 @@ def run_both(D, n, nh, msgs, cap, *, lossless=True, trees=(), losses=(), nic=0, 
     ``credit``: hop-by-hop credits on every link, ``cap[1]`` bytes of them per port.
 
     ``log=False``: no log sink (the engine writes no transmission records, as in replay):
-    completions, "sent", drops and conservation are still compared with the reference."""
+    completions, "sent", drops and conservation are still compared with the reference.
+    ``bins``: (bin width ps, most bins) of the link statistics instead of the fine ones picked
+    from the scenario (a run of many milliseconds in 7 ns bins with no limit is gigabytes)."""
     for e in D.edges:
         D.edges[e]["queue_frames"] = cap[0] or None
         D.edges[e]["queue_bytes"] = cap[1] or None
@@ -109,6 +111,8 @@ def run_both(D, n, nh, msgs, cap, *, lossless=True, trees=(), losses=(), nic=0, 
     bin_ps = 7_000 + 1_000 * (len(msgs) % 5) ** 3
     # Limits on the number of bins (0: none), small enough that most runs widen them many times.
     max_bins = (0, 2, 3, 7)[len(msgs) % 4]
+    if bins is not None:
+        bin_ps, max_bins = bins
     binned, folded = LinkStats.of(net, bin_ps, max_bins), LinkStats(len(links), bin_ps, max_bins)
     if log_on:
         net.log_sinks.append(folded)
