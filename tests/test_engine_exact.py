@@ -194,6 +194,7 @@ def run_both(D, n, nh, msgs, cap, *, lossless=True, trees=(), losses=(), nic=0, 
                    int(r[K.G_ARR]), FATE[int(r[K.G_FATE])], int(r[K.G_HOPS])) for r in rows)
     theirs = sorted(ref.log)
     assert ours == theirs or not log_on
+    assert net.SC[K.SC_LATE] == 0  # no rule scheduled an event before the clock
     assert done == ref.delivered
     assert sorted(sent) == sorted(ref.sent)
     assert engine_drops(net) == {k: v for k, v in ref.drops.items() if v}

@@ -78,7 +78,10 @@ SC_CREDIT = 27       # 1: hop-by-hop credit flow control (docs/engine.md, "Port 
 SC_CTOKENS = 28      # credit returns on their way (rows of the frame pool that are not frames)
 SC_QCAL = 29         # event queue: entries in the calendar
 SC_QHEAP = 30        # event queue: entries in the binary heap behind it
-SC_SIZE = 31
+SC_PULL = 31         # 1: a datapath takes its node's arrived frames off their links (docs/engine.md, "Datapath pull")
+SC_LATE = 32         # events processed at a time before the clock (0: the clock never runs backwards)
+SC_SIZE = 33
+PULL_SLOTS = 8       # links into one node a datapath can pull from (LK's in_arr*, in_link* columns)
 
 ARB_RR = 0        # round robin per frame between the local and the transit queue
 ARB_TRANSIT = 1   # transit first
@@ -102,7 +105,7 @@ LINKS = Table("link directions (LK)", "L", (
     ("qf", 'transit frames waiting'),
     ("qb", 'transit bytes waiting'),
     ("tx_end", 'the transmitter is busy until then'),
-    ("arr_pend", 'time of the pending arrival event (-1: none)'),
+    ("arr_pend", "time of the pending arrival event (-1: none); a link a datapath pulls from: its wire head's arrival"),
     ("tx_pend", 'time of the pending transmitter event (-1: none)'),
     ("shead", 'local queue: packetizer streams, FIFO'),
     ("stail", 'last stream of the local queue'),
@@ -140,6 +143,25 @@ LINKS = Table("link directions (LK)", "L", (
     ("credit", "credit: bytes of the far node's transit buffer this port may still fill"),
     ("chead", "credit: the oldest credit return on its way to this port (a frame pool row; -1: none)"),
     ("ctail", "credit: the newest credit return on its way"),
+    ("in_slot", "a link into a node with a datapath it pulls from: its slot there (-1: none)"),
+    ("in_n", "a datapath: the links into its node (slots)"),
+    ("in_arr0", "a datapath: slot 0's wire head arrival (-1: none)"),
+    ("in_arr1", "a datapath: slot 1's wire head arrival (-1: none)"),
+    ("in_arr2", "a datapath: slot 2's wire head arrival (-1: none)"),
+    ("in_arr3", "a datapath: slot 3's wire head arrival (-1: none)"),
+    ("in_arr4", "a datapath: slot 4's wire head arrival (-1: none)"),
+    ("in_arr5", "a datapath: slot 5's wire head arrival (-1: none)"),
+    ("in_arr6", "a datapath: slot 6's wire head arrival (-1: none)"),
+    ("in_arr7", "a datapath: slot 7's wire head arrival (-1: none)"),
+    ("in_link0", "a datapath: slot 0's link"),
+    ("in_link1", "a datapath: slot 1's link"),
+    ("in_link2", "a datapath: slot 2's link"),
+    ("in_link3", "a datapath: slot 3's link"),
+    ("in_link4", "a datapath: slot 4's link"),
+    ("in_link5", "a datapath: slot 5's link"),
+    ("in_link6", "a datapath: slot 6's link"),
+    ("in_link7", "a datapath: slot 7's link"),
+    ("pull_from", "a pulling datapath with nothing on its wire: the link its pending event takes a frame from"),
 ))
 # LINKS's columns, rendered from it by `python -m emu.net.render_tables` (do not edit)
 (L_SRC, L_DST, L_RATE, L_LAT, L_MTU, L_CAPF, L_CAPB, L_UP, L_WHEAD, L_WTAIL, L_THEAD, L_TTAIL,
@@ -147,8 +169,10 @@ LINKS = Table("link directions (LK)", "L", (
  L_OFF_B, L_TX_F, L_TX_B, L_DLV_F, L_DLV_B, L_BUSY, L_MAXQ, L_LOCAL_F, L_TRANSIT_F, L_LOSS,
  L_GE_BAD, L_TXN, L_DL_POS, L_DL_END, L_SER_LEN, L_SER_PS, L_NICQ, L_TRAIN, L_DEFER_IN, L_HELD,
  L_HELD_MAX, L_XOFF, L_XON, L_PAUSE_DLY, L_XOFF_SENT, L_PAUSED, L_PAUSED_AT, L_PAUSED_PS,
- L_CREDIT, L_CHEAD, L_CTAIL) = range(53)
-L_NCOLS = 53
+ L_CREDIT, L_CHEAD, L_CTAIL, L_IN_SLOT, L_IN_N, L_IN_ARR0, L_IN_ARR1, L_IN_ARR2, L_IN_ARR3,
+ L_IN_ARR4, L_IN_ARR5, L_IN_ARR6, L_IN_ARR7, L_IN_LINK0, L_IN_LINK1, L_IN_LINK2, L_IN_LINK3,
+ L_IN_LINK4, L_IN_LINK5, L_IN_LINK6, L_IN_LINK7, L_PULL_FROM) = range(72)
+L_NCOLS = 72
 
 # ---- link parameters (LF, float64) ------------------------------------------
 LINK_PARAMS = Table("link parameters (LF)", "LF", (
@@ -484,14 +508,17 @@ def _heap_pop(HP, SC):
 
 
 @_inline
-def _stale(LK, t, key):
+def _stale(SC, LK, t, key):
     """A heap entry left behind: a port's look superseded by an earlier one (a cut train's old
-    end), or an arrival on a link that was flushed."""
+    end), or an arrival on a link that was flushed. A pulling datapath's event with nothing on
+    its own wire is its next frame's, still on the link it arrived by (_pull_next)."""
     if key >= _KIND_SHIFT:
         return LK[key - _KIND_SHIFT, L_TX_PEND] != t
     if key >= _PAUSE_KEY:
         return False  # a PAUSE or resume on its way is always delivered
-    return LK[key, L_ARR_PEND] != t or LK[key, L_WHEAD] == -1
+    if LK[key, L_ARR_PEND] != t:
+        return True
+    return LK[key, L_WHEAD] == -1 and not _pulls(SC, LK, key)
 
 
 @_entry
@@ -499,7 +526,7 @@ def drop_stale(s):
     """Pop the entries left behind at the heap's top, so that the time the caller wakes up
     for is a real event's (a train cut by a failure leaves its old end there)."""
     SC, LK, HP = s.SC, s.LK, s.HP
-    while SC[SC_HEAP] > 0 and _stale(LK, HP[0, 0], HP[0, 1]):
+    while SC[SC_HEAP] > 0 and _stale(SC, LK, HP[0, 0], HP[0, 1]):
         _heap_pop(HP, SC)
         SC[SC_STALE] += 1
 
@@ -785,6 +812,117 @@ def _credit_cost(SC, LK, FP, FW, MS, SP, SL, link, local, s):
     return flen * n
 
 
+# ---- datapath pull (docs/engine.md, "Datapath pull") -------------------------
+# A node's datapath takes the frames that arrive over the links into the node itself, in
+# arrival order, when it is free for the next: those links schedule no arrival events. Each
+# link's wire head arrival is kept in a slot of the datapath's row (in_arr*), so the
+# datapath finds its next frame in one or two cache lines.
+
+@_inline
+def _pulled(SC, LK, link):
+    """Does the datapath of ``link``'s far node take the link's frames (no arrival events)?"""
+    return SC[SC_PULL] == 1 and link < SC[SC_NLINKS] and LK[link, L_IN_SLOT] >= 0
+
+
+@_inline
+def _pulls(SC, LK, nic):
+    """Does datapath ``nic`` take its frames off the links into its node?"""
+    return SC[SC_PULL] == 1 and nic >= SC[SC_NLINKS] and LK[nic, L_IN_N] > 0
+
+
+@_inline
+def _arrival_due(SC, LK, HP, link, time):
+    """The frame now at the head of ``link``'s wire arrives at ``time``: an arrival event, or
+    on a link its datapath pulls from, the time in the datapath's slot for the link."""
+    if _pulled(SC, LK, link):
+        LK[LK[link, L_NICQ], L_IN_ARR0 + LK[link, L_IN_SLOT]] = time
+    else:
+        schedule_arrival(LK, HP, SC, link, time)
+
+
+@_inline
+def _wire_empty(SC, LK, link):
+    """Nothing left on ``link``'s wire: no arrival is due."""
+    LK[link, L_ARR_PEND] = -1
+    if _pulled(SC, LK, link):
+        LK[LK[link, L_NICQ], L_IN_ARR0 + LK[link, L_IN_SLOT]] = -1
+
+
+@_inline
+def _first_in(LK, nic):
+    """The link into ``nic``'s node whose wire head arrives first (ties: the lowest link id,
+    the arrival order of one instant; slots are in ascending link id), or -1 when no frame is
+    on its way there."""
+    best = -1
+    best_a = 0
+    for k in range(LK[nic, L_IN_N]):
+        a = LK[nic, L_IN_ARR0 + k]
+        if a >= 0 and (best < 0 or a < best_a):
+            best = k
+            best_a = a
+    return -1 if best < 0 else LK[nic, L_IN_LINK0 + best]
+
+
+@_inline
+def _next_in(LK, nic, skip):
+    """As _first_in, among the links into ``nic``'s node other than ``skip``."""
+    best = -1
+    best_a = 0
+    for k in range(LK[nic, L_IN_N]):
+        a = LK[nic, L_IN_ARR0 + k]
+        if a >= 0 and (best < 0 or a < best_a) and LK[nic, L_IN_LINK0 + k] != skip:
+            best = k
+            best_a = a
+    return -1 if best < 0 else LK[nic, L_IN_LINK0 + best]
+
+
+@_inline
+def _deferred_upto(LK, FP, nic, i, e):
+    """Pull: how many frames of DEFER_DATAPATH train ``e``, the first to arrive into datapath
+    ``nic`` (on link ``i``), enter it before the next link's head (all of them if none), and
+    that link (-1: none). No other frame can come between: every frame granted from now on
+    arrives later than now, and the train's first frame arrived before now."""
+    j = _next_in(LK, nic, i)
+    if j < 0:
+        return FP[e, F_NTRAIN], j
+    return _arrived(FP, e, i, FP[LK[j, L_WHEAD], F_ARR], j), j
+
+
+@_inline
+def _wake_datapath(SC, LK, FP, HP, nic):
+    """Pull: with nothing on its own wire, datapath ``nic``'s pending event is when its next
+    frame leaves it (the first to arrive of the frames on the links into its node, entering
+    behind the frames before it: d = max(a, d_prev) + s), or that frame's arrival if it is
+    lost there (dropped as it arrives). A train passing the idle datapath frame by frame
+    (DEFER_DATAPATH) is the first to arrive; its event is its last frame's arrival (all of it
+    enters as one), or the arrival of another link's head amid its frames (those before it
+    enter, then it: _pull_deferred). With frames on its wire, its event is its head's."""
+    if LK[nic, L_WHEAD] != -1:
+        return
+    i = _first_in(LK, nic)
+    if i < 0:
+        LK[nic, L_ARR_PEND] = -1
+        return
+    LK[nic, L_PULL_FROM] = i
+    e = LK[i, L_WHEAD]
+    x = FP[e, F_ARR]
+    if FP[e, F_DEFER] == DEFER_DATAPATH:
+        cnt, j = _deferred_upto(LK, FP, nic, i, e)
+        if cnt == FP[e, F_NTRAIN]:
+            x += (cnt - 1) * FP[e, F_GAP]
+        else:
+            x = FP[LK[j, L_WHEAD], F_ARR]
+    elif FP[e, F_FATE] == 0:
+        flen = FP[e, F_LEN]
+        ser = LK[nic, L_SER_PS] if LK[nic, L_SER_LEN] == flen else serialization_ps(flen, LK[nic, L_RATE])
+        x = max(x, LK[nic, L_TX_END]) + ser + LK[nic, L_LAT]
+    else:
+        # A frame lost on its link never enters: dropped as it arrives (counted at that
+        # time), or now if it arrived while the datapath was busy.
+        x = max(x, SC[SC_NOW])
+    schedule_arrival(LK, HP, SC, nic, x)
+
+
 @_inline
 def _put_on_wire(LK, FP, HP, SC, link, e, t):
     """Frame ``e`` starts transmitting on ``link`` at ``t``; returns its end."""
@@ -805,7 +943,7 @@ def _put_on_wire(LK, FP, HP, SC, link, e, t):
     tail = LK[link, L_WTAIL]
     if tail == -1:
         LK[link, L_WHEAD] = e
-        schedule_arrival(LK, HP, SC, link, FP[e, F_ARR])
+        _arrival_due(SC, LK, HP, link, FP[e, F_ARR])  # pulled: its datapath looks once the fate is drawn (_start)
     else:
         FP[tail, F_NEXT] = e
     LK[link, L_WTAIL] = e
@@ -817,6 +955,8 @@ def _start(LK, LF, LR, DL, FP, HP, SC, link, e, t):
     """A granted frame starts on ``link`` at ``t``; its fate is drawn now, from the loss model in force."""
     end = _put_on_wire(LK, FP, HP, SC, link, e, t)
     FP[e, F_FATE] = _fate(LK, LF, LR, DL, link)
+    if LK[link, L_WHEAD] == e and _pulled(SC, LK, link):
+        _wake_datapath(SC, LK, FP, HP, LK[link, L_NICQ])
     return end
 
 
@@ -883,15 +1023,20 @@ def _cut_train(SC, LK, FP, FREE, NS, SP, HP, link, t, key):
         LK[link, L_WTAIL] = prev
         if prev == -1:
             LK[link, L_WHEAD] = -1
-            LK[link, L_ARR_PEND] = -1
+            _wire_empty(SC, LK, link)
         else:
             FP[prev, F_NEXT] = -1
         _free_frame(SC, FREE, e)
+        if prev == -1 and _pulled(SC, LK, link):
+            _wake_datapath(SC, LK, FP, HP, LK[link, L_NICQ])  # it was the link's next to arrive
     else:
         FP[e, F_NTRAIN] = keep
         if FP[e, F_DEFER] > 0:
             # Delivered as one: the far node takes the kept frames when the last of them arrives.
-            schedule_arrival(LK, HP, SC, link, FP[e, F_ARR] + (keep - 1) * ser)
+            if _pulled(SC, LK, link):
+                _wake_datapath(SC, LK, FP, HP, LK[link, L_NICQ])  # the kept frames' last arrival
+            else:
+                schedule_arrival(LK, HP, SC, link, FP[e, F_ARR] + (keep - 1) * ser)
     schedule_tx(LK, HP, SC, link, LK[link, L_TX_END])
 
 
@@ -1301,14 +1446,15 @@ def _off_wire(SC, LK, FP, FREE, HP, link, e):
         FP[e, F_END] += ser
         FP[e, F_ARR] += ser
         SC[SC_TRAIN_HELD] -= 1
-        schedule_arrival(LK, HP, SC, link, FP[e, F_ARR])
+        _arrival_due(SC, LK, HP, link, FP[e, F_ARR])
         return c
     nxt = FP[e, F_NEXT]
     LK[link, L_WHEAD] = nxt
     if nxt == -1:
         LK[link, L_WTAIL] = -1
+        _wire_empty(SC, LK, link)
     else:
-        schedule_arrival(LK, HP, SC, link, FP[nxt, F_ARR])
+        _arrival_due(SC, LK, HP, link, FP[nxt, F_ARR])
     if LK[link, L_TRAIN] == e + 1:
         LK[link, L_TRAIN] = 0  # the train's last frame arrived: no frame of it is left to cut
     return e
@@ -1403,6 +1549,144 @@ def _arrival(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, LG, FW, MS, MD, BITS,
     e = _off_wire(SC, LK, FP, FREE, HP, link, e)
     if _transmitted(SC, LK, LD, LG, LB, FP, FREE, HP, link, e, t):
         _forward(SC, LK, LD, ND, NS, FP, FREE, HP, FW, MS, MD, BITS, UP, SP, LB, link, e, t)
+
+
+@_inline
+def _enter(SC, LK, LD, LG, LB, NS, SP, FP, FREE, HP, nic, i):
+    """Pull: the head frame of link ``i`` arrives at its node, whose datapath ``nic`` takes it
+    now (later than its arrival time ``a``, as a frame of its own if it was a train's first):
+    accounted on the link as its arrival is (a lost one dropped), and offered to the datapath
+    at ``a``, behind every frame that arrived before it. Its datapath wire's event, if it is
+    the wire's head, is scheduled (at its exit)."""
+    a = FP[LK[i, L_WHEAD], F_ARR]
+    e = _off_wire(SC, LK, FP, FREE, HP, i, LK[i, L_WHEAD])
+    if _transmitted(SC, LK, LD, LG, LB, FP, FREE, HP, i, e, a):
+        offer_transit(SC, LK, LD, FP, FREE, HP, NS, SP, nic, e, a)
+
+
+@_inline
+def _pull_deferred(SC, LK, LD, ND, NS, FP, FREE, HP, MS, MD, BITS, UP, SP, LG, LB, nic, i, e, t):
+    """Pull: the event at ``t`` of DEFER_DATAPATH train ``e`` on link ``i`` (_wake_datapath). All
+    of it has arrived: it enters the datapath as one. Or another link's head arrives now amid
+    its frames: those that arrived before it enter, the rest arrive frame by frame (not
+    deferred), and that head enters behind them."""
+    cnt, j = _deferred_upto(LK, FP, nic, i, e)
+    if cnt == FP[e, F_NTRAIN]:
+        _into_datapath(SC, LK, LD, ND, NS, FP, FREE, HP, MS, MD, BITS, UP, LB, i, e, cnt, t, nic)
+        return
+    _datapath_catch_up(SC, LK, LD, ND, NS, FP, FREE, HP, MS, MD, BITS, UP, LB, i, e, t, j)
+    _enter(SC, LK, LD, LG, LB, NS, SP, FP, FREE, HP, nic, j)
+
+
+@_inline
+def _pull_next(SC, LK, LD, ND, NS, FP, FREE, HP, FW, MS, MD, BITS, UP, SP, LG, LB, nic, t):
+    """Pull: datapath ``nic``'s event at ``t`` with nothing on its own wire is for the frame that
+    arrived first on the links into its node (_wake_datapath): it enters the datapath now, and
+    its exit, due now, is this event. A train there that the node only delivers, arrived
+    into the idle datapath, passes it frame by frame as each arrives (DEFER_DATAPATH,
+    "Trains"): it waits on its link and enters as one (_pull_deferred). Returns False when
+    the event is done without a frame leaving the datapath now (a train deferred or entered
+    as one, or a frame lost on its link: dropped as it arrived); the datapath's next event
+    is then scheduled."""
+    i = LK[nic, L_PULL_FROM]
+    e = LK[i, L_WHEAD]
+    if FP[e, F_DEFER] == DEFER_DATAPATH:
+        _pull_deferred(SC, LK, LD, ND, NS, FP, FREE, HP, MS, MD, BITS, UP, SP, LG, LB, nic, i, e, t)
+        _wake_datapath(SC, LK, FP, HP, nic)
+        return False
+    if FP[e, F_NTRAIN] > 1 and FP[e, F_FATE] == 0 and LK[nic, L_DEFER_IN] == 0 and LK[nic, L_TX_END] <= FP[e, F_ARR]:
+        # Only a train that no known frame of another link comes amid: one that does would
+        # be split there (and one that has arrived amid it by now, an event in the past).
+        cnt, j = _deferred_upto(LK, FP, nic, i, e)
+        if cnt == FP[e, F_NTRAIN] and _deferrable(SC, LK, FP, FW, MS, MD, i, e) == DEFER_DATAPATH:
+            _deferred(SC, LK, FP, MS, MD, i, e, DEFER_DATAPATH, 1)
+            SC[SC_NDEFER] += 1
+            if FP[e, F_ARR] + (cnt - 1) * FP[e, F_GAP] <= t:
+                _into_datapath(SC, LK, LD, ND, NS, FP, FREE, HP, MS, MD, BITS, UP, LB, i, e, cnt, t, nic)
+            _wake_datapath(SC, LK, FP, HP, nic)
+            return False
+    LK[nic, L_ARR_PEND] = t  # the exit _enter schedules for it is this very event
+    _enter(SC, LK, LD, LG, LB, NS, SP, FP, FREE, HP, nic, i)
+    LK[nic, L_ARR_PEND] = -1
+    if LK[nic, L_WHEAD] == -1:
+        _wake_datapath(SC, LK, FP, HP, nic)
+        return False
+    return True
+
+
+@_inline
+def _pull_arrived(SC, LK, LD, ND, NS, FP, FREE, HP, MS, MD, BITS, UP, SP, LG, LB, nic, t, key):
+    """Pull: every frame on the links into ``nic``'s node that arrives before (t, key) in the
+    event order enters the datapath, in arrival order, as the per-frame loop has them by
+    then (before a reader counts them or a failure flushes a link). Returns 1 when it stopped
+    for want of frame rows (a train's frame takes one), else 0."""
+    while True:
+        if SC[SC_FREE] < 2:
+            _wake_datapath(SC, LK, FP, HP, nic)
+            return 1
+        i = _first_in(LK, nic)
+        if i < 0:
+            break
+        e = LK[i, L_WHEAD]
+        a = FP[e, F_ARR]
+        if a > t or (a == t and i >= key):
+            break
+        if FP[e, F_DEFER] == DEFER_DATAPATH:
+            # Its frames before the point, and before the next link's head, enter; the rest
+            # arrive frame by frame.
+            bt = t
+            bk = key
+            cnt, j = _deferred_upto(LK, FP, nic, i, e)
+            if j >= 0:
+                aj = FP[LK[j, L_WHEAD], F_ARR]
+                if aj < bt or (aj == bt and j < bk):
+                    bt = aj
+                    bk = j
+            _datapath_catch_up(SC, LK, LD, ND, NS, FP, FREE, HP, MS, MD, BITS, UP, LB, i, e, bt, bk)
+            continue
+        _enter(SC, LK, LD, LG, LB, NS, SP, FP, FREE, HP, nic, i)
+    _wake_datapath(SC, LK, FP, HP, nic)
+    return 0
+
+
+@_entry
+def settle_pulls(s, t, key):
+    """Every frame that arrived before (t, key) (or the point reached) enters its datapath, so
+    what the links and datapaths count is the per-frame loop's. Returns 1 when it stopped for
+    want of frame rows (the caller grows the pool and calls again), else 0. Pushes at most
+    one heap entry per datapath."""
+    SC, LK, LD, LG, LB, NS, SP, FP, FREE, HP = s.SC, s.LK, s.LD, s.LG, s.LB, s.NS, s.SP, s.FP, s.FREE, s.HP
+    ND, MS, MD, BITS, UP = s.ND, s.MS, s.MD, s.BITS, s.UP
+    if SC[SC_PULL] == 0:
+        return 0
+    at = SC[SC_AT_T]
+    akey = SC[SC_AT_KEY]
+    if at > t or (at == t and akey > key):
+        t = at
+        key = akey
+    for nic in range(SC[SC_NLINKS], LK.shape[0]):
+        if _pull_arrived(SC, LK, LD, ND, NS, FP, FREE, HP, MS, MD, BITS, UP, SP, LG, LB, nic, t, key):
+            return 1
+    return 0
+
+
+@_entry
+def unpull(s):
+    """Pull off from here (a log sink reads every transmission in event order): each link into a
+    datapath schedules its wire head's arrival again, and a datapath with nothing on its own
+    wire has no event. The caller has settled the pulls first (settle_pulls)."""
+    SC, LK, FP, HP = s.SC, s.LK, s.FP, s.HP
+    if SC[SC_PULL] == 0:
+        return
+    SC[SC_PULL] = 0
+    for link in range(LK.shape[0]):
+        e = LK[link, L_WHEAD]
+        if link >= SC[SC_NLINKS]:
+            if e == -1:
+                LK[link, L_ARR_PEND] = -1
+        elif LK[link, L_IN_SLOT] >= 0 and e >= 0:
+            LK[LK[link, L_NICQ], L_IN_ARR0 + LK[link, L_IN_SLOT]] = -1
+            schedule_arrival(LK, HP, SC, link, FP[e, F_ARR])
 
 
 @_inline
@@ -1563,9 +1847,9 @@ def _into_datapath(SC, LK, LD, ND, NS, FP, FREE, HP, MS, MD, BITS, UP, LB, link,
         LK[link, L_WHEAD] = nxt
         if nxt == -1:
             LK[link, L_WTAIL] = -1
-            LK[link, L_ARR_PEND] = -1
+            _wire_empty(SC, LK, link)
         else:
-            schedule_arrival(LK, HP, SC, link, FP[nxt, F_ARR])
+            _arrival_due(SC, LK, HP, link, FP[nxt, F_ARR])  # the link's next frame
         if LK[link, L_TRAIN] == e + 1:
             LK[link, L_TRAIN] = 0
     else:
@@ -1640,7 +1924,9 @@ def _datapath_catch_up(SC, LK, LD, ND, NS, FP, FREE, HP, MS, MD, BITS, UP, LB, l
         _into_datapath(SC, LK, LD, ND, NS, FP, FREE, HP, MS, MD, BITS, UP, LB, link, e, cnt, t, key)
     if not whole:
         _deferred(SC, LK, FP, MS, MD, link, e, DEFER_DATAPATH, -1)
-        schedule_arrival(LK, HP, SC, link, FP[e, F_ARR])
+        _arrival_due(SC, LK, HP, link, FP[e, F_ARR])  # frame by frame from here
+        if _pulled(SC, LK, link):
+            _wake_datapath(SC, LK, FP, HP, LK[link, L_NICQ])  # its next frame: maybe another link's
 
 
 @_entry
@@ -1921,10 +2207,12 @@ def advance(s, limit, limit_key, margin):
         if need != 0:
             _reached(SC, t, key)
             return need, t
-        if _stale(LK, t, key):
+        if _stale(SC, LK, t, key):
             _heap_pop(HP, SC)
             SC[SC_STALE] += 1
             continue
+        if t < SC[SC_NOW]:
+            SC[SC_LATE] += 1  # a rule scheduled an event in the past: the tests require none
         SC[SC_NOW] = t
         SC[SC_EVENTS] += 1
         _heap_pop(HP, SC)  # done as it runs: what it schedules is compared with the next pending
@@ -1937,7 +2225,11 @@ def advance(s, limit, limit_key, margin):
                 _pause_event(SC, LK, FP, FREE, NS, SP, HP, key - _PAUSE_KEY, t, key)
         else:
             LK[key, L_ARR_PEND] = -1
-            _arrival(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, LG, FW, MS, MD, BITS, UP, SP, LB, key, t)
+            pulling = _pulls(SC, LK, key)
+            if not pulling or LK[key, L_WHEAD] != -1 or _pull_next(SC, LK, LD, ND, NS, FP, FREE, HP, FW, MS, MD, BITS, UP, SP, LG, LB, key, t):
+                _arrival(SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, LG, FW, MS, MD, BITS, UP, SP, LB, key, t)
+                if pulling:
+                    _wake_datapath(SC, LK, FP, HP, key)  # its next frame, if its wire is empty now
         if SC[SC_UP] > 0 and up_time < 0:
             up_time = t
 
@@ -1990,8 +2282,12 @@ def link_down(s, link, t, key):
     LK[link, L_TTAIL] = -1
     LK[link, L_QF] = 0
     LK[link, L_QB] = 0
-    LK[link, L_ARR_PEND] = -1
+    _wire_empty(SC, LK, link)
     LK[link, L_UP] = 0
+    if _pulled(SC, LK, link):
+        # Its frames that had arrived were in the datapath already (the caller settled the
+        # pulls); the datapath's next frame is another link's now.
+        _wake_datapath(SC, LK, FP, s.HP, LK[link, L_NICQ])
     if SC[SC_CREDIT] == 1:
         if cut != 0 and link < SC[SC_NLINKS]:
             _credit_back(SC, LK, FP, FREE, s.HP, link, cut, t)

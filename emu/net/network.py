@@ -228,8 +228,21 @@ class Network:
             LK[i, K.L_RATE], LK[i, K.L_LAT], LK[i, K.L_MTU] = int(nic_rate[v]), int(nic.get(v, 0)), 1 << 30
         LK[:, K.L_UP] = 1
         LK[:, K.L_NICQ] = -1
+        LK[:, K.L_IN_SLOT] = -1
+        into: dict[int, list[int]] = {}
         for i, (u, v) in enumerate(edges):
             LK[i, K.L_NICQ] = datapath.get(v, -1)
+            if v in datapath:
+                into.setdefault(datapath[v], []).append(i)
+        # A datapath pulls its frames off the links into its node (docs/engine.md, "Datapath
+        # pull") when it has slots for all of them; else each arrival is an event of its own.
+        for d, links in into.items():
+            if len(links) <= K.PULL_SLOTS:
+                LK[d, K.L_IN_N] = len(links)
+                for k, i in enumerate(links):  # ascending link id: the arrival order of one instant
+                    LK[i, K.L_IN_SLOT] = k
+                    LK[d, K.L_IN_ARR0 + k] = -1
+                    LK[d, K.L_IN_LINK0 + k] = i
         self.pause = pause
         if pause:
             # 802.3x PAUSE per link direction, from each port's byte capacity (docs/engine.md).
@@ -284,6 +297,9 @@ class Network:
         self.SC[K.SC_NNODES] = self.nodes
         self.SC[K.SC_ARB] = K.ARBITERS[arbiter]
         self.SC[K.SC_TRAINS] = int(trains and not credit)  # under credit every frame is granted on its own
+        # Datapaths take their frames off the links in (no arrival event per frame-hop) where
+        # trains are on: the same option of fewer events for the same results (docs/engine.md).
+        self.SC[K.SC_PULL] = self.SC[K.SC_TRAINS]
         self._nmd = 0
         self._nbits = 0
         self._nsl = 0
@@ -667,6 +683,9 @@ class Network:
         """Every train cut at ``point`` (default: where the frame loop stopped, which is what
         the per-frame loop's tables show to a reader), so counters are the per-frame loop's;
         trains delivered as one go back to per-frame arrivals there too."""
+        # Datapaths first take the frames arrived by then, in arrival order (a train passing
+        # one as it arrives among them): what is left deferred has not begun to arrive.
+        self._settle_pulls(point if point != (-1, 0) else self._point())
         if self.SC[K.SC_DEFERRED]:
             self._heap_room(2 * self.LK.shape[0])
             self._frame_room(int(self.SC[K.SC_DEFERRED]))
@@ -676,6 +695,17 @@ class Network:
         if self.LK[: len(self.links), K.L_TRAIN].any():
             self._heap_room(len(self.links))
             call(K.settle, self.state, *point)
+            self._rearm()
+
+    def _settle_pulls(self, point) -> None:
+        """The frames arrived before ``point`` into their datapaths, as the per-frame loop has
+        them (a datapath takes them off their links later). A reader's point is now: the
+        per-frame loop would have woken for each arrival before it, and no kernel event before
+        now is left undone when Python runs at now."""
+        if self.SC[K.SC_PULL]:
+            self._heap_room(self.LK.shape[0] - len(self.links))
+            while call(K.settle_pulls, self.state, *point):
+                self._frame_room(int(self.SC[K.SC_FREE]) + 1)
             self._rearm()
 
     def schedule_change(self, time: int, fn: Callable[[], None], before: str = BEFORE_GRANTS) -> None:
@@ -745,6 +775,7 @@ class Network:
             if on_wire > self.LG.shape[0]:
                 self.LG = _grow(self.LG, on_wire, 0)
         t, key = self._point()
+        self._settle_pulls((t, key))  # frames that arrived over it by now are in the datapath
         if self.SC[K.SC_DEFERRED]:
             # frames of a train delivered as one that arrived by now are taken first
             self._heap_room(2)
@@ -852,8 +883,12 @@ class Network:
     def _logging(self) -> None:
         """Write transmission records only while a sink reads them."""
         on = self.log and bool(self.log_sinks)
-        if on and not self.SC[K.SC_LOGGING] and self.SC[K.SC_DEFERRED]:
+        if on and not self.SC[K.SC_LOGGING] and (self.SC[K.SC_DEFERRED] or self.SC[K.SC_PULL]):
             self._settle()  # a sink from now on: the frames arrived so far, then records per frame
+            if self.SC[K.SC_PULL]:  # records in event order: every frame-hop its own arrival again
+                self._heap_room(len(self.links))
+                call(K.unpull, self.state)
+                self._rearm()
         self.SC[K.SC_LOGGING] = int(on)
         if on and self.LG.shape[0] < 65536:
             self.LG = _grow(self.LG, 65536, 0)
@@ -932,11 +967,14 @@ class Network:
         return int(self.FP.shape[0] - self.SC[K.SC_FREE] + self.SC[K.SC_TRAIN_HELD] - self.SC[K.SC_CTOKENS])
 
     def run_counters(self) -> dict[str, int]:
-        """The frame loop's own work: events processed and skipped, trains, frames sent in trains."""
+        """The frame loop's own work: events processed and skipped, trains, frames sent in trains,
+        and events found due before the clock had already passed them (``late``: none, or a rule
+        scheduled one in the past)."""
         self._settle()
         return {"events": int(self.SC[K.SC_EVENTS]), "stale": int(self.SC[K.SC_STALE]),
                 "trains": int(self.SC[K.SC_NTRAINS]), "train_frames": int(self.SC[K.SC_TRAIN_FRAMES]),
-                "train_cuts": int(self.SC[K.SC_TRAIN_CUTS]), "train_deliveries": int(self.SC[K.SC_NDEFER])}
+                "train_cuts": int(self.SC[K.SC_TRAIN_CUTS]), "train_deliveries": int(self.SC[K.SC_NDEFER]),
+                "late": int(self.SC[K.SC_LATE])}
 
     @property
     def duplicates(self) -> int:
