@@ -284,3 +284,18 @@ def test_a_train_cut_at_its_source_while_it_passes_the_datapath():
         pulled, _per_frame, done = both(D, n, nh, msgs, (0, 64 * 1024), nic=500_000, nic_rate=16 * 10**9)
         assert len(done) == 2
         assert pulled.run_counters()["train_cuts"] >= 1 and pulled.run_counters()["train_deliveries"] >= 1
+
+
+@pytest.mark.parametrize("delta", [1_000, 300_000, 5_000_000])
+def test_small_frames_amid_a_train_into_a_datapath_as_fast_as_its_links_keep_their_order(delta):
+    # A 1 Gb/s datapath behind 1 Gb/s links is as fast as the train's spacing, so the train
+    # passes it as one; 4 small frames from the other link arrive amid it. The first splits
+    # the train; the others arrive while the train's last entered frame is still in the
+    # datapath (they wait on their link), before the train's next frame: they enter first.
+    D = line([(0, 2, 10**9), (1, 2, 10**9)])
+    n = 3
+    msgs = [(0, (2,), 2, 30, 1462, 1462, 0), (1, (2,), 2, 4, 62, 62, 6 * SER_1462 + delta)]
+    pulled, _per_frame, done = both(D, n, bfs_next_hop(D, n, n), msgs, (0, 64 * 1024), nic=500_000,
+                                    nic_rate=10**9)
+    assert len(done) == 2
+    assert pulled.run_counters()["train_deliveries"] >= 1
