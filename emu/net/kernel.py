@@ -849,28 +849,15 @@ def _wire_empty(SC, LK, link):
 
 
 @_inline
-def _first_in(LK, nic):
+def _first_in(LK, nic, skip):
     """The link into ``nic``'s node whose wire head arrives first (ties: the lowest link id,
-    the arrival order of one instant; slots are in ascending link id), or -1 when no frame is
-    on its way there."""
+    the arrival order of one instant; slots are in ascending link id), leaving out slot
+    ``skip`` (-1: none), or -1 when no frame is on its way there."""
     best = -1
     best_a = 0
     for k in range(LK[nic, L_IN_N]):
         a = LK[nic, L_IN_ARR0 + k]
-        if a >= 0 and (best < 0 or a < best_a):
-            best = k
-            best_a = a
-    return -1 if best < 0 else LK[nic, L_IN_LINK0 + best]
-
-
-@_inline
-def _next_in(LK, nic, skip):
-    """As _first_in, among the links into ``nic``'s node other than ``skip``."""
-    best = -1
-    best_a = 0
-    for k in range(LK[nic, L_IN_N]):
-        a = LK[nic, L_IN_ARR0 + k]
-        if a >= 0 and (best < 0 or a < best_a) and LK[nic, L_IN_LINK0 + k] != skip:
+        if a >= 0 and (best < 0 or a < best_a) and k != skip:
             best = k
             best_a = a
     return -1 if best < 0 else LK[nic, L_IN_LINK0 + best]
@@ -882,7 +869,7 @@ def _deferred_upto(LK, FP, nic, i, e):
     ``nic`` (on link ``i``), enter it before the next link's head (all of them if none), and
     that link (-1: none). No other frame can come between: every frame granted from now on
     arrives later than now, and the train's first frame arrived before now."""
-    j = _next_in(LK, nic, i)
+    j = _first_in(LK, nic, LK[i, L_IN_SLOT])
     if j < 0:
         return FP[e, F_NTRAIN], j
     return _arrived(FP, e, i, FP[LK[j, L_WHEAD], F_ARR], j), j
@@ -899,7 +886,7 @@ def _wake_datapath(SC, LK, FP, HP, nic):
     enter, then it: _pull_deferred). With frames on its wire, its event is its head's."""
     if LK[nic, L_WHEAD] != -1:
         return
-    i = _first_in(LK, nic)
+    i = _first_in(LK, nic, -1)
     if i < 0:
         LK[nic, L_ARR_PEND] = -1
         return
@@ -1624,7 +1611,7 @@ def _pull_arrived(SC, LK, LD, ND, NS, FP, FREE, HP, MS, MD, BITS, UP, SP, LG, LB
         if SC[SC_FREE] < 2:
             _wake_datapath(SC, LK, FP, HP, nic)
             return 1
-        i = _first_in(LK, nic)
+        i = _first_in(LK, nic, -1)
         if i < 0:
             break
         e = LK[i, L_WHEAD]
@@ -1636,7 +1623,7 @@ def _pull_arrived(SC, LK, LD, ND, NS, FP, FREE, HP, MS, MD, BITS, UP, SP, LG, LB
             # arrive frame by frame.
             bt = t
             bk = key
-            cnt, j = _deferred_upto(LK, FP, nic, i, e)
+            j = _first_in(LK, nic, LK[i, L_IN_SLOT])
             if j >= 0:
                 aj = FP[LK[j, L_WHEAD], F_ARR]
                 if aj < bt or (aj == bt and j < bk):
