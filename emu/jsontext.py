@@ -127,3 +127,7 @@ def parse_json_arrays(raw: bytes, where: str, error: type[Exception], under: str
                 if k == under and isinstance(v, dict) else restore(v) for k, v in doc.items()}
     except RecursionError:  # nested deeper than this walk goes: json.loads says what it makes of it
         return parse_json(raw, where, error)
+    finally:
+        # restore refers to itself, a cycle only the garbage collector frees: the arrays the
+        # document does not keep (the loader narrows them) go now, not at its next pass
+        arrays.clear()

@@ -58,7 +58,7 @@ def try_compute(s, node):
     # Attention reading a replica multicast here: the directory must still hold it.
     for e in range(OP[op, OPS_DEP], OP[op, OPS_DEPEND]):
         if DF[e] & DF_REPLICA:
-            x = IDX[e]
+            x = np.int64(IDX[e])  # IDX is int32: one compiled slot_of
             if slot_of(OP, IDX, x, node) >= 0:
                 read_in_flight(s, node, OW[x, OW_KV], now)
     at(s, now + OW[op, OW_DUR], E_FINISH, op, node)

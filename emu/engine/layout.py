@@ -1,6 +1,6 @@
 """The compiled replay's tables (emu.engine.loop, docs/engine.md), declared as data.
 
-Every table is a 2-D int64 array (OP: int32, its wide values in OW), one row per op,
+Every table is a 2-D int64 array (OP, PT and IDX: int32; OP's wide values in OW), one row per op,
 part, delivery slot, node, transfer or message; its ``Table`` below lists the columns in
 order with what each holds, and the column constants (one prefix per table: ``OPS_KIND``,
 ``NT_BUSY``, ``RS_NOW``, ...) are rendered from it into this source by

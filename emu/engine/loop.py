@@ -34,7 +34,7 @@ from .layout import (CB_CTRL, CB_SEND, DRIVE_CHANGE, DRIVE_DONE, DRIVE_PROGRESS,
                           NT_BUSY, NT_STALL, OPS_BLK, OPS_BLKEND, OW_BYTES, OPS_CHUNK, OPS_COMM, OPS_DEP, OPS_DEPEND,
                           OPS_DONE, OPS_DONEEND, OPS_DST, OPS_DSTEND, OW_END, OPS_GRP, OPS_KIND, OW_KV, OPS_LAYER, OPS_MSGOP,
                           OPS_NDLV, OPS_NODE, OPS_PART, OPS_PEND, OPS_RES, OPS_SRC, OPS_SRCEND, OW_START, PT_NEED, PT_NODE,
-                          PT_OP, PT_ROUTE, RS_DONE_OPS, RS_IN_RUN, RS_KV_BYTES, RS_LAYERS, RS_MARGIN, RS_NODES, RS_NOW,
+                          PT_OP, PT_ROUTE, RS_DONE_OPS, RS_IN_RUN, RS_KV_BYTES, RS_KVMIN, RS_LAYERS, RS_MARGIN, RS_NODES, RS_NOW,
                           RS_NSIM, RS_NWORK, RS_PROG_NEXT, RS_PROGRESS, RS_STARTED, RS_UPCALL_EV, RS_WAKE_SEQ, SIM_A, SIM_B, SIM_KIND,
                           SIM_TIME, SLOT_AT, SLOT_ATEND,
                           SLOT_GOT, SLOT_READERS, SLOT_TIME, W_A2A_STEP, W_CONSUMED, W_DELIVERED, W_OP_DLV,
@@ -55,7 +55,7 @@ TRANSIENT, OWNER = int(Residency.transient), int(Residency.owner)
 def ready(s, p):
     """Part ``p`` has all it needs: a compute op joins its node's queue, a communication part starts."""
     PT, OP = s.PT, s.OP
-    op = PT[p, PT_OP]
+    op = np.int64(PT[p, PT_OP])  # PT and IDX are int32: values passed on are made int64 (one compiled callee)
     if OP[op, OPS_COMM]:
         start_comm(s, op, p)
     else:
@@ -67,7 +67,7 @@ def ready(s, p):
 @compiled_inline
 def start_comm(s, op, p):
     RS, OP, OW, PT, NT = s.RS, s.OP, s.OW, s.PT, s.NT
-    src = PT[p, PT_NODE]
+    src = np.int64(PT[p, PT_NODE])
     if OW[op, OW_START] < 0:
         OW[op, OW_START] = RS[RS_NOW]
     kind = OP[op, OPS_KIND]
@@ -80,7 +80,7 @@ def start_comm(s, op, p):
         fold(s, op, src, src)
         return
     if kind == DRAIN or kind == INVALIDATE:
-        send(s, src, op, -1, 0, OP[op, OPS_MSGOP], OW[op, OW_KV], CB_CTRL, op, src, 0, PT[p, PT_ROUTE])
+        send(s, src, op, -1, 0, OP[op, OPS_MSGOP], OW[op, OW_KV], CB_CTRL, op, src, 0, np.int64(PT[p, PT_ROUTE]))
         return
     if kind == ALL_TO_ALL:
         g = OP[op, OPS_GRP]
@@ -91,7 +91,7 @@ def start_comm(s, op, p):
         return
     NT[src, NT_STALL] += 1  # the compute engine waits until the packetizer takes the payload
     send(s, src, op, -1, OW[op, OW_BYTES], OP[op, OPS_MSGOP], max(OW[op, OW_KV], 0), CB_SEND, op, src,
-         0, PT[p, PT_ROUTE])
+         0, np.int64(PT[p, PT_ROUTE]))
     consumed(s, op, src)
 
 
@@ -111,7 +111,7 @@ def consumed(s, op, node):
     RS, OP, SLOT, IDX, DF = s.RS, s.OP, s.SLOT, s.IDX, s.DF
     for e in range(OP[op, OPS_DEP], OP[op, OPS_DEPEND]):
         if DF[e] & DF_READS:
-            x = IDX[e]
+            x = np.int64(IDX[e])
             sl = slot_of(OP, IDX, x, node)
             if sl >= 0:
                 SLOT[sl, SLOT_READERS] -= 1
@@ -189,7 +189,7 @@ def op_delivered(s, op, node):
         nb = OP[op, OPS_BLKEND] - OP[op, OPS_BLK]
         if nb:  # a bulk handoff: each block moves with the size its owner holds
             for e in range(OP[op, OPS_BLK], OP[op, OPS_BLKEND]):
-                kv = IDX[e]
+                kv = RS[RS_KVMIN] + IDX[e]  # IDX holds the block's offset
                 add_owner(s, node, kv, owner_bytes(s, kv, nbytes // nb), now)
         else:
             add_owner(s, node, OW[op, OW_KV], nbytes, now)
@@ -234,7 +234,7 @@ def work(s):
             if a < b:
                 if a + 1 < b:
                     push(s, W_RELEASE, a + 1, b, 0)
-                p = IDX[a]
+                p = np.int64(IDX[a])
                 PT[p, PT_NEED] -= 1
                 if PT[p, PT_NEED] == 0:
                     ready(s, p)

@@ -31,6 +31,8 @@ is pushed on the work stack instead, so this module needs nothing of the replay 
 
 from __future__ import annotations
 
+import numpy as np
+
 from .. import bits
 from ..net import kernel as K
 from ..codec.enums import Op
@@ -410,7 +412,7 @@ def signals(s, op, src):
     at src): one signal to each board of its signal groups (docs/nic.md, "Signals")."""
     e, end = s.OP[op, OPS_SIG], s.OP[op, OPS_SIGEND]
     while e < end:
-        signal(s, src, s.IDX[e], op, e)
+        signal(s, src, np.int64(s.IDX[e]), op, e)
         e += 2 + s.IDX[e + 1]
 
 

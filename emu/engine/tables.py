@@ -64,10 +64,9 @@ def _table(rows: int, ncols: int, cols: dict) -> np.ndarray:
     value fits (ids, counts and positions in IDX: any run that fits in memory), else int64;
     the compiled loop is compiled for either.
 
-    Only OP is narrowed: values read from it that the loop passes on to a compiled function
-    are made int64 first (``core.ready``), since numba compiles a function once more for
-    every argument type it is called with, and the parts and the index pool, whose values
-    are passed on everywhere, stay int64.
+    Values read from OP (and from the int32 parts and index pool, PT and IDX) that the loop
+    passes on to a compiled function are made int64 first (``loop.ready``), since numba
+    compiles a function once more for every argument type it is called with.
 
     A column given as (base, values) is ``base + values``, added in the table: a position
     in IDX is a block's start plus a CSR pointer, and a temporary array of each such column
@@ -88,6 +87,22 @@ def _table(rows: int, ncols: int, cols: dict) -> np.ndarray:
             else:
                 block[:, col] = v
     return t
+
+
+def _index_pool(blocks) -> np.ndarray:
+    """IDX: the blocks one after another, int32. Every value is an op, part, board, KV block
+    offset or a count of them, and positions in IDX are OP's int32 columns already, so a
+    run whose values do not fit has more ops than fit in memory; the narrow pool halves the
+    replay's largest table (93M entries for MARS 16K on 128 boards) and the cache lines its
+    dependency and release walks read."""
+    IDX = np.empty(sum(b.size for b in blocks), np.int32)
+    at = 0
+    for b in blocks:
+        if not _fits32(b):
+            raise ValueError(f"compiled replay: an index value ({int(b.max())}) does not fit the int32 index pool")
+        IDX[at:at + b.size] = b
+        at += b.size
+    return IDX
 
 
 _FILL_ROWS = 16384  # rows per block of _table's fill (16K rows x 24 int32 columns: 1.5 MiB, in L3)
@@ -113,7 +128,7 @@ def _signal_groups(sig: list, n, boards):
     sig.clear()
     # By (x, b), stable: parts keep their wiring order within a group (one key sorts faster
     # than numpy's lexsort over two).
-    order = np.argsort(x * boards + b, kind="stable")
+    order = np.argsort(x.astype(np.int64) * boards + b, kind="stable")
     x, b, p, per_group = x[order], b[order], p[order], per_group[order]
     new = np.r_[True, (x[1:] != x[:-1]) | (b[1:] != b[:-1])] if x.size else np.zeros(0, bool)
     heads = np.flatnonzero(new)
@@ -121,7 +136,7 @@ def _signal_groups(sig: list, n, boards):
     gid = np.cumsum(new) - 1
     size = 2 + count
     g_off = np.cumsum(size) - size
-    flat = np.zeros(int(size.sum()), np.int64)
+    flat = np.zeros(int(size.sum()), np.int32)  # as IDX, where it goes
     flat[g_off] = b[heads]
     flat[g_off + 1] = count
     flat[g_off[gid] + 2 + (np.arange(x.size) - heads[gid])] = p
@@ -181,11 +196,15 @@ class _Wiring:
         if self.free_signals:  # the idealisation (hw.signals=free): released at once, no frame
             to_done |= to_sig
             to_sig[:] = False
-        self._at.append((slot[to_at], p[to_at]))
-        self._read.append(slot[to_at & reads])
-        self._done.append((x[to_done], p[to_done]))
+        # Kept int32 (ops, parts, slots, boards and counts all fit: Tables checks the counts):
+        # at 128 boards these lists hold 32M edges until they are joined, the build's peak.
+        i32 = np.int32
+        self._at.append((slot[to_at].astype(i32), p[to_at].astype(i32)))
+        self._read.append(slot[to_at & reads].astype(i32))
+        self._done.append((x[to_done].astype(i32), p[to_done].astype(i32)))
         # per signal-released edge: x, the board it waits at, its part, the signals it counts
-        self._sig.append((x[to_sig], at[to_sig], p[to_sig], np.where(xc, nd_x, 1)[to_sig]))
+        self._sig.append((x[to_sig].astype(i32), at[to_sig].astype(i32), p[to_sig].astype(i32),
+                          np.where(xc, nd_x, 1)[to_sig].astype(i32)))
 
     @staticmethod
     def _joined(chunks: list) -> list:
@@ -226,13 +245,18 @@ class Tables:
         self.rp = rp
         tr, ops, net = rp.trace, rp.trace.ops, rp.net
         n, N, V = tr.n_ops, rp.nodes, net.nodes
+        # OP, PT and IDX are int32, and so are the wiring's edge lists: ops, parts and slots
+        # number fewer than 2**31 (a larger run would not fit in memory anyway)
+        big = max(n + tr.src_idx.size, tr.dst_idx.size)  # bounds of the parts and the slots
+        if big >= 2 ** 31 - 1:
+            raise ValueError(f"compiled replay: {big} ops, parts or delivery slots: more than the tables number (2**31)")
         kind = ops["kind"].astype(np.int64)
         node = ops["node"].astype(np.int64)
         # KV block ids as the loop keeps them (block_ids): the trace's own up to its first gap
         self.kv_ids = block_ids(rp)
         kv_lo = int(self.kv_ids[0])
         kvid = kv_lo + np.searchsorted(self.kv_ids, ops["kv_id"].astype(np.int64))
-        blk = kv_lo + np.searchsorted(self.kv_ids, tr.blk_idx.astype(np.int64))
+        blk = np.searchsorted(self.kv_ids, tr.blk_idx.astype(np.int64))  # in IDX: offsets from kv_lo
         msgop = ops["msg_op"].astype(np.int64)
         nbytes = ops["bytes"].astype(np.int64)
         is_comm = np.isin(kind, [int(k) for k in COMM_KINDS | CONTROL_KINDS])
@@ -314,9 +338,8 @@ class Tables:
         b_done = b_blk + tr.blk_idx.size
         b_at = b_done + done_idx.size
         b_sig = b_at + at_idx.size
-        IDX = np.concatenate([dst, x_of_dep, tr.src_idx.astype(np.int64), blk,
-                              done_idx, at_idx, sig_idx]).astype(np.int64, copy=False)
-        del done_idx, at_idx, sig_idx  # in IDX now (a large trace's tables are built within their own size)
+        IDX = _index_pool((dst, x_of_dep, tr.src_idx, blk, done_idx, at_idx, sig_idx))
+        del done_idx, at_idx, sig_idx, blk  # in IDX now (a large trace's tables are built within their own size)
         DF = np.zeros(IDX.size, np.int8)
         DF[b_dep:b_src] = (reads_dep * L.DF_READS
                            | (is_comm[x_of_dep] & (msgop[x_of_dep] == int(MsgOp.kv_replica))) * L.DF_REPLICA)
@@ -343,7 +366,7 @@ class Tables:
         OP = _table(n, L.OPS_NCOLS, cols)
         del cols, part_ptr, done_ptr, sig_ptr, kvid, msgop
 
-        PT = np.zeros((nparts, L.PT_NCOLS), np.int64)
+        PT = np.zeros((nparts, L.PT_NCOLS), np.int32)  # ops, boards, counts, routes: int32 (as IDX)
         PT[:, L.PT_OP] = part_op
         PT[:, L.PT_NODE] = part_node
         PT[:, L.PT_NEED] = need

@@ -33,9 +33,9 @@ KERNEL = ("SC", "LK", "LF", "LR", "LD", "ND", "NS", "DL", "FP", "FREE", "HP", "L
 # The replay's tables with their element type and dimensions (what emu.engine.tables builds):
 # a Network's State holds an empty one of each, so both States are one numba type.
 _REPLAY_TYPES = (
-    ("RS", np.int64, 1), ("OP", np.int32, 2), ("OW", np.int64, 2), ("PT", np.int64, 2),
+    ("RS", np.int64, 1), ("OP", np.int32, 2), ("OW", np.int64, 2), ("PT", np.int32, 2),
     ("SLOT", np.int64, 2), ("NT", np.int64, 2), ("RQ", np.int64, 2), ("TR", np.int64, 2),
-    ("MX", np.int64, 2), ("KB", np.int64, 2), ("KR", np.int64, 2), ("IDX", np.int64, 1),
+    ("MX", np.int64, 2), ("KB", np.int64, 2), ("KR", np.int64, 2), ("IDX", np.int32, 1),
     ("DF", np.int8, 1), ("GP", np.int64, 2),
     ("SIM", np.int64, 2),    # the event heap (emu.engine.layout: SIM_*)
     ("WORK", np.int64, 2),   # the work stack (WORK_*)
