@@ -118,6 +118,19 @@ def test_column_codecs_round_trip_and_never_grow(arr):
     assert len(json.dumps(enc, separators=(",", ":"))) <= len(json.dumps(arr.tolist(), separators=(",", ":")))
 
 
+@pytest.mark.parametrize("chunk", [3, 1 << 20])
+@pytest.mark.parametrize("arr", [
+    np.arange(1000), np.repeat([3, -1, 7], 100), np.array([5, -3, 10**12, 2]), np.array([], dtype=np.int64),
+    np.array([7]), np.random.RandomState(1).randint(-10**9, 10**9, 501), np.arange(0, 60, 3).repeat(5),
+    np.random.RandomState(2).randint(0, 9, 400).cumsum(),
+])
+def test_a_columns_text_is_the_json_of_its_encoding(arr, chunk, monkeypatch):
+    """The trace writer's text (written a chunk at a time, no Python int per entry) is what
+    json.dumps makes of encode's lists, across chunk boundaries, for every codec."""
+    monkeypatch.setattr(columns, "_CHUNK", chunk)
+    assert columns.encode_text(arr) == json.dumps(columns.encode(arr), separators=(",", ":"), sort_keys=True)
+
+
 def test_regular_columns_compress():
     assert columns.encode(np.arange(100000))["codec"] == "delta_rle"
     assert columns.encode(np.repeat([0, 1], 5000))["codec"] == "rle"

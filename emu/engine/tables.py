@@ -289,12 +289,18 @@ class Tables:
         # The wiring (tests/pydag.py's rules): every (dependent op y, dependency x, part p of y).
         kv_msg = np.isin(msgop, _KV_MSGS)
         x_of_dep = np.asarray(tr.dep_idx, np.int64)  # read only: no copy of the largest column
-        y_of_dep = np.repeat(np.arange(n), np.diff(tr.dep_ptr))
-        reads_dep = is_comm[x_of_dep] & (~is_comm[y_of_dep] | (kv_msg[y_of_dep] & (kvid[y_of_dep] == kvid[x_of_dep])))
+        reads_dep = np.zeros(x_of_dep.size, bool)
         w = _Wiring(N, node, is_comm, ndst, npart, part_ptr, part_node, dkeys, skeys, rp.hw["signals"] == "free")
         for a in range(0, max(x_of_dep.size, 1), _WIRING_STEP):  # once at least: a trace with no dependencies
-            w.add(y_of_dep[a:a + _WIRING_STEP], x_of_dep[a:a + _WIRING_STEP], reads_dep[a:a + _WIRING_STEP])
-        del y_of_dep
+            # the dependent op of each dependency of the slice (of every one at once: 246 MB at 128 boards)
+            b = min(a + _WIRING_STEP, x_of_dep.size)
+            o0 = int(np.searchsorted(tr.dep_ptr, a, side="right")) - 1 if b > a else 0
+            o1 = int(np.searchsorted(tr.dep_ptr, b, side="left"))
+            y = np.repeat(np.arange(o0, o1), np.diff(tr.dep_ptr[o0:o1 + 1]))[a - tr.dep_ptr[o0]:b - tr.dep_ptr[o0]]
+            x = x_of_dep[a:b]
+            reads_dep[a:b] = is_comm[x] & (~is_comm[y] | (kv_msg[y] & (kvid[y] == kvid[x])))
+            w.add(y, x, reads_dep[a:b])
+        del y, x
         sig = w.signals()
         need, readers = w.need(nparts, sig[2], sig[3]), w.readers(nslots)
         sig_ptr, sig_idx, n_signals = _signal_groups(sig, n, N)  # empties sig

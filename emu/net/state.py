@@ -134,6 +134,13 @@ def set_kernel(s, SC, LK, LF, LR, LD, ND, NS, DL, FP, FREE, HP, LG, FW, MS, MD, 
     s.LG, s.FW, s.MS, s.MD, s.BITS, s.UP, s.SP, s.SL, s.SFREE, s.LB = LG, FW, MS, MD, BITS, UP, SP, SL, SFREE, LB
 
 
+@njit(cache=True, _nrt=True)
+def set_wiring(s, PT, IDX, DF):
+    """The replay's parts, index pool and dependency flags in ``s``: after the run, empty ones,
+    so that their memory goes back while the results are read (nothing reads them then)."""
+    s.PT, s.IDX, s.DF = PT, IDX, DF
+
+
 @njit(cache=True)
 def _tables(s):
     return (s.SC, s.LK, s.LF, s.LR, s.LD, s.ND, s.NS, s.DL, s.FP, s.FREE, s.HP, s.LG, s.FW, s.MS, s.MD,

@@ -119,7 +119,7 @@ def dumps(trace: Trace) -> bytes:
     lines = ['{"meta":' + dump(trace.meta) + ",", '"schedule":' + dump(trace.schedule) + ",", '"ops":{"n":%d' % trace.n_ops]
     for name in _column_names():
         arr = trace.ops[name] if name in trace.ops else getattr(trace, name)
-        lines.append(f',"{name}":' + dump(columns.encode(arr)))
+        lines.append(f',"{name}":' + columns.encode_text(arr))
     lines.append("}}\n")
     return "\n".join(lines).encode("utf-8")
 

@@ -1,0 +1,68 @@
+"""The replay tables' wiring and index pool (emu.engine.tables): built a slice of dependencies
+at a time, every table must be the one a single slice builds, whatever the slice boundaries
+cut through (an op's dependencies split across two slices, an op with several parts); the
+pool is int32 and refuses a value it cannot hold instead of wrapping it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import emu
+from emu.engine import tables as T
+from emu.replay.run import Options, Replay
+
+_TRACES = {
+    "mars": dict(seq=2048, nodes=8, chunk=256, decode_tokens=2),
+    "usp": dict(seq=2048, nodes=8, chunk=512, decode_tokens=2),
+    "pd": dict(seq=2048, nodes=8, chunk=512, decode_tokens=2),
+}
+
+
+def _tables(trace, **opts):
+    return T.Tables(Replay(trace, Options(engine="compiled", **opts))).state.tables()
+
+
+@pytest.fixture(scope="module", params=sorted(_TRACES))
+def built(request):
+    trace = emu.trace(request.param, **_TRACES[request.param])
+    return trace, _tables(trace)
+
+
+@pytest.mark.parametrize("step", [1, 7, 1000])
+def test_the_wiring_a_slice_at_a_time_is_the_wiring_of_one_slice(built, step, monkeypatch):
+    trace, whole = built
+    assert trace.dep_idx.size > 3 * step or step == 1000  # several slices for the small steps
+    monkeypatch.setattr(T, "_WIRING_STEP", step)
+    sliced = _tables(trace)
+    for name, table in whole.items():
+        assert sliced[name].dtype == table.dtype, name
+        assert np.array_equal(sliced[name], table), name
+
+
+def test_the_parts_and_the_index_pool_are_int32(built):
+    _trace, whole = built
+    assert whole["IDX"].dtype == np.int32 and whole["PT"].dtype == np.int32
+
+
+def test_handoff_blocks_sit_in_the_pool_as_offsets_from_the_lowest_block():
+    """A bulk handoff lists its KV blocks; the pool holds each as its offset from the lowest id
+    the loop numbers (RS_KVMIN), so ids past int32 still fit."""
+    trace = emu.trace("pd", **_TRACES["pd"])
+    if not trace.blk_idx.size:
+        pytest.skip("no handoff lists blocks in this trace")
+    rp = Replay(trace, Options(engine="compiled"))
+    t = T.Tables(rp)
+    OP, IDX = t.state.table("OP"), t.state.table("IDX")
+    op = int(np.flatnonzero(np.diff(trace.blk_ptr))[0])
+    offsets = IDX[OP[op, T.L.OPS_BLK]:OP[op, T.L.OPS_BLKEND]]
+    # the loop's block id is kv_ids[0] + offset; the trace's id is kv_ids[offset]
+    assert np.array_equal(t.kv_ids[offsets], trace.blocks(op))
+
+
+def test_the_index_pool_refuses_a_value_past_int32():
+    blocks = (np.arange(3), np.array([2**31]))
+    with pytest.raises(ValueError, match="does not fit the int32 index pool"):
+        T._index_pool(blocks)
+    pool = T._index_pool((np.arange(3), np.array([2**31 - 1, -1])))
+    assert pool.dtype == np.int32 and pool.tolist() == [0, 1, 2, 2**31 - 1, -1]
