@@ -131,6 +131,16 @@ def test_a_columns_text_is_the_json_of_its_encoding(arr, chunk, monkeypatch):
     assert columns.encode_text(arr) == json.dumps(columns.encode(arr), separators=(",", ":"), sort_keys=True)
 
 
+@pytest.mark.parametrize("chunk", [3, 1 << 20])
+def test_the_measured_length_of_a_column_is_its_json_length(chunk, monkeypatch):
+    """What the codec choice compares: the length of the plain JSON text, every power of ten
+    up to int64's largest entries, negatives, across chunk boundaries."""
+    monkeypatch.setattr(columns, "_CHUNK", chunk)
+    tens = 10 ** np.arange(19, dtype=np.int64)
+    for arr in (np.r_[tens, tens - 1, -tens, 2**63 - 1, -(2**63 - 1), 0], np.arange(-1200, 1200), np.zeros(0, np.int64)):
+        assert columns._text_len(arr) == len(json.dumps(arr.tolist(), separators=(",", ":")))
+
+
 def test_regular_columns_compress():
     assert columns.encode(np.arange(100000))["codec"] == "delta_rle"
     assert columns.encode(np.repeat([0, 1], 5000))["codec"] == "rle"

@@ -31,23 +31,22 @@ _CHUNK = 1 << 20  # entries measured or written at a time: a column's temporarie
 
 
 def _text_len(a: np.ndarray) -> int:
-    # Length of the JSON array text: digits + minus signs + commas + brackets.
+    # Length of the JSON array text: digits + minus signs + commas + brackets. An entry has
+    # one digit more for each power of ten (10 to 10**18) it reaches: counted, not summed per entry.
     if a.size == 0:
         return 2
     total = 0
     for i in range(0, a.size, _CHUNK):
-        mag = np.abs(a[i:i + _CHUNK].astype(np.int64))
-        digits = np.ones(mag.size, dtype=np.int64)
+        part = a[i:i + _CHUNK]
+        mag = np.abs(part.astype(np.int64))
+        total += part.size + np.count_nonzero(part < 0)
         t = 10
-        while True:
-            more = mag >= t
-            if not more.any():
+        while t <= 10**18:
+            more = np.count_nonzero(mag >= t)
+            if not more:
                 break
-            digits += more
-            if t > 10**17:
-                break
+            total += more
             t *= 10
-        total += int(digits.sum() + (a[i:i + _CHUNK] < 0).sum())
     return total + a.size - 1 + 2
 
 
@@ -99,8 +98,10 @@ def encode(a: np.ndarray):
 
 def _ints_text(a: np.ndarray) -> str:
     # json.dumps of the list, written a chunk at a time: no Python int per entry alive at once
-    # (a 32M-entry column as a list is 1.1 GB, the generator's peak)
-    return "[" + ",".join(",".join(map(str, a[i:i + _CHUNK].tolist())) for i in range(0, a.size, _CHUNK)) + "]"
+    # (a 32M-entry column as a list is 1.1 GB, the generator's peak). A chunk is the list's
+    # repr without its spaces (integers have none): a third faster than joining str() of each.
+    return "[" + ",".join(str(a[i:i + _CHUNK].tolist())[1:-1].replace(" ", "")
+                          for i in range(0, a.size, _CHUNK)) + "]"
 
 
 def encode_text(a: np.ndarray) -> str:
