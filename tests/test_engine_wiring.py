@@ -66,3 +66,27 @@ def test_the_index_pool_refuses_a_value_past_int32():
         T._index_pool(blocks)
     pool = T._index_pool((np.arange(3), np.array([2**31 - 1, -1])))
     assert pool.dtype == np.int32 and pool.tolist() == [0, 1, 2, 2**31 - 1, -1]
+
+
+def test_the_loop_lets_the_wiring_go_after_the_run(monkeypatch):
+    """Nothing reads the parts, the index pool or the dependency flags once the run is over: the
+    loop's state holds empty ones while the results are read out (their memory goes back),
+    and keeps what the results read."""
+    from emu.engine import runner
+
+    built = []
+
+    class Recording(T.Tables):
+        def __init__(self, rp):
+            super().__init__(rp)
+            built.append(self)
+
+    monkeypatch.setattr(runner, "Tables", Recording)
+    trace = emu.trace("mars", **_TRACES["mars"])
+    rp = Replay(trace, Options(engine="compiled"))
+    before = T.Tables(Replay(trace, Options(engine="compiled"))).state.tables(("PT", "IDX", "DF"))
+    assert all(t.size for t in before.values())
+    rp.run()
+    st = built[0].state
+    assert {name: st.table(name).size for name in ("PT", "IDX", "DF")} == {"PT": 0, "IDX": 0, "DF": 0}
+    assert st.table("OP").shape[0] == trace.n_ops and (st.table("OW")[:, T.L.OW_END] >= 0).all()
