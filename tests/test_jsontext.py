@@ -164,3 +164,36 @@ def test_a_trace_whose_n_is_a_long_array_gets_jsons_error(tmp_path, monkeypatch)
     with pytest.raises(TraceError) as slow_err:
         load_trace(path)
     assert str(fast_err.value) == str(slow_err.value) and "\n" not in str(fast_err.value)
+
+
+def test_the_arrays_a_parse_made_and_its_document_does_not_keep_are_freed_when_it_returns():
+    """A long integer array outside the columns comes back as a list; its parsed int64 array
+    is gone when the parse returns, not left for the garbage collector (a trace loader's
+    hundreds of MB at 128 boards)."""
+    import gc
+    import weakref
+
+    made = []
+    real = jsontext._int64_array
+
+    def recording(text):
+        a = real(text)
+        if a is not None:
+            made.append(weakref.ref(a))
+        return a
+
+    body = ",".join(str(i) for i in range(3000))
+    raw = ('{"ops":{"c":[%s]},"other":[%s]}' % (body, body)).encode()
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        jsontext._int64_array = recording
+        doc = parse_json_arrays(raw, "t.json", TraceError, "ops", ("c",))
+        assert isinstance(doc["other"], list) and isinstance(doc["ops"]["c"], np.ndarray)
+        assert len(made) == 2
+        alive = [r() is not None for r in made]
+        assert alive.count(True) == 1 and made[alive.index(True)]() is doc["ops"]["c"]
+    finally:
+        jsontext._int64_array = real
+        if collecting:
+            gc.enable()
