@@ -90,3 +90,9 @@ def test_the_loop_lets_the_wiring_go_after_the_run(monkeypatch):
     st = built[0].state
     assert {name: st.table(name).size for name in ("PT", "IDX", "DF")} == {"PT": 0, "IDX": 0, "DF": 0}
     assert st.table("OP").shape[0] == trace.n_ops and (st.table("OW")[:, T.L.OW_END] >= 0).all()
+
+
+def test_a_position_past_int32_widens_the_table_instead_of_wrapping():
+    # an IDX position is a block's start plus an int32 CSR offset: the sum is made in int64
+    t = T._table(2, 1, {0: (2 ** 31 - 2, np.array([1, 5], np.int32))})
+    assert t.dtype == np.int64 and t[:, 0].tolist() == [2 ** 31 - 1, 2 ** 31 + 3]

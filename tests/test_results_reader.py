@@ -126,3 +126,13 @@ def test_a_column_subset_is_checked_as_the_whole_table(run, tmp_path):
     with pytest.raises(EmuError, match=r"ops.parquet: column end_s holds -1.0 in row 3"):
         ResultsFolder(r).table("ops.parquet", ["op", "end_s"])
     assert list(ResultsFolder(r).table("ops.parquet", ["op", "kind", "deps", "no_such"]).columns) == ["op", "kind", "deps"]
+
+
+def test_the_ops_file_keeps_its_column_types_whatever_width_the_trace_holds(run):
+    # the trace holds its lists int32 (docs/engine.md, Memory); the file's types stay the
+    # ones readers were written against
+    import pyarrow.parquet as pq
+
+    schema = pq.read_schema(run / "ops.parquet")
+    assert {n: str(schema.field(n).type) for n in ("op", "src", "dsts", "deps")} == {
+        "op": "int64", "src": "int64", "dsts": "int64", "deps": "list<element: int64>"}

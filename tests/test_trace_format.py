@@ -185,6 +185,10 @@ def cases(doc):
         (mutate(doc, ["ops", "node"], node[:send] + [1] + node[send + 1:]), f"ops.node[{send}]: communication op must have node -1"),
         (mutate(doc, ["ops", "dep_idx"], dep[:3] + [99999] + dep[4:]), "ops.dep_idx[3]: dependency on missing op 99999"),
         (mutate(doc, ["ops", "dep_idx"], dep_cycle), "ops.dep_idx: dependency cycle through ops"),
+        # past int32: named as the file has it, not as the int32 it would wrap to (a valid op)
+        (mutate(doc, ["ops", "dep_idx"], dep[:3] + [2 ** 32 + dep[3]] + dep[4:]),
+         f"ops.dep_idx[3]: dependency on missing op {2 ** 32 + dep[3]}"),
+        (mutate(doc, ["ops", "dst_idx"], [2 ** 32 + 1] + plain(doc, "dst_idx")[1:]), f"ops.dst_idx[0]: no board {2 ** 32 + 1}"),
         (mutate(doc, ["ops", "dst_idx"], {"codec": "zip", "values": []}), "ops.dst_idx.codec: unknown codec 'zip'"),
         (mutate(doc, ["ops", "src_idx"], {"codec": "rle", "values": [1], "runs": [0]}), "ops.src_idx.runs[0]: run length must be >= 1"),
         (mutate(doc, ["ops", "extra"], []), "ops.extra: unknown column"),
@@ -206,6 +210,30 @@ def test_malformed_traces_name_path_and_problem(tmp_path, mars_file):
         msg = str(exc.value)
         assert msg.startswith(f"{p}: ") and expected in msg, msg
         assert "\n" not in msg
+
+
+def test_a_trace_holds_its_lists_int32_loaded_or_generated(mars_file):
+    from emu.workload.fileformat import CSR_COLUMNS
+    for trace in (load_trace(mars_file), generate(Params(scheme="mars", **SMALL))):
+        for c in CSR_COLUMNS:
+            for p in ("ptr", "idx"):
+                assert getattr(trace, f"{c}_{p}").dtype == np.int32, (c, p)
+
+
+def test_the_loader_narrows_each_list_as_it_decodes_it(mars_file):
+    # so the load never holds every list at int64 (their int64 form was half the trace's memory)
+    from emu.workload.trace import _read_json
+    from emu.workload.validate import validate_document
+    _meta, _schedule, cols = validate_document(_read_json(str(mars_file)), str(mars_file))
+    assert {cols[name].dtype for name in cols if name.endswith(("_ptr", "_idx"))} == {np.dtype(np.int32)}
+
+
+@pytest.mark.parametrize("value, dtype", [(2 ** 31 - 1, np.int32), (2 ** 31, np.int64), (-2 ** 31, np.int32),
+                                          (-2 ** 31 - 1, np.int64)])
+def test_a_list_is_int32_exactly_when_every_value_fits(value, dtype):
+    from emu.workload.fileformat import csr_width
+    a = csr_width(np.array([0, value, 7], np.int64))
+    assert a.dtype == dtype and a.tolist() == [0, value, 7]
 
 
 def test_not_json_or_not_a_file(tmp_path):

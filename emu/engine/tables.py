@@ -83,7 +83,7 @@ def _table(rows: int, ncols: int, cols: dict) -> np.ndarray:
         for col, (base, values) in pairs.items():
             v = values[r0:r1] if np.ndim(values) else values
             if base:
-                np.add(v, base, out=block[:, col], casting="unsafe")
+                np.add(v, base, out=block[:, col], dtype=np.int64, casting="unsafe")  # int32 lists: no wrap
             else:
                 block[:, col] = v
     return t
@@ -297,12 +297,12 @@ class Tables:
 
         # The wiring (tests/pydag.py's rules): every (dependent op y, dependency x, part p of y).
         kv_msg = np.isin(msgop, _KV_MSGS)
-        x_of_dep = np.asarray(tr.dep_idx, np.int64)  # read only: no copy of the largest column
+        x_of_dep = tr.dep_idx  # read only, int32 as loaded: no copy of the largest column
         reads_dep = np.zeros(x_of_dep.size, bool)
         w = _Wiring(N, node, is_comm, ndst, npart, part_ptr, part_node, dkeys, skeys, rp.hw["signals"] == "free")
         for a in range(0, max(x_of_dep.size, 1), _WIRING_STEP):  # once at least: a trace with no dependencies
             b = min(a + _WIRING_STEP, x_of_dep.size)
-            y, x = _dependents(tr.dep_ptr, a, b), x_of_dep[a:b]
+            y, x = _dependents(tr.dep_ptr, a, b), x_of_dep[a:b].astype(np.int64)  # keys: x * N + board
             reads_dep[a:b] = is_comm[x] & (~is_comm[y] | (kv_msg[y] & (kvid[y] == kvid[x])))
             w.add(y, x, reads_dep[a:b])
         del y, x

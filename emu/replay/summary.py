@@ -186,7 +186,7 @@ def _op_columns(rp) -> pd.DataFrame:
         "stage": np.where(ops["stage"] == TStage.decode, "decode", "prefill"),
         "node": ops["node"],
         "src": first_src,
-        "dsts": np.diff(tr.dst_ptr),
+        "dsts": np.diff(tr.dst_ptr).astype(np.int64),  # the file keeps int64 whatever width the trace holds
         "chunk": ops["chunk"],
         "layer": ops["layer"],
         "bytes": ops["bytes"],

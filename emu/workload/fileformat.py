@@ -31,3 +31,18 @@ SCALAR_COLUMNS: dict[str, type] = {
 }
 # CSR lists: <name>_ptr (n_ops + 1 offsets) and <name>_idx (the concatenated rows).
 CSR_COLUMNS = ("dep", "src", "dst", "blk")
+
+
+def csr_width(a: np.ndarray) -> np.ndarray:
+    """A CSR column as a loaded Trace holds it: int32 when every value fits, else int64.
+
+    Offsets, op indices and boards fit int32 in any trace that fits in memory (MARS 16K on
+    128 boards: 32M dependencies), so a loaded trace holds its lists at half the width; a
+    value that does not fit keeps the column int64, so the checks name it as the file has
+    it instead of a wrapped one."""
+    a = np.asarray(a)
+    if a.dtype == np.int32:
+        return np.ascontiguousarray(a)
+    if a.size and (int(a.min()) < -2 ** 31 or int(a.max()) >= 2 ** 31):
+        return np.ascontiguousarray(a, dtype=np.int64)
+    return np.ascontiguousarray(a, dtype=np.int32)

@@ -25,7 +25,7 @@ from ..errors import TraceError
 from ..jsontext import parse_json_arrays
 from . import columns
 from .enums import ENUM_COLUMNS, Kind
-from .fileformat import CSR_COLUMNS, FORMAT, SCALAR_COLUMNS, VERSION  # noqa: F401 - re-exported
+from .fileformat import CSR_COLUMNS, FORMAT, SCALAR_COLUMNS, VERSION, csr_width  # noqa: F401 - re-exported
 from .validate import validate, validate_document
 
 @dataclass
@@ -51,8 +51,8 @@ class Trace:
 
     def __post_init__(self):
         if self.blk_ptr is None:
-            self.blk_ptr = np.zeros(self.n_ops + 1, np.int64)
-            self.blk_idx = np.zeros(0, np.int64)
+            self.blk_ptr = np.zeros(self.n_ops + 1, np.int32)
+            self.blk_idx = np.zeros(0, np.int32)
 
     @property
     def n_ops(self) -> int:
@@ -100,7 +100,7 @@ class Trace:
 def from_columns(meta: dict, schedule: dict, cols: dict[str, np.ndarray]) -> Trace:
     """Build a Trace from decoded columns (casting to the loaded dtypes)."""
     ops = {name: np.ascontiguousarray(cols[name], dtype=dt) for name, dt in SCALAR_COLUMNS.items()}
-    csr = {f"{c}_{p}": np.ascontiguousarray(cols[f"{c}_{p}"], dtype=np.int64)
+    csr = {f"{c}_{p}": csr_width(cols[f"{c}_{p}"])
            for c in CSR_COLUMNS for p in ("ptr", "idx") if f"{c}_{p}" in cols}
     return Trace(meta=meta, schedule=schedule, ops=ops, **csr)
 

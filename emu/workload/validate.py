@@ -11,7 +11,7 @@ import numpy as np
 from ..errors import ConfigError, TraceError
 from . import columns, profiles
 from .enums import ENUM_COLUMNS, Collective, Kind, MsgOp, ReduceOp, Residency
-from .fileformat import CSR_COLUMNS, FORMAT, SCALAR_COLUMNS, VERSION
+from .fileformat import CSR_COLUMNS, FORMAT, SCALAR_COLUMNS, VERSION, csr_width
 from .schemes import SCHEMES
 
 _META_INTS = {"nodes": 1, "seq": 1, "chunk": 1, "n_chunks": 1, "decode_tokens": 0, "leader": 0}
@@ -114,7 +114,9 @@ def validate_document(doc, path: str):
         if want is not None and cols[name].size != want:
             raise _err(path, f"ops.{name}", f"has {cols[name].size} entries, expected {want} (ops.n = {n}{' + 1' if name.endswith('_ptr') else ''})")
         dtype = SCALAR_COLUMNS.get(name)
-        if dtype is not None and cols[name].size:
+        if dtype is None:
+            cols[name] = csr_width(cols[name])  # each list narrowed as it is decoded: one int64 at a time
+        elif cols[name].size:
             # the loaded column is narrower than int64: a value that does not fit would wrap
             info = np.iinfo(dtype)
             i = _first((cols[name] < info.min) | (cols[name] > info.max))
