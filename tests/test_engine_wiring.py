@@ -40,9 +40,11 @@ def test_the_wiring_a_slice_at_a_time_is_the_wiring_of_one_slice(built, step, mo
         assert np.array_equal(sliced[name], table), name
 
 
-def test_the_parts_and_the_index_pool_are_int32(built):
+def test_the_parts_the_slots_and_the_index_pool_are_int32(built):
     _trace, whole = built
-    assert whole["IDX"].dtype == np.int32 and whole["PT"].dtype == np.int32
+    assert whole["IDX"].dtype == np.int32 and whole["PT"].dtype == np.int32 and whole["SLOT"].dtype == np.int32
+    # a slot's delivery time (ps) and transient bytes are its wide values
+    assert whole["SW"].dtype == np.int64 and (whole["SW"][:, T.L.SW_TIME] == -1).all()
 
 
 def test_handoff_blocks_sit_in_the_pool_as_offsets_from_the_lowest_block():
@@ -58,6 +60,12 @@ def test_handoff_blocks_sit_in_the_pool_as_offsets_from_the_lowest_block():
     offsets = IDX[OP[op, T.L.OPS_BLK]:OP[op, T.L.OPS_BLKEND]]
     # the loop's block id is kv_ids[0] + offset; the trace's id is kv_ids[offset]
     assert np.array_equal(t.kv_ids[offsets], trace.blocks(op))
+
+
+def test_the_index_pool_refuses_more_entries_than_int32_positions_reach():
+    # OP's and SLOT's positions in IDX are int32; a view of 2**31 entries costs no memory
+    with pytest.raises(ValueError, match="index entries"):
+        T._index_pool((np.broadcast_to(np.int32(0), (2**31,)),))
 
 
 def test_the_index_pool_refuses_a_value_past_int32():

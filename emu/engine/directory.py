@@ -5,7 +5,7 @@ function ``Directory`` calls); this module keeps the tables it changes.
 
 Per KV block its owner and bytes (KB), per (node, block) a replica state and bytes
 (KR, row node * nkv + block), per node its owner / replica / transient bytes (NT),
-and per (op, destination) slot the transient bytes held (SLOT). Every change appends
+and per (op, destination) slot the transient bytes held (SW). Every change appends
 a history row (t, node, owner, replica, transient, blocks, replicas) exactly where
 ``Directory._record`` does; errors are rows (t, code, node, kv, state) that Python
 words as ``Directory`` does.
@@ -17,7 +17,7 @@ from ..nic.directory import OP_DRAIN, OP_INVALIDATE, OP_KV_REPLICA, State, repli
 from .layout import (DERR_DRAIN, DERR_INVALIDATE, DERR_READ, ERR_CODE, ERR_KV, ERR_NODE, ERR_STATE, ERR_T,
                      HIST_BLOCKS, HIST_NODE, HIST_OWNER_BYTES, HIST_REPLICA_BYTES, HIST_REPLICAS, HIST_T_PS,
                      HIST_TRANSIENT_BYTES, KB_BYTES, KB_OWNER, KR_BYTES, KR_STATE, NT_OWNER, NT_REPLICA,
-                     NT_TRANSIENT, RS_KVMIN, RS_LIVE_REP, RS_NERR, RS_NHIST, RS_NKV, RS_NOWNERS, SLOT_TRANS)
+                     NT_TRANSIENT, RS_KVMIN, RS_LIVE_REP, RS_NERR, RS_NHIST, RS_NKV, RS_NOWNERS, SW_TRANS)
 from .state import compiled, compiled_inline, more_err, more_hist
 
 INVALID = int(State.INVALID)
@@ -137,13 +137,13 @@ def read_in_flight(s, node, kv, t):
 
 @compiled_inline
 def add_transient(s, node, slot, nbytes, t):
-    s.SLOT[slot, SLOT_TRANS] += nbytes
+    s.SW[slot, SW_TRANS] += nbytes
     s.NT[node, NT_TRANSIENT] += nbytes
     record(s, t, node)
 
 
 @compiled
 def free_transient(s, node, slot, t):
-    s.NT[node, NT_TRANSIENT] -= s.SLOT[slot, SLOT_TRANS]
-    s.SLOT[slot, SLOT_TRANS] = 0
+    s.NT[node, NT_TRANSIENT] -= s.SW[slot, SW_TRANS]
+    s.SW[slot, SW_TRANS] = 0
     record(s, t, node)

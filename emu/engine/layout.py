@@ -1,8 +1,8 @@
 """The compiled replay's tables (emu.engine.loop, docs/engine.md), declared as data.
 
-Every table is a 2-D int64 array (OP, PT and IDX: int32; OP's wide values in OW), one row per op,
-part, delivery slot, node, transfer or message; its ``Table`` below lists the columns in
-order with what each holds, and the column constants (one prefix per table: ``OPS_KIND``,
+Every table is a 2-D int64 array (OP, PT, SLOT and IDX: int32; OP's wide values in OW, a
+slot's in SW), one row per op, part, delivery slot, node, transfer or message; its ``Table``
+below lists the columns in order with what each holds, and the column constants (one prefix per table: ``OPS_KIND``,
 ``NT_BUSY``, ``RS_NOW``, ...) are rendered from it into this source by
 ``python -m emu.net.render_tables`` (tests/test_tables.py checks they match). A *slot* is
 one (communication op, destination board) pair: the op's sorted destination list laid out
@@ -81,12 +81,19 @@ SLOTS = Table("delivery slots (SLOT)", "SLOT", (
     ("atend", "end of those parts"),
     ("readers", "readers of the copy here still to finish (transient copies)"),
     ("got", "sources' payloads arrived here"),
+), dtype=np.int32)
+# SLOTS's columns, rendered from it by `python -m emu.net.render_tables` (do not edit)
+(SLOT_NODE, SLOT_AT, SLOT_ATEND, SLOT_READERS, SLOT_GOT) = range(5)
+SLOT_NCOLS = 5
+
+# ---- slots' wide values (SW, int64): a time and a byte count per slot ----------------------
+SLOT_WIDE = Table("slots' wide values (SW)", "SW", (
     ("time", "when the op was delivered here (-1: not yet)"),
     ("trans", "transient bytes held here for this op"),
 ))
-# SLOTS's columns, rendered from it by `python -m emu.net.render_tables` (do not edit)
-(SLOT_NODE, SLOT_AT, SLOT_ATEND, SLOT_READERS, SLOT_GOT, SLOT_TIME, SLOT_TRANS) = range(7)
-SLOT_NCOLS = 7
+# SLOT_WIDE's columns, rendered from it by `python -m emu.net.render_tables` (do not edit)
+(SW_TIME, SW_TRANS) = range(2)
+SW_NCOLS = 2
 
 # ---- groups (GP): members of reductions and all-to-all exchanges ---------------------
 GROUPS = Table("group members (GP)", "GP", (

@@ -37,7 +37,7 @@ from .layout import (CB_CTRL, CB_SEND, DRIVE_CHANGE, DRIVE_DONE, DRIVE_PROGRESS,
                           PT_OP, PT_ROUTE, RS_DONE_OPS, RS_IN_RUN, RS_KV_BYTES, RS_KVMIN, RS_LAYERS, RS_MARGIN, RS_NODES, RS_NOW,
                           RS_NSIM, RS_NWORK, RS_PROG_NEXT, RS_PROGRESS, RS_STARTED, RS_UPCALL_EV, RS_WAKE_SEQ, SIM_A, SIM_B, SIM_KIND,
                           SIM_TIME, SLOT_AT, SLOT_ATEND,
-                          SLOT_GOT, SLOT_READERS, SLOT_TIME, W_A2A_STEP, W_CONSUMED, W_DELIVERED, W_OP_DLV,
+                          SLOT_GOT, SLOT_READERS, SW_TIME, W_A2A_STEP, W_CONSUMED, W_DELIVERED, W_OP_DLV,
                           W_PART_DLV, W_READY, W_RELEASE, W_SETTLED, W_TRY, W_UPCALLS, WORK_A, WORK_B, WORK_C,
                           WORK_KIND)
 from .nic import a2a_step, fold, local_copy, message_done, message_sent, part_left, send, settled, signals
@@ -195,14 +195,14 @@ def op_delivered(s, op, node):
             add_owner(s, node, OW[op, OW_KV], nbytes, now)
     signals(s, op, node)  # its waiters for "delivered everywhere" count one signal from each destination
     push(s, W_DELIVERED, op, node, 0)
-    push(s, W_RELEASE, SLOT[sl, SLOT_AT], SLOT[sl, SLOT_ATEND], 0)
+    push(s, W_RELEASE, np.int64(SLOT[sl, SLOT_AT]), np.int64(SLOT[sl, SLOT_ATEND]), 0)
 
 
 @compiled_inline
 def delivered_tail(s, op, node):
-    RS, OP, SLOT = s.RS, s.OP, s.SLOT
+    RS, OP = s.RS, s.OP
     sl = slot_of(OP, s.IDX, op, node)
-    SLOT[sl, SLOT_TIME] = RS[RS_NOW]
+    s.SW[sl, SW_TIME] = RS[RS_NOW]
     OP[op, OPS_NDLV] += 1
     if OP[op, OPS_NDLV] == OP[op, OPS_DSTEND] - OP[op, OPS_DST]:
         s.OW[op, OW_END] = RS[RS_NOW]

@@ -95,7 +95,10 @@ def _index_pool(blocks) -> np.ndarray:
     run whose values do not fit has more ops than fit in memory; the narrow pool halves the
     replay's largest table (93M entries for MARS 16K on 128 boards) and the cache lines its
     dependency and release walks read."""
-    IDX = np.empty(sum(b.size for b in blocks), np.int32)
+    size = sum(b.size for b in blocks)
+    if size >= 2 ** 31:  # positions in IDX are int32 too (OP's and SLOT's columns)
+        raise ValueError(f"compiled replay: {size} index entries: more than the int32 tables number (2**31)")
+    IDX = np.empty(size, np.int32)
     at = 0
     for b in blocks:
         if not _fits32(b):
@@ -385,13 +388,15 @@ class Tables:
         PT[:, L.PT_ROUTE] = part_route
         del part_node, part_route
 
-        SLOT = np.zeros((nslots, L.SLOT_NCOLS), np.int64)
+        # int32 as PT (boards, positions in IDX, counts); a slot's time and bytes in SW
+        SLOT = np.zeros((nslots, L.SLOT_NCOLS), np.int32)
         SLOT[:, L.SLOT_NODE] = dst
         SLOT[:, L.SLOT_AT] = b_at + at_ptr[:-1]
         SLOT[:, L.SLOT_ATEND] = b_at + at_ptr[1:]
         SLOT[:, L.SLOT_READERS] = readers
-        SLOT[:, L.SLOT_TIME] = -1
         del readers, at_ptr, dst
+        SW = np.zeros((nslots, L.SW_NCOLS), np.int64)
+        SW[:, L.SW_TIME] = -1
 
         # Compute engines: a ready queue per node with room for all its compute ops.
         comp = ~is_comm
@@ -503,12 +508,12 @@ class Tables:
         # never written cost no memory (np.zeros maps a large table's pages at their first write).
         self.state = State(
             **{name: getattr(net, name) for name in KERNEL},
-            RS=RS, OP=OP, OW=OW, PT=PT, SLOT=SLOT, NT=NT, RQ=RQ, TR=TR, MX=MX, KB=KB, KR=KR, IDX=IDX, DF=DF, GP=GP,
+            RS=RS, OP=OP, OW=OW, PT=PT, SLOT=SLOT, SW=SW, NT=NT, RQ=RQ, TR=TR, MX=MX, KB=KB, KR=KR, IDX=IDX, DF=DF, GP=GP,
             SIM=SIM, WORK=np.zeros((1024, L.WORK_NCOLS), np.int64),
             HIST=np.zeros((max(1024, 3 * n), L.HIST_NCOLS), np.int64), ERR=np.zeros((16, L.ERR_NCOLS), np.int64),
             OUT=OUT, OD=OD, RT=RT, NKB=np.zeros(1024, np.uint8))
         # Python's own references, read back after the run
-        self.RS, self.OP, self.OW, self.SLOT, self.NT, self.TR, self.KB = RS, OP, OW, SLOT, NT, TR, KB
+        self.RS, self.OP, self.OW, self.SLOT, self.SW, self.NT, self.TR, self.KB = RS, OP, OW, SLOT, SW, NT, TR, KB
         self.start_parts = np.flatnonzero(PT[:, L.PT_NEED] == 0).astype(np.int64)
 
     def _routes(self, pm, part_op, part_node, dmask, nparts) -> np.ndarray:

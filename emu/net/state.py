@@ -34,7 +34,8 @@ KERNEL = ("SC", "LK", "LF", "LR", "LD", "ND", "NS", "DL", "FP", "FREE", "HP", "L
 # a Network's State holds an empty one of each, so both States are one numba type.
 _REPLAY_TYPES = (
     ("RS", np.int64, 1), ("OP", np.int32, 2), ("OW", np.int64, 2), ("PT", np.int32, 2),
-    ("SLOT", np.int64, 2), ("NT", np.int64, 2), ("RQ", np.int64, 2), ("TR", np.int64, 2),
+    ("SLOT", np.int32, 2), ("SW", np.int64, 2), ("NT", np.int64, 2), ("RQ", np.int64, 2),
+    ("TR", np.int64, 2),
     ("MX", np.int64, 2), ("KB", np.int64, 2), ("KR", np.int64, 2), ("IDX", np.int32, 1),
     ("DF", np.int8, 1), ("GP", np.int64, 2),
     ("SIM", np.int64, 2),    # the event heap (emu.engine.layout: SIM_*)
@@ -144,5 +145,5 @@ def set_wiring(s, PT, IDX, DF):
 @njit(cache=True)
 def _tables(s):
     return (s.SC, s.LK, s.LF, s.LR, s.LD, s.ND, s.NS, s.DL, s.FP, s.FREE, s.HP, s.LG, s.FW, s.MS, s.MD,
-            s.BITS, s.UP, s.SP, s.SL, s.SFREE, s.LB, s.RS, s.OP, s.OW, s.PT, s.SLOT, s.NT, s.RQ, s.TR, s.MX, s.KB, s.KR,
+            s.BITS, s.UP, s.SP, s.SL, s.SFREE, s.LB, s.RS, s.OP, s.OW, s.PT, s.SLOT, s.SW, s.NT, s.RQ, s.TR, s.MX, s.KB, s.KR,
             s.IDX, s.DF, s.GP, s.SIM, s.WORK, s.HIST, s.ERR, s.OUT, s.OD, s.RT, s.NKB)
