@@ -104,3 +104,9 @@ def test_a_position_past_int32_widens_the_table_instead_of_wrapping():
     # an IDX position is a block's start plus an int32 CSR offset: the sum is made in int64
     t = T._table(2, 1, {0: (2 ** 31 - 2, np.array([1, 5], np.int32))})
     assert t.dtype == np.int64 and t[:, 0].tolist() == [2 ** 31 - 1, 2 ** 31 + 3]
+
+
+def test_an_op_board_key_is_made_in_int64():
+    # op * N of an int32 op id passes int32 from 16.8M ops on 128 boards
+    key = T._pair_key(np.array([2**30, 3], np.int32), np.array([1, 2], np.int32), 4)
+    assert key.dtype == np.int64 and key.tolist() == [2**32 + 1, 14]

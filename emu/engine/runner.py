@@ -348,7 +348,7 @@ def _run(rp) -> None:
     SLOT, SW = tables.SLOT, tables.SW
     got = np.flatnonzero(SW[:, L.SW_TIME] >= 0)
     slot_op = np.repeat(np.arange(rp.trace.n_ops), OP[:, L.OPS_DSTEND] - OP[:, L.OPS_DST])
-    rp._deliveries = np.stack([slot_op[got], SLOT[got, L.SLOT_NODE].astype(np.int64), SW[got, L.SW_TIME]], axis=1)
+    rp._deliveries = np.stack([slot_op[got], SLOT[got, L.SLOT_NODE], SW[got, L.SW_TIME]], axis=1)
     if rp.functional is not None:  # the payloads and merges, after the timing they do not change
         feed(rp.functional, tables, rp.trace)
     rp._progress(end=True)

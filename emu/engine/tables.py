@@ -22,6 +22,7 @@ from ..nic.rto import rto_table
 from ..topology import multicast_tree
 from ..workload.enums import COMM_KINDS, CONTROL_KINDS, Kind, MsgOp
 from ..workload.enums import KV_OPS as _KV_MSGS
+from ..workload.fileformat import fits_int32
 from . import boards
 from . import layout as L
 from .state import KERNEL, State
@@ -54,9 +55,10 @@ def _member(keys_sorted: np.ndarray, q: np.ndarray) -> np.ndarray:
     return np.where(ok, pos, -1)
 
 
-def _fits32(a: np.ndarray, base: int = 0) -> bool:
-    i32 = np.iinfo(np.int32)
-    return a.size == 0 or (base + int(a.min()) >= i32.min and base + int(a.max()) <= i32.max)
+def _pair_key(ops: np.ndarray, boards: np.ndarray, N: int) -> np.ndarray:
+    """The key of each (op, board) pair, ``op * N + board``, made in int64: the trace's lists
+    are int32, and op * N passes 2**31 from 16.8M ops on 128 boards."""
+    return np.asarray(ops, np.int64) * N + boards
 
 
 def _table(rows: int, ncols: int, cols: dict) -> np.ndarray:
@@ -72,7 +74,7 @@ def _table(rows: int, ncols: int, cols: dict) -> np.ndarray:
     in IDX is a block's start plus a CSR pointer, and a temporary array of each such column
     (14 of them, 50 MB each for 7M ops) made the build's peak."""
     pairs = {col: v if isinstance(v, tuple) else (0, v) for col, v in cols.items()}
-    wide = not all(_fits32(np.asarray(v), base) for base, v in pairs.values())
+    wide = not all(fits_int32(np.asarray(v), base) for base, v in pairs.values())
     t = np.zeros((rows, ncols), np.int64 if wide else np.int32)
     # Filled a block of rows at a time, every column: the block stays in the cache while its
     # columns are written (column by column over the whole table, each column's pass
@@ -101,7 +103,7 @@ def _index_pool(blocks) -> np.ndarray:
     IDX = np.empty(size, np.int32)
     at = 0
     for b in blocks:
-        if not _fits32(b):
+        if not fits_int32(b):
             raise ValueError(f"compiled replay: an index value ({int(b.max())}) does not fit the int32 index pool")
         IDX[at:at + b.size] = b
         at += b.size
@@ -192,12 +194,12 @@ class _Wiring:
         # The two lookups (binary searches into keys of every op) only where their answer counts.
         slot = np.full(x.size, -1, np.int64)
         k = np.flatnonzero(xc)
-        slot[k] = _member(self.dkeys, x[k] * N + at[k])
+        slot[k] = _member(self.dkeys, _pair_key(x[k], at[k], N))
         to_at = slot >= 0
         # A compute op on another source gates only that source's part.
         gates_other = ~xc & is_comm[y] & (nx != at)
         k = np.flatnonzero(gates_other)
-        gates_other[k] = _member(self.skeys, y[k] * N + nx[k]) >= 0
+        gates_other[k] = _member(self.skeys, _pair_key(y[k], nx[k], N)) >= 0
         del k
         # No release crosses boards for free (docs/nic.md, "Signals"): a compute op's waiters on
         # other boards hear of it by a signal from its node; waiters of a communication op's
@@ -278,7 +280,7 @@ class Tables:
         drow = np.repeat(np.arange(n), ndst)
         dorder = np.lexsort((tr.dst_idx, drow))
         dst = tr.dst_idx[dorder].astype(np.int64)
-        dkeys = drow * N + dst
+        dkeys = _pair_key(drow, dst, N)
         W = boards.words(N)
         dmask = boards.pack(drow, dst, n, W)  # (n, W) words
         nslots = dst.size
@@ -296,7 +298,7 @@ class Tables:
         part_node = np.where(is_comm[part_op], src_of, node[part_op]).astype(np.int64)
         del within, si, src_of
         srow = np.repeat(np.arange(n), nsrc)
-        skeys = np.sort(srow * N + tr.src_idx.astype(np.int64))
+        skeys = np.sort(_pair_key(srow, tr.src_idx, N))
 
         # The wiring (tests/pydag.py's rules): every (dependent op y, dependency x, part p of y).
         kv_msg = np.isin(msgop, _KV_MSGS)
@@ -305,7 +307,7 @@ class Tables:
         w = _Wiring(N, node, is_comm, ndst, npart, part_ptr, part_node, dkeys, skeys, rp.hw["signals"] == "free")
         for a in range(0, max(x_of_dep.size, 1), _WIRING_STEP):  # once at least: a trace with no dependencies
             b = min(a + _WIRING_STEP, x_of_dep.size)
-            y, x = _dependents(tr.dep_ptr, a, b), x_of_dep[a:b].astype(np.int64)  # keys: x * N + board
+            y, x = _dependents(tr.dep_ptr, a, b), x_of_dep[a:b]
             reads_dep[a:b] = is_comm[x] & (~is_comm[y] | (kv_msg[y] & (kvid[y] == kvid[x])))
             w.add(y, x, reads_dep[a:b])
         del y, x

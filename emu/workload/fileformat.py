@@ -33,6 +33,12 @@ SCALAR_COLUMNS: dict[str, type] = {
 CSR_COLUMNS = ("dep", "src", "dst", "blk")
 
 
+def fits_int32(a: np.ndarray, base: int = 0) -> bool:
+    """Whether every value of ``base + a`` fits int32 (an empty array does)."""
+    i32 = np.iinfo(np.int32)
+    return a.size == 0 or (base + int(a.min()) >= i32.min and base + int(a.max()) <= i32.max)
+
+
 def csr_width(a: np.ndarray) -> np.ndarray:
     """A CSR column as a loaded Trace holds it: int32 when every value fits, else int64.
 
@@ -43,6 +49,4 @@ def csr_width(a: np.ndarray) -> np.ndarray:
     a = np.asarray(a)
     if a.dtype == np.int32:
         return np.ascontiguousarray(a)
-    if a.size and (int(a.min()) < -2 ** 31 or int(a.max()) >= 2 ** 31):
-        return np.ascontiguousarray(a, dtype=np.int64)
-    return np.ascontiguousarray(a, dtype=np.int32)
+    return np.ascontiguousarray(a, dtype=np.int32 if fits_int32(a) else np.int64)
