@@ -40,6 +40,39 @@ def test_the_wiring_a_slice_at_a_time_is_the_wiring_of_one_slice(built, step, mo
         assert np.array_equal(sliced[name], table), name
 
 
+@pytest.mark.parametrize("step", [1, 7, 1000])
+def test_the_run_sizes_summed_a_block_of_ops_at_a_time_are_the_sizes_of_one_block(built, step, monkeypatch):
+    """The kernel's message, destination and bitmap tables are sized from per-op counts summed
+    over blocks of ops (tables._run_sizes); the block size changes none of them."""
+    trace, whole = built
+    assert trace.n_ops > 3 * step or step == 1000
+    monkeypatch.setattr(T, "_SIZE_OPS", step)
+    sliced = _tables(trace)
+    for name in ("MS", "MD", "BITS", "SP", "TR", "MX", "HP", "UP"):
+        assert sliced[name].shape == whole[name].shape, name
+
+
+@pytest.mark.parametrize("step", [1, 5, 16])
+def test_a_wiring_slice_holds_at_most_a_step_of_edges(step, monkeypatch):
+    """Slices are bounded by edges (a dependency has one per part of its dependent op), not
+    only by dependencies: ops of many parts (a reduction's sources) made one slice of 1M
+    dependencies hold 30M edges. A dependency whose op alone has more parts is a slice of one."""
+    monkeypatch.setattr(T, "_WIRING_STEP", step)
+    rng = np.random.default_rng(3)
+    npart = rng.choice([1, 1, 2, 7, 40], size=60)
+    ndep = rng.integers(0, 5, size=60)
+    dep_ptr = np.r_[0, np.cumsum(ndep)]
+    whole = np.repeat(np.arange(60), ndep)
+    at = 0
+    for a, b, y in T._wiring_slices(dep_ptr, npart):
+        assert a == at and b > a and np.array_equal(y, whole[a:b])
+        assert b - a <= step
+        assert npart[y].sum() <= step or b - a == 1
+        at = b
+    assert at == dep_ptr[-1]
+    assert [(a, b) for a, b, _y in T._wiring_slices(np.zeros(1, np.int64), npart)] == [(0, 0)]
+
+
 def test_the_parts_the_slots_and_the_index_pool_are_int32(built):
     _trace, whole = built
     assert whole["IDX"].dtype == np.int32 and whole["PT"].dtype == np.int32 and whole["SLOT"].dtype == np.int32

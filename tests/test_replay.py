@@ -230,6 +230,23 @@ def test_summary_peaks_per_node_match_the_memory_table(traces, tmp_path):
     assert s["peak_node_kv_bytes"] == int((n.owner_bytes + n.replica_bytes + n.transient_bytes).max())
 
 
+@pytest.mark.parametrize("block", [1, 3, 1 << 20])
+def test_the_history_peaks_read_a_block_at_a_time_are_the_peaks_of_all_rows(block, monkeypatch):
+    """history_peaks reads the history a block of rows at a time (13M rows at 128 boards); each
+    peak is its column's largest over every row, whichever block holds it."""
+    from emu.engine.layout import HIST_NCOLS, HIST_OWNER_BYTES, HIST_REPLICA_BYTES, HIST_TRANSIENT_BYTES
+    from emu.nic import directory
+
+    monkeypatch.setattr(directory, "_PEAK_ROWS", block)
+    rng = np.random.default_rng(5)
+    rows = rng.integers(0, 1 << 40, size=(11, HIST_NCOLS))
+    kept = rows[:, HIST_OWNER_BYTES] + rows[:, HIST_REPLICA_BYTES]
+    transient = rows[:, HIST_TRANSIENT_BYTES]
+    want = (int((kept + transient).max()), int(kept.max()), int(transient.max()))
+    assert directory.history_peaks(rows) == want
+    assert directory.history_peaks(rows[:0]) == (0, 0, 0)
+
+
 @pytest.mark.parametrize("engine", ["compiled", "python"])
 def test_a_packetization_buffer_below_one_mib_is_the_one_modelled(engine):
     """hw.comm_buffer is the packetizer's payload FIFO as given (docs/workloads.md): 64 KiB holds

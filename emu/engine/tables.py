@@ -113,6 +113,44 @@ def _index_pool(blocks) -> np.ndarray:
 _FILL_ROWS = 16384  # rows per block of _table's fill (16K rows x 24 int32 columns: 1.5 MiB, in L3)
 
 
+def _run_sizes(OP, OW, PT, sends, per, reliable) -> tuple[int, int, int, int, int]:
+    """What the run's transfers need at most, from the built op, wide and part tables:
+    (transfers, messages, destination rows, received-bitmap bytes, messages of the largest
+    send). Summed over blocks of ops: a dozen per-op temporaries of 7M ops (53 MB each) made
+    the end of the build its peak. ``sends``: which parts send."""
+    chunk = per * MAX_FRAGS
+    W = OW.shape[1] - L.OW_DMASK
+    totals = np.zeros(4, np.int64)
+    max_msgs = 1
+    n = OP.shape[0]
+    for o0 in range(0, n, _SIZE_OPS):
+        o1 = min(n, o0 + _SIZE_OPS)
+        op = OP[o0:o1]
+        kind = op[:, L.OPS_KIND]
+        nbytes = OW[o0:o1, L.OW_BYTES]
+        msgs_of = -(-np.maximum(nbytes, 1) // chunk)
+        frags_of = -(-np.maximum(nbytes, 1) // per)
+        nd_of = boards.count(np.ascontiguousarray(OW[o0:o1, L.OW_DMASK:L.OW_DMASK + W]))
+        p0, p1 = int(op[0, L.OPS_PART]), int(op[-1, L.OPS_PEND])
+        send_parts = np.bincount(PT[p0:p1, L.PT_OP][sends[p0:p1]] - o0, minlength=o1 - o0)
+        gsize = op[:, L.OPS_GRPEND].astype(np.int64) - op[:, L.OPS_GRP]
+        nsrc = op[:, L.OPS_SRCEND].astype(np.int64) - op[:, L.OPS_SRC]
+        a2a_pairs = np.where(kind == Kind.all_to_all, nsrc * nd_of, 0)  # an upper bound of its pairs (a, b), a != b
+        transfers = send_parts + np.where(kind == Kind.reduce, np.maximum(gsize - 1, 0), 0) + a2a_pairs
+        bitmap = frags_of // 8 + msgs_of
+        if reliable:  # every message is tracked: a bitmap at each destination
+            bits = ((send_parts * nd_of + transfers - send_parts) * bitmap).sum()
+        else:  # multicast messages only
+            bits = (send_parts * nd_of * bitmap)[nd_of > 1].sum()
+        totals += (transfers.sum(), (transfers * msgs_of).sum(),
+                   (send_parts * msgs_of * nd_of).sum() + ((transfers - send_parts) * msgs_of).sum(), bits)
+        max_msgs = max(max_msgs, int(msgs_of[transfers > 0].max(initial=1)))
+    return (*(int(v) for v in totals), max_msgs)
+
+
+_SIZE_OPS = 1 << 20  # ops per block of _run_sizes
+
+
 def _csr(keys: np.ndarray, values: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     """Group ``values`` by ``keys`` (0..n-1), keeping their order within a key."""
     order = np.argsort(keys, kind="stable")
@@ -134,17 +172,27 @@ def _signal_groups(sig: list, n, boards):
     # By (x, b), stable: parts keep their wiring order within a group (one key sorts faster
     # than numpy's lexsort over two).
     order = np.argsort(x.astype(np.int64) * boards + b, kind="stable")
-    x, b, p, per_group = x[order], b[order], p[order], per_group[order]
+    # one column at a time, each copy replacing its column (at 128 boards 30M edges a column)
+    x = x[order]
+    b = b[order]
+    p = p[order]
+    per_group = per_group[order]
+    del order
     new = np.r_[True, (x[1:] != x[:-1]) | (b[1:] != b[:-1])] if x.size else np.zeros(0, bool)
     heads = np.flatnonzero(new)
+    del new
     count = np.diff(np.r_[heads, x.size])
-    gid = np.cumsum(new) - 1
     size = 2 + count
     g_off = np.cumsum(size) - size
     flat = np.zeros(int(size.sum()), np.int32)  # as IDX, where it goes
     flat[g_off] = b[heads]
     flat[g_off + 1] = count
-    flat[g_off[gid] + 2 + (np.arange(x.size) - heads[gid])] = p
+    # The parts fill the rest in order: a mask, not a position per edge (an int64 array each).
+    parts = np.ones(flat.size, bool)
+    parts[g_off] = False
+    parts[g_off + 1] = False
+    flat[parts] = p
+    del parts
     ptr = np.zeros(n + 1, np.int64)
     np.cumsum(np.bincount(x[heads], weights=size, minlength=n).astype(np.int64), out=ptr[1:])
     return ptr, flat, int(per_group[heads].sum())
@@ -159,7 +207,28 @@ def _dependents(dep_ptr: np.ndarray, a: int, b: int) -> np.ndarray:
     return np.repeat(np.arange(o0, o1), np.diff(dep_ptr[o0:o1 + 1]))[a - dep_ptr[o0]:b - dep_ptr[o0]]
 
 
-_WIRING_STEP = 1 << 20  # dependencies wired at a time: the edges' temporaries stay small
+_WIRING_STEP = 1 << 20  # dependencies, and edges, wired at a time: the edges' temporaries stay small
+
+
+def _wiring_slices(dep_ptr: np.ndarray, npart: np.ndarray):
+    """The dependencies in slices (a, b, dependent op of each), in order, each of at most
+    ``_WIRING_STEP`` dependencies and, past its first dependency, ``_WIRING_STEP`` edges (a
+    dependency has an edge per part of its dependent op). Bounded by dependencies alone, one
+    slice of MARS 16K on 128 boards held 30M edges (its decode ops' parts), and its per-edge
+    temporaries (235 MB each) made the build's peak. One slice at least: a trace with no
+    dependencies still runs the wiring once."""
+    size, a = int(dep_ptr[-1]), 0
+    while True:
+        b = min(a + _WIRING_STEP, size)
+        y = _dependents(dep_ptr, a, b)
+        edges = np.cumsum(npart[y])
+        if edges.size and edges[-1] > _WIRING_STEP:
+            cut = max(1, int(np.searchsorted(edges, _WIRING_STEP, side="right")))
+            b, y = a + cut, y[:cut]
+        yield a, b, y
+        a = b
+        if a >= size:
+            return
 
 
 class _Wiring:
@@ -305,9 +374,8 @@ class Tables:
         x_of_dep = tr.dep_idx  # read only, int32 as loaded: no copy of the largest column
         reads_dep = np.zeros(x_of_dep.size, bool)
         w = _Wiring(N, node, is_comm, ndst, npart, part_ptr, part_node, dkeys, skeys, rp.hw["signals"] == "free")
-        for a in range(0, max(x_of_dep.size, 1), _WIRING_STEP):  # once at least: a trace with no dependencies
-            b = min(a + _WIRING_STEP, x_of_dep.size)
-            y, x = _dependents(tr.dep_ptr, a, b), x_of_dep[a:b]
+        for a, b, y in _wiring_slices(tr.dep_ptr, npart):
+            x = x_of_dep[a:b]
             reads_dep[a:b] = is_comm[x] & (~is_comm[y] | (kv_msg[y] & (kvid[y] == kvid[x])))
             w.add(y, x, reads_dep[a:b])
         del y, x
@@ -369,26 +437,16 @@ class Tables:
         OW[:, L.OW_END] = -1
         OW[:, L.OW_DMASK:] = dmask.view(np.int64)
 
-        cols = {L.OPS_KIND: kind, L.OPS_NODE: node, L.OPS_MSGOP: msgop, L.OPS_RES: ops["residency"],
-                L.OPS_PART: part_ptr[:-1], L.OPS_PEND: part_ptr[1:],
-                L.OPS_DEP: (b_dep, tr.dep_ptr[:-1]), L.OPS_DEPEND: (b_dep, tr.dep_ptr[1:]),
-                L.OPS_DST: tr.dst_ptr[:-1], L.OPS_DSTEND: tr.dst_ptr[1:],
-                L.OPS_SRC: (b_src, tr.src_ptr[:-1]), L.OPS_SRCEND: (b_src, tr.src_ptr[1:]),
-                L.OPS_BLK: (b_blk, tr.blk_ptr[:-1]), L.OPS_BLKEND: (b_blk, tr.blk_ptr[1:]),
-                L.OPS_DONE: (b_done, done_ptr[:-1]), L.OPS_DONEEND: (b_done, done_ptr[1:]),
-                L.OPS_SIG: (b_sig, sig_ptr[:-1]), L.OPS_SIGEND: (b_sig, sig_ptr[1:]),
-                L.OPS_GRP: grp[:, 0], L.OPS_GRPEND: grp[:, 1], L.OPS_CHUNK: ops["chunk"], L.OPS_LAYER: ops["layer"],
-                L.OPS_COMM: is_comm}
-        OP = _table(n, L.OPS_NCOLS, cols)
-        del cols, part_ptr, done_ptr, sig_ptr, kvid, msgop
-
+        del dmask, kvid, nbytes  # in OW now
+        # The part and slot tables before OP: their per-part and per-slot columns are let go
+        # before OP's are made (each 53 MB at 7M ops, and OP's fill was the build's peak).
         PT = np.zeros((nparts, L.PT_NCOLS), np.int32)  # ops, boards, counts, routes: int32 (as IDX)
         PT[:, L.PT_OP] = part_op
         PT[:, L.PT_NODE] = part_node
         PT[:, L.PT_NEED] = need
         del need
         PT[:, L.PT_ROUTE] = part_route
-        del part_node, part_route
+        del part_op, part_node, part_route
 
         # int32 as PT (boards, positions in IDX, counts); a slot's time and bytes in SW
         SLOT = np.zeros((nslots, L.SLOT_NCOLS), np.int32)
@@ -400,6 +458,19 @@ class Tables:
         SW = np.zeros((nslots, L.SW_NCOLS), np.int64)
         SW[:, L.SW_TIME] = -1
 
+        cols = {L.OPS_KIND: kind, L.OPS_NODE: node, L.OPS_MSGOP: msgop, L.OPS_RES: ops["residency"],
+                L.OPS_PART: part_ptr[:-1], L.OPS_PEND: part_ptr[1:],
+                L.OPS_DEP: (b_dep, tr.dep_ptr[:-1]), L.OPS_DEPEND: (b_dep, tr.dep_ptr[1:]),
+                L.OPS_DST: tr.dst_ptr[:-1], L.OPS_DSTEND: tr.dst_ptr[1:],
+                L.OPS_SRC: (b_src, tr.src_ptr[:-1]), L.OPS_SRCEND: (b_src, tr.src_ptr[1:]),
+                L.OPS_BLK: (b_blk, tr.blk_ptr[:-1]), L.OPS_BLKEND: (b_blk, tr.blk_ptr[1:]),
+                L.OPS_DONE: (b_done, done_ptr[:-1]), L.OPS_DONEEND: (b_done, done_ptr[1:]),
+                L.OPS_SIG: (b_sig, sig_ptr[:-1]), L.OPS_SIGEND: (b_sig, sig_ptr[1:]),
+                L.OPS_GRP: grp[:, 0], L.OPS_GRPEND: grp[:, 1], L.OPS_CHUNK: ops["chunk"], L.OPS_LAYER: ops["layer"],
+                L.OPS_COMM: is_comm}
+        OP = _table(n, L.OPS_NCOLS, cols)
+        del cols, part_ptr, done_ptr, sig_ptr, msgop
+
         # Compute engines: a ready queue per node with room for all its compute ops.
         comp = ~is_comm
         per_node = np.bincount(node[comp], minlength=N)
@@ -408,28 +479,18 @@ class Tables:
         NT[:, L.NT_QTAIL] = -1
         NT[1:, L.NT_RQ] = np.cumsum(per_node)[:-1]
         RQ = np.zeros((max(int(comp.sum()), 1), 2), np.int64)  # ready queues: rows op, 0 (emu.heap)
+        del comp, kind, node, grp, is_comm  # in OP now
 
         # Sizes: transfers, messages, destination rows and bitmap bytes of the whole run.
         cfg = rp.cluster.config
         per = max_payload(cfg.mtu)
         chunk = per * MAX_FRAGS
-        msgs_of = -(-np.maximum(nbytes, 1) // chunk)
-        nd_of = boards.count(dmask)
-        send_parts = np.bincount(part_op[sends], minlength=n)
-        red = kind == Kind.reduce
-        a2a = kind == Kind.all_to_all
-        gsize = grp[:, 1] - grp[:, 0]
-        a2a_pairs = np.where(a2a, nsrc * nd_of, 0)  # an upper bound of its pairs (a, b), a != b
-        transfers = send_parts + np.where(red, np.maximum(gsize - 1, 0), 0) + a2a_pairs
-        # a signal is a one-message, one-destination transfer of its own
-        n_tr = int(transfers.sum()) + n_signals + 1
-        n_msg = int((transfers * msgs_of).sum()) + n_signals + 1
-        n_md = int((send_parts * msgs_of * nd_of).sum() + ((transfers - send_parts) * msgs_of).sum()) + n_signals + 1
-        frags_of = -(-np.maximum(nbytes, 1) // per)
-        multi = nd_of > 1
-        n_bits = int((send_parts * nd_of * (frags_of // 8 + msgs_of))[multi].sum()) + 1
-        if cfg.reliable:  # every message is tracked: a bitmap at each destination
-            n_bits = int(((send_parts * nd_of + transfers - send_parts) * (frags_of // 8 + msgs_of)).sum()) + 1
+        n_tr, n_msg, n_md, n_bits, max_msgs = _run_sizes(OP, OW, PT, sends, per, cfg.reliable)
+        del sends
+        n_tr += n_signals + 1  # a signal is a one-message, one-destination transfer of its own
+        n_msg += n_signals + 1
+        n_md += n_signals + 1
+        n_bits += 1
 
         TR = np.zeros((n_tr, L.TR_DMASK + L.TR_SETS * W), np.int64)
         MX = np.zeros((n_msg, L.MX_NCOLS), np.int64)
@@ -441,7 +502,6 @@ class Tables:
         # The kernel: message tables for the whole run; a stream pool for what the packetizers
         # can hold at once (entries x messages per send x first hops); buffers with room for
         # every stream a burst of sends can add between two calls of advance().
-        max_msgs = int(msgs_of[transfers > 0].max(initial=1))
         sp_cap = N * cfg.fifo_entries * max_msgs * max(net.max_out, 1) + 64
         margin = net.margin + sp_cap
         net.MS = np.zeros((n_msg, K.M_NCOLS), np.int64)
