@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import emu
+import emu.workload.enums
 from emu.engine import tables as T
 from emu.replay.run import Options, Replay
 
@@ -73,6 +74,30 @@ def test_a_wiring_slice_holds_at_most_a_step_of_edges(step, monkeypatch):
     assert [(a, b) for a, b, _y in T._wiring_slices(np.zeros(1, np.int64), npart)] == [(0, 0)]
 
 
+def test_each_op_list_ends_where_the_next_begins(built):
+    """OP holds where each of an op's lists begins; it ends where the next op's begins, and
+    the last row, the sentinel, holds the ends of the last op's (emu.engine.layout.OPS)."""
+    trace, whole = built
+    L = T.L
+    OP, IDX, GP, n = whole["OP"], whole["IDX"], whole["GP"], trace.n_ops
+    assert OP.shape == (n + 1, L.OPS_NCOLS)
+    lists = (L.OPS_PART, L.OPS_DEP, L.OPS_DST, L.OPS_SRC, L.OPS_BLK, L.OPS_DONE, L.OPS_SIG, L.OPS_GRP)
+    for col in lists:
+        assert (np.diff(OP[:, col]) >= 0).all(), col
+    # the sentinel: the lists' ends, nothing else
+    assert OP[n, L.OPS_PART] == whole["PT"].shape[0] and OP[n, L.OPS_DST] == whole["SLOT"].shape[0]
+    assert OP[n, L.OPS_GRP] == GP.shape[0]
+    assert not OP[n, [c for c in range(L.OPS_NCOLS) if c not in lists]].any()
+    group = (trace.ops["kind"] == emu.workload.enums.Kind.reduce) | (trace.ops["kind"] == emu.workload.enums.Kind.all_to_all)
+    for o in range(n):
+        deps = trace.dep_idx[trace.dep_ptr[o]:trace.dep_ptr[o + 1]]
+        assert IDX[OP[o, L.OPS_DEP]:OP[o + 1, L.OPS_DEP]].tolist() == deps.tolist()
+        assert IDX[OP[o, L.OPS_SRC]:OP[o + 1, L.OPS_SRC]].tolist() == trace.src(o).tolist()
+        dsts = sorted(trace.dst_idx[trace.dst_ptr[o]:trace.dst_ptr[o + 1]].tolist())
+        assert IDX[OP[o, L.OPS_DST]:OP[o + 1, L.OPS_DST]].tolist() == dsts
+        assert (OP[o + 1, L.OPS_GRP] > OP[o, L.OPS_GRP]) == bool(group[o])
+
+
 def test_the_parts_the_slots_and_the_index_pool_are_int32(built):
     _trace, whole = built
     assert whole["IDX"].dtype == np.int32 and whole["PT"].dtype == np.int32 and whole["SLOT"].dtype == np.int32
@@ -90,7 +115,7 @@ def test_handoff_blocks_sit_in_the_pool_as_offsets_from_the_lowest_block():
     t = T.Tables(rp)
     OP, IDX = t.state.table("OP"), t.state.table("IDX")
     op = int(np.flatnonzero(np.diff(trace.blk_ptr))[0])
-    offsets = IDX[OP[op, T.L.OPS_BLK]:OP[op, T.L.OPS_BLKEND]]
+    offsets = IDX[OP[op, T.L.OPS_BLK]:OP[op + 1, T.L.OPS_BLK]]
     # the loop's block id is kv_ids[0] + offset; the trace's id is kv_ids[offset]
     assert np.array_equal(t.kv_ids[offsets], trace.blocks(op))
 
@@ -130,7 +155,7 @@ def test_the_loop_lets_the_wiring_go_after_the_run(monkeypatch):
     rp.run()
     st = built[0].state
     assert {name: st.table(name).size for name in ("PT", "IDX", "DF")} == {"PT": 0, "IDX": 0, "DF": 0}
-    assert st.table("OP").shape[0] == trace.n_ops and (st.table("OW")[:, T.L.OW_END] >= 0).all()
+    assert st.table("OP").shape[0] == trace.n_ops + 1 and (st.table("OW")[:, T.L.OW_END] >= 0).all()
 
 
 def test_a_position_past_int32_widens_the_table_instead_of_wrapping():

@@ -13,15 +13,15 @@ import numpy as np
 from .. import heap
 from .directory import read_in_flight
 from .events import at
-from .layout import (DF_REPLICA, E_FINISH, NT_BUSY, NT_RQ, NT_RQLEN, NT_STALL, OPS_DEP, OPS_DEPEND, OPS_DST,
-                          OPS_DSTEND, OW_DUR, OW_KV, OW_START, RS_NOW)
+from .layout import (DF_REPLICA, E_FINISH, NT_BUSY, NT_RQ, NT_RQLEN, NT_STALL, OPS_DEP, OPS_DST,
+                          OW_DUR, OW_KV, OW_START, RS_NOW)
 from .state import compiled, compiled_inline
 
 
 @compiled
 def slot_of(OP, IDX, op, node):
     """The (op, node) delivery slot, or -1 when ``node`` is not one of the op's destinations."""
-    for s in range(OP[op, OPS_DST], OP[op, OPS_DSTEND]):
+    for s in range(OP[op, OPS_DST], OP[op + 1, OPS_DST]):
         if IDX[s] == node:
             return s
     return -1
@@ -56,7 +56,7 @@ def try_compute(s, node):
     now = RS[RS_NOW]
     OW[op, OW_START] = now
     # Attention reading a replica multicast here: the directory must still hold it.
-    for e in range(OP[op, OPS_DEP], OP[op, OPS_DEPEND]):
+    for e in range(OP[op, OPS_DEP], OP[op + 1, OPS_DEP]):
         if DF[e] & DF_REPLICA:
             x = np.int64(IDX[e])  # IDX is int32: one compiled slot_of
             if slot_of(OP, IDX, x, node) >= 0:

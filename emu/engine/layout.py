@@ -17,37 +17,33 @@ import numpy as np
 from ..net.tables import Table
 
 # ---- ops (OP): int32 where every value fits (kinds, nodes, positions in IDX, groups) ------
+# An op's lists (parts, dependencies, destinations, ...) lie one after another in op order,
+# so each ends where the next op's begins: op o's list ``x`` is ``OP[o, x]`` up to
+# ``OP[o + 1, x]``. OP has one row more than the ops, the sentinel, holding every list's end
+# (a column of ends beside each column of starts was 8 of 24 columns: 212 MiB at 128 boards,
+# and a row of 16 int32 columns is one cache line).
 OPS = Table("ops (OP)", "OPS", (
     ("kind", "emu.workload's op kind"),
     ("node", "the node it runs at (compute) or its first source"),
     ("msgop", "the wire op of what it sends (emu.codec.MsgOp)"),
     ("res", "residency of what the op delivers"),
-    ("part", "first part"),
-    ("pend", "one past its last part"),
-    ("dep", "its dependencies in IDX (the trace's dep list)"),
-    ("depend", "end of its dependencies"),
-    ("dst", "its sorted destinations in IDX; also its first slot"),
-    ("dstend", "end of its destinations"),
-    ("src", "its sources in IDX"),
-    ("srcend", "end of its sources"),
-    ("blk", "KV blocks a handoff names, in IDX"),
-    ("blkend", "end of its blocks"),
-    ("done", "parts released when it is done (finished / delivered everywhere), in IDX"),
-    ("doneend", "end of those parts"),
-    ("sig", "its signal groups in IDX, each [node, n, n parts]: signalled when it finishes (compute), or from each destination it is delivered at (communication)"),
-    ("sigend", "end of its signal groups"),
-    ("grp", "reduction / all-to-all group in the group table GP"),
-    ("grpend", "end of its group"),
+    ("part", "its parts, up to the next row's"),
+    ("dep", "its dependencies in IDX (the trace's dep list), up to the next row's"),
+    ("dst", "its sorted destinations in IDX, up to the next row's; also its first slot"),
+    ("src", "its sources in IDX, up to the next row's"),
+    ("blk", "KV blocks a handoff names, in IDX, up to the next row's"),
+    ("done", "parts released when it is done (finished / delivered everywhere), in IDX, up to the next row's"),
+    ("sig", "its signal groups in IDX, each [node, n, n parts], up to the next row's: signalled when it finishes (compute), or from each destination it is delivered at (communication)"),
+    ("grp", "reduction / all-to-all group in the group table GP, up to the next row's (empty: neither)"),
     ("chunk", "the trace's chunk"),
     ("layer", "the trace's layer"),
     ("ndlv", "destinations it has been delivered at"),
     ("comm", "1: communication or control (runs in the NICs)"),
 ), dtype=np.int32)
 # OPS's columns, rendered from it by `python -m emu.net.render_tables` (do not edit)
-(OPS_KIND, OPS_NODE, OPS_MSGOP, OPS_RES, OPS_PART, OPS_PEND, OPS_DEP, OPS_DEPEND, OPS_DST,
- OPS_DSTEND, OPS_SRC, OPS_SRCEND, OPS_BLK, OPS_BLKEND, OPS_DONE, OPS_DONEEND, OPS_SIG,
- OPS_SIGEND, OPS_GRP, OPS_GRPEND, OPS_CHUNK, OPS_LAYER, OPS_NDLV, OPS_COMM) = range(24)
-OPS_NCOLS = 24
+(OPS_KIND, OPS_NODE, OPS_MSGOP, OPS_RES, OPS_PART, OPS_DEP, OPS_DST, OPS_SRC, OPS_BLK, OPS_DONE,
+ OPS_SIG, OPS_GRP, OPS_CHUNK, OPS_LAYER, OPS_NDLV, OPS_COMM) = range(16)
+OPS_NCOLS = 16
 
 # ---- ops' wide values (OW, int64): times in ps, byte counts, block ids, masks -----------
 WIDE = Table("ops' wide values (OW)", "OW", (

@@ -31,9 +31,9 @@ from .events import at, cancelled, peek, pop, push, rearm
 from .layout import (CB_CTRL, CB_SEND, DRIVE_CHANGE, DRIVE_DONE, DRIVE_PROGRESS, DF_READS, E_CHANGE, E_FINISH, E_LOCAL,
                           E_PARTLEFT, E_TIMER, E_UPCALLS, E_WAKE, GP_WAIT, KB_BYTES, KB_SNAP_OWNER, KB_OWNER,
                           KB_SNAP_BYTES, RS_CHG_KEY, RS_CHG_T, RS_IN_CHG, RS_SNAPPED,
-                          NT_BUSY, NT_STALL, OPS_BLK, OPS_BLKEND, OW_BYTES, OPS_CHUNK, OPS_COMM, OPS_DEP, OPS_DEPEND,
-                          OPS_DONE, OPS_DONEEND, OPS_DST, OPS_DSTEND, OW_END, OPS_GRP, OPS_KIND, OW_KV, OPS_LAYER, OPS_MSGOP,
-                          OPS_NDLV, OPS_NODE, OPS_PART, OPS_PEND, OPS_RES, OPS_SRC, OPS_SRCEND, OW_START, PT_NEED, PT_NODE,
+                          NT_BUSY, NT_STALL, OPS_BLK, OW_BYTES, OPS_CHUNK, OPS_COMM, OPS_DEP,
+                          OPS_DONE, OPS_DST, OW_END, OPS_GRP, OPS_KIND, OW_KV, OPS_LAYER, OPS_MSGOP,
+                          OPS_NDLV, OPS_NODE, OPS_PART, OPS_RES, OPS_SRC, OW_START, PT_NEED, PT_NODE,
                           PT_OP, PT_ROUTE, RS_DONE_OPS, RS_IN_RUN, RS_KV_BYTES, RS_KVMIN, RS_LAYERS, RS_MARGIN, RS_NODES, RS_NOW,
                           RS_NSIM, RS_NWORK, RS_PROG_NEXT, RS_PROGRESS, RS_STARTED, RS_UPCALL_EV, RS_WAKE_SEQ, SIM_A, SIM_B, SIM_KIND,
                           SIM_TIME, SLOT_AT, SLOT_ATEND,
@@ -109,7 +109,7 @@ def snapshot_owners(s):
 def consumed(s, op, node):
     """A reader of transient copies at ``node`` is done with them (Replay._consumed)."""
     RS, OP, SLOT, IDX, DF = s.RS, s.OP, s.SLOT, s.IDX, s.DF
-    for e in range(OP[op, OPS_DEP], OP[op, OPS_DEPEND]):
+    for e in range(OP[op, OPS_DEP], OP[op + 1, OPS_DEP]):
         if DF[e] & DF_READS:
             x = np.int64(IDX[e])
             sl = slot_of(OP, IDX, x, node)
@@ -139,7 +139,7 @@ def op_done(s, op):
     RS[RS_DONE_OPS] += 1
     if not OP[op, OPS_COMM]:  # a compute op: its waiters on other boards hear of it by signal
         signals(s, op, np.int64(OP[op, OPS_NODE]))
-    push(s, W_RELEASE, OP[op, OPS_DONE], OP[op, OPS_DONEEND], 0)
+    push(s, W_RELEASE, OP[op, OPS_DONE], OP[op + 1, OPS_DONE], 0)
 
 
 @compiled_inline
@@ -148,9 +148,9 @@ def part_delivered(s, op, node):
     OP, SLOT, IDX = s.OP, s.SLOT, s.IDX
     sl = slot_of(OP, IDX, op, node)
     SLOT[sl, SLOT_GOT] += 1
-    nsrc = OP[op, OPS_PEND] - OP[op, OPS_PART]
+    nsrc = OP[op + 1, OPS_PART] - OP[op, OPS_PART]
     if OP[op, OPS_KIND] == ALL_TO_ALL:
-        for e in range(OP[op, OPS_SRC], OP[op, OPS_SRCEND]):
+        for e in range(OP[op, OPS_SRC], OP[op + 1, OPS_SRC]):
             if IDX[e] == node:
                 nsrc -= 1
                 break
@@ -165,14 +165,14 @@ def op_delivered(s, op, node):
     now = RS[RS_NOW]
     kind = OP[op, OPS_KIND]
     nbytes = OW[op, OW_BYTES]
-    nsrcs = OP[op, OPS_SRCEND] - OP[op, OPS_SRC]
+    nsrcs = OP[op + 1, OPS_SRC] - OP[op, OPS_SRC]
     if kind == ALL_TO_ALL:  # one block from every other source
         here = 0
-        for e in range(OP[op, OPS_SRC], OP[op, OPS_SRCEND]):
+        for e in range(OP[op, OPS_SRC], OP[op + 1, OPS_SRC]):
             if IDX[e] == node:
                 here = 1
                 break
-        nbytes *= (OP[op, OPS_PEND] - OP[op, OPS_PART]) - here
+        nbytes *= (OP[op + 1, OPS_PART] - OP[op, OPS_PART]) - here
     if (KV_OPS_MASK >> OP[op, OPS_MSGOP]) & 1:
         RS[RS_KV_BYTES] += nbytes
     sl = slot_of(OP, IDX, op, node)
@@ -186,9 +186,9 @@ def op_delivered(s, op, node):
         kv = (OP[op, OPS_CHUNK] * RS[RS_NODES] + node) * RS[RS_LAYERS] + OP[op, OPS_LAYER]
         add_owner(s, node, kv, OW[op, OW_BYTES] * nsrcs, now)
     elif res == OWNER and OW[op, OW_KV] >= 0:
-        nb = OP[op, OPS_BLKEND] - OP[op, OPS_BLK]
+        nb = OP[op + 1, OPS_BLK] - OP[op, OPS_BLK]
         if nb:  # a bulk handoff: each block moves with the size its owner holds
-            for e in range(OP[op, OPS_BLK], OP[op, OPS_BLKEND]):
+            for e in range(OP[op, OPS_BLK], OP[op + 1, OPS_BLK]):
                 kv = RS[RS_KVMIN] + IDX[e]  # IDX holds the block's offset
                 add_owner(s, node, kv, owner_bytes(s, kv, nbytes // nb), now)
         else:
@@ -204,7 +204,7 @@ def delivered_tail(s, op, node):
     sl = slot_of(OP, s.IDX, op, node)
     s.SW[sl, SW_TIME] = RS[RS_NOW]
     OP[op, OPS_NDLV] += 1
-    if OP[op, OPS_NDLV] == OP[op, OPS_DSTEND] - OP[op, OPS_DST]:
+    if OP[op, OPS_NDLV] == OP[op + 1, OPS_DST] - OP[op, OPS_DST]:
         s.OW[op, OW_END] = RS[RS_NOW]
         op_done(s, op)
 

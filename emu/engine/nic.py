@@ -45,12 +45,12 @@ from .reliable import (complete, control_done, first_hop_streams, first_hops, fr
                             sent, source_drop, track)
 from .layout import (CB_A2A, CB_CTRL, CB_RED, CB_SEND, CB_SIG, E_LOCAL, GP_FOLD_OWN, GP_FOLD_UP, GP_MEMBER, GP_PARENT,
                           GP_WAIT, NT_FIFO_B, OW_DMASK, RS_MASKW,
-                          NT_FIFO_E, NT_QHEAD, NT_QTAIL, NT_STALL, OW_BYTES, OPS_GRP, OPS_GRPEND, OPS_MSGOP, RS_CHUNK,
+                          NT_FIFO_E, NT_QHEAD, NT_QTAIL, NT_STALL, OW_BYTES, OPS_GRP, OPS_MSGOP, RS_CHUNK,
                           RS_CTRL_DRAIN, RS_CTRL_INV, RS_FIFO_B, RS_FIFO_E, RS_NBITS, RS_NFOLD, RS_NMD, RS_NMSG, RS_NODES, RS_NOW,
                           RS_NTR, RS_V, TR_ACCEPTED, TR_ARG, TR_ARG2, TR_CB, TR_SET_DELIVERED, TR_DMASK, TR_SET_FAILED, TR_KV, TR_M0, TR_M1,
                           TR_LEFT, TR_MSGOP, TR_NBYTES, TR_NEXT, TR_OP, TR_ROUTE, TR_SENT, TR_SRC, W_A2A_STEP, W_OP_DLV,
                           W_PART_DLV, MX_SENT, MX_TR, CTRL_DATA, E_PARTLEFT, RS_RELIABLE, TR_FAIL_RETRIES,
-                          MX_CTRL, MX_TIMER, OPS_SIG, OPS_SIGEND, OW_KV, RS_CTRL_SIG, TR_SETTLED, W_RELEASE)
+                          MX_CTRL, MX_TIMER, OPS_SIG, OW_KV, RS_CTRL_SIG, TR_SETTLED, W_RELEASE)
 from . import boards
 from .rows import md_rows, new_transfer, retire, take_messages
 from .state import compiled, compiled_inline
@@ -373,7 +373,7 @@ def fold(s, op, node, src):
     RS[RS_NFOLD] += 1
     GP[g, GP_WAIT] -= 1
     expected = 1  # its own and each child's in the reduction tree
-    for c in range(g0, OP[op, OPS_GRPEND]):
+    for c in range(g0, OP[op + 1, OPS_GRP]):
         if GP[c, GP_PARENT] == node:
             expected += 1
     if not reduction_complete(expected - GP[g, GP_WAIT], expected):
@@ -393,7 +393,7 @@ def a2a_step(s, op, i, step):
     """Member ``i`` of all-to-all ``op`` sends its block for member i + step, skipping pairs outside it."""
     OP, GP, IDX = s.OP, s.GP, s.IDX
     g0 = OP[op, OPS_GRP]
-    n = OP[op, OPS_GRPEND] - g0
+    n = OP[op + 1, OPS_GRP] - g0
     a = GP[g0 + i, GP_MEMBER]
     b = -1
     while step < n:
@@ -410,7 +410,7 @@ def a2a_step(s, op, i, step):
 def signals(s, op, src):
     """Op ``op``'s event at board ``src`` (a compute op finished; a communication op delivered
     at src): one signal to each board of its signal groups (docs/nic.md, "Signals")."""
-    e, end = s.OP[op, OPS_SIG], s.OP[op, OPS_SIGEND]
+    e, end = s.OP[op, OPS_SIG], s.OP[op + 1, OPS_SIG]
     while e < end:
         signal(s, src, np.int64(s.IDX[e]), op, e)
         e += 2 + s.IDX[e + 1]

@@ -347,7 +347,7 @@ def _run(rp) -> None:
     rp.cluster = ClusterView(tables, rp.cluster)
     SLOT, SW = tables.SLOT, tables.SW
     got = np.flatnonzero(SW[:, L.SW_TIME] >= 0)
-    slot_op = np.repeat(np.arange(rp.trace.n_ops), OP[:, L.OPS_DSTEND] - OP[:, L.OPS_DST])
+    slot_op = np.repeat(np.arange(rp.trace.n_ops), np.diff(OP[:, L.OPS_DST]))  # n + 1 rows: the last ends the list
     rp._deliveries = np.stack([slot_op[got], SLOT[got, L.SLOT_NODE], SW[got, L.SW_TIME]], axis=1)
     if rp.functional is not None:  # the payloads and merges, after the timing they do not change
         feed(rp.functional, tables, rp.trace)

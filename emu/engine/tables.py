@@ -72,7 +72,9 @@ def _table(rows: int, ncols: int, cols: dict) -> np.ndarray:
 
     A column given as (base, values) is ``base + values``, added in the table: a position
     in IDX is a block's start plus a CSR pointer, and a temporary array of each such column
-    (14 of them, 50 MB each for 7M ops) made the build's peak."""
+    (7 of them, 50 MB each for 7M ops) made the build's peak. A column shorter than the
+    table fills its first rows and leaves the rest 0 (OP's last row, the sentinel, holds
+    only where the lists end)."""
     pairs = {col: v if isinstance(v, tuple) else (0, v) for col, v in cols.items()}
     wide = not all(fits_int32(np.asarray(v), base) for base, v in pairs.values())
     t = np.zeros((rows, ncols), np.int64 if wide else np.int32)
@@ -84,10 +86,11 @@ def _table(rows: int, ncols: int, cols: dict) -> np.ndarray:
         block = t[r0:r1]
         for col, (base, values) in pairs.items():
             v = values[r0:r1] if np.ndim(values) else values
+            to = block[:len(v), col] if np.ndim(v) else block[:, col]  # a column shorter than the table: its rows
             if base:
-                np.add(v, base, out=block[:, col], dtype=np.int64, casting="unsafe")  # int32 lists: no wrap
+                np.add(v, base, out=to, dtype=np.int64, casting="unsafe")  # int32 lists: no wrap
             else:
-                block[:, col] = v
+                to[:] = v
     return t
 
 
@@ -110,7 +113,7 @@ def _index_pool(blocks) -> np.ndarray:
     return IDX
 
 
-_FILL_ROWS = 16384  # rows per block of _table's fill (16K rows x 24 int32 columns: 1.5 MiB, in L3)
+_FILL_ROWS = 16384  # rows per block of _table's fill (16K rows x 16 int32 columns: 1 MiB, in L2)
 
 
 def _run_sizes(OP, OW, PT, sends, per, reliable) -> tuple[int, int, int, int, int]:
@@ -122,19 +125,19 @@ def _run_sizes(OP, OW, PT, sends, per, reliable) -> tuple[int, int, int, int, in
     W = OW.shape[1] - L.OW_DMASK
     totals = np.zeros(4, np.int64)
     max_msgs = 1
-    n = OP.shape[0]
+    n = OP.shape[0] - 1  # the last row is the sentinel (the ends of the last op's lists)
     for o0 in range(0, n, _SIZE_OPS):
         o1 = min(n, o0 + _SIZE_OPS)
-        op = OP[o0:o1]
+        op, nxt = OP[o0:o1], OP[o0 + 1:o1 + 1]  # an op's lists end where the next op's begin
         kind = op[:, L.OPS_KIND]
         nbytes = OW[o0:o1, L.OW_BYTES]
         msgs_of = -(-np.maximum(nbytes, 1) // chunk)
         frags_of = -(-np.maximum(nbytes, 1) // per)
         nd_of = boards.count(np.ascontiguousarray(OW[o0:o1, L.OW_DMASK:L.OW_DMASK + W]))
-        p0, p1 = int(op[0, L.OPS_PART]), int(op[-1, L.OPS_PEND])
+        p0, p1 = int(op[0, L.OPS_PART]), int(nxt[-1, L.OPS_PART])
         send_parts = np.bincount(PT[p0:p1, L.PT_OP][sends[p0:p1]] - o0, minlength=o1 - o0)
-        gsize = op[:, L.OPS_GRPEND].astype(np.int64) - op[:, L.OPS_GRP]
-        nsrc = op[:, L.OPS_SRCEND].astype(np.int64) - op[:, L.OPS_SRC]
+        gsize = nxt[:, L.OPS_GRP].astype(np.int64) - op[:, L.OPS_GRP]
+        nsrc = nxt[:, L.OPS_SRC].astype(np.int64) - op[:, L.OPS_SRC]
         a2a_pairs = np.where(kind == Kind.all_to_all, nsrc * nd_of, 0)  # an upper bound of its pairs (a, b), a != b
         transfers = send_parts + np.where(kind == Kind.reduce, np.maximum(gsize - 1, 0), 0) + a2a_pairs
         bitmap = frags_of // 8 + msgs_of
@@ -391,7 +394,8 @@ class Tables:
         part_route = self._routes(np.flatnonzero(sends), part_op, part_node, dmask, nparts)
 
         # Groups: a reduction's members with parent and contributions awaited; an exchange's members.
-        gp_rows, grp = [], np.zeros((n, 2), np.int64)
+        # grp_ptr: each op's GP rows up to the next op's (empty for an op of neither kind)
+        gp_rows, grp_ptr = [], np.zeros(n + 1, np.int64)
         self.reductions: list[tuple] = []  # (op, root, group, first GP row): a re-route rebuilds unstarted ones
         trees: dict[tuple, tuple] = {}
         g = 0
@@ -411,9 +415,10 @@ class Tables:
             else:
                 rows = tuple((m, -1, 0, -1, -1) for m in sorted(set(srcs) | set(dsts)))
             gp_rows.extend(rows)
-            grp[op] = (g, g + len(rows))
+            grp_ptr[op + 1] = len(rows)
             g += len(rows)
         GP = np.array(gp_rows, np.int64).reshape(-1, L.GP_NCOLS)
+        np.cumsum(grp_ptr, out=grp_ptr)  # groups were numbered in op order: these are their starts
 
         # IDX: destinations (slots) | dependencies | sources | blocks | done lists | at lists | signal groups.
         b_dep = nslots
@@ -458,17 +463,13 @@ class Tables:
         SW = np.zeros((nslots, L.SW_NCOLS), np.int64)
         SW[:, L.SW_TIME] = -1
 
+        # n + 1 rows: the last, the sentinel, holds where the last op's lists end (layout.OPS)
         cols = {L.OPS_KIND: kind, L.OPS_NODE: node, L.OPS_MSGOP: msgop, L.OPS_RES: ops["residency"],
-                L.OPS_PART: part_ptr[:-1], L.OPS_PEND: part_ptr[1:],
-                L.OPS_DEP: (b_dep, tr.dep_ptr[:-1]), L.OPS_DEPEND: (b_dep, tr.dep_ptr[1:]),
-                L.OPS_DST: tr.dst_ptr[:-1], L.OPS_DSTEND: tr.dst_ptr[1:],
-                L.OPS_SRC: (b_src, tr.src_ptr[:-1]), L.OPS_SRCEND: (b_src, tr.src_ptr[1:]),
-                L.OPS_BLK: (b_blk, tr.blk_ptr[:-1]), L.OPS_BLKEND: (b_blk, tr.blk_ptr[1:]),
-                L.OPS_DONE: (b_done, done_ptr[:-1]), L.OPS_DONEEND: (b_done, done_ptr[1:]),
-                L.OPS_SIG: (b_sig, sig_ptr[:-1]), L.OPS_SIGEND: (b_sig, sig_ptr[1:]),
-                L.OPS_GRP: grp[:, 0], L.OPS_GRPEND: grp[:, 1], L.OPS_CHUNK: ops["chunk"], L.OPS_LAYER: ops["layer"],
+                L.OPS_PART: part_ptr, L.OPS_DEP: (b_dep, tr.dep_ptr), L.OPS_DST: tr.dst_ptr,
+                L.OPS_SRC: (b_src, tr.src_ptr), L.OPS_BLK: (b_blk, tr.blk_ptr), L.OPS_DONE: (b_done, done_ptr),
+                L.OPS_SIG: (b_sig, sig_ptr), L.OPS_GRP: grp_ptr, L.OPS_CHUNK: ops["chunk"], L.OPS_LAYER: ops["layer"],
                 L.OPS_COMM: is_comm}
-        OP = _table(n, L.OPS_NCOLS, cols)
+        OP = _table(n + 1, L.OPS_NCOLS, cols)
         del cols, part_ptr, done_ptr, sig_ptr, msgop
 
         # Compute engines: a ready queue per node with room for all its compute ops.
@@ -479,7 +480,7 @@ class Tables:
         NT[:, L.NT_QTAIL] = -1
         NT[1:, L.NT_RQ] = np.cumsum(per_node)[:-1]
         RQ = np.zeros((max(int(comp.sum()), 1), 2), np.int64)  # ready queues: rows op, 0 (emu.heap)
-        del comp, kind, node, grp, is_comm  # in OP now
+        del comp, kind, node, grp_ptr, is_comm  # in OP now
 
         # Sizes: transfers, messages, destination rows and bitmap bytes of the whole run.
         cfg = rp.cluster.config

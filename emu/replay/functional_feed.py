@@ -100,7 +100,7 @@ def feed(fn, tables, trace) -> None:
         q = fn.query_of.get((int(ops["chunk"][op]), int(ops["layer"][op])))
         if q is not None:
             deliver(q)
-        _merge(fn, op, GP[OP[op, L.OPS_GRP]: OP[op, L.OPS_GRPEND]], ops)
+        _merge(fn, op, GP[OP[op, L.OPS_GRP]: OP[op + 1, L.OPS_GRP]], ops)
         stepped()
     for op in by_op:
         deliver(op)
@@ -111,7 +111,7 @@ def _reductions_in_fold_order(ops, OP, GP) -> list[int]:
     """The reductions that started, by their first fold."""
     first = []
     for op in np.flatnonzero(ops["kind"] == Kind.reduce).tolist():
-        seqs = GP[OP[op, L.OPS_GRP]: OP[op, L.OPS_GRPEND], L.GP_FOLD_OWN]
+        seqs = GP[OP[op, L.OPS_GRP]: OP[op + 1, L.OPS_GRP], L.GP_FOLD_OWN]
         if (seqs >= 0).any():
             first.append((int(seqs[seqs >= 0].min()), op))
     return [op for _, op in sorted(first)]
