@@ -98,6 +98,20 @@ def test_each_op_list_ends_where_the_next_begins(built):
         assert (OP[o + 1, L.OPS_GRP] > OP[o, L.OPS_GRP]) == bool(group[o])
 
 
+def test_the_state_gives_each_table_back_under_its_own_name(built):
+    """State.tables() reads every field in one compiled call (net.state._tables), which lists
+    them in FIELDS' order: each table comes back under its own name, with its own columns."""
+    _trace, whole = built
+    L = T.L
+    widths = {"OP": L.OPS_NCOLS, "PT": L.PT_NCOLS, "SLOT": L.SLOT_NCOLS, "SW": L.SW_NCOLS, "NT": L.NT_NCOLS,
+              "GP": L.GP_NCOLS, "SIM": L.SIM_NCOLS, "WORK": L.WORK_NCOLS, "HIST": L.HIST_NCOLS, "HN": L.HN_NCOLS,
+              "ERR": L.ERR_NCOLS, "MX": L.MX_NCOLS}
+    for name, ncols in widths.items():
+        assert whole[name].ndim == 2 and whole[name].shape[1] == ncols, name
+    assert whole["HIST"].dtype == np.int64 and whole["HN"].dtype == np.int32
+    assert whole["HIST"].shape[0] == whole["HN"].shape[0]  # row for row
+
+
 def test_the_parts_the_slots_and_the_index_pool_are_int32(built):
     _trace, whole = built
     assert whole["IDX"].dtype == np.int32 and whole["PT"].dtype == np.int32 and whole["SLOT"].dtype == np.int32

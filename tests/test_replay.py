@@ -234,17 +234,17 @@ def test_summary_peaks_per_node_match_the_memory_table(traces, tmp_path):
 def test_the_history_peaks_read_a_block_at_a_time_are_the_peaks_of_all_rows(block, monkeypatch):
     """history_peaks reads the history a block of rows at a time (13M rows at 128 boards); each
     peak is its column's largest over every row, whichever block holds it."""
-    from emu.engine.layout import HIST_NCOLS, HIST_OWNER_BYTES, HIST_REPLICA_BYTES, HIST_TRANSIENT_BYTES
+    from emu.engine.layout import HISTORY_COLUMNS
     from emu.nic import directory
 
     monkeypatch.setattr(directory, "_PEAK_ROWS", block)
     rng = np.random.default_rng(5)
-    rows = rng.integers(0, 1 << 40, size=(11, HIST_NCOLS))
-    kept = rows[:, HIST_OWNER_BYTES] + rows[:, HIST_REPLICA_BYTES]
-    transient = rows[:, HIST_TRANSIENT_BYTES]
+    h = {name: rng.integers(0, 1 << 40, size=11) for name in HISTORY_COLUMNS}
+    kept = h["owner_bytes"] + h["replica_bytes"]
+    transient = h["transient_bytes"]
     want = (int((kept + transient).max()), int(kept.max()), int(transient.max()))
-    assert directory.history_peaks(rows) == want
-    assert directory.history_peaks(rows[:0]) == (0, 0, 0)
+    assert directory.history_peaks(h) == want
+    assert directory.history_peaks({name: v[:0] for name, v in h.items()}) == (0, 0, 0)
 
 
 @pytest.mark.parametrize("engine", ["compiled", "python"])

@@ -174,7 +174,7 @@ def test_tables_the_loop_replaces_when_full_grow_without_changing_results(traces
     from emu.engine import tables as engine_tables
     from emu.engine.state import State
 
-    grown = ("SIM", "WORK", "HIST", "ERR")
+    grown = ("SIM", "WORK", "HIST", "HN", "ERR")
     states = []
 
     def one_row_state(**tables):
@@ -189,7 +189,8 @@ def test_tables_the_loop_replaces_when_full_grow_without_changing_results(traces
     b = run(t, "compiled")
     assert_same(a, b)
     (st,) = states
-    used = {"SIM": 2, "WORK": 2, "HIST": len(b.cluster.directory.history()), "ERR": len(b.cluster.directory.errors)}
+    hist = len(b.cluster.directory.history())
+    used = {"SIM": 2, "WORK": 2, "HIST": hist, "HN": hist, "ERR": len(b.cluster.directory.errors)}
     for name in grown:
         if used[name] > 1:
             assert st.table(name).shape[0] >= used[name] > 1

@@ -7,7 +7,8 @@ Per KV block its owner and bytes (KB), per (node, block) a replica state and byt
 (KR, row node * nkv + block), per node its owner / replica / transient bytes (NT),
 and per (op, destination) slot the transient bytes held (SW). Every change appends
 a history row (t, node, owner, replica, transient, blocks, replicas) exactly where
-``Directory._record`` does; errors are rows (t, code, node, kv, state) that Python
+``Directory._record`` does, its wide values in HIST and its node and counts beside them in
+HN; errors are rows (t, code, node, kv, state) that Python
 words as ``Directory`` does.
 """
 
@@ -15,8 +16,8 @@ from __future__ import annotations
 
 from ..nic.directory import OP_DRAIN, OP_INVALIDATE, OP_KV_REPLICA, State, replica_transition
 from .layout import (DERR_DRAIN, DERR_INVALIDATE, DERR_READ, ERR_CODE, ERR_KV, ERR_NODE, ERR_STATE, ERR_T,
-                     HIST_BLOCKS, HIST_NODE, HIST_OWNER_BYTES, HIST_REPLICA_BYTES, HIST_REPLICAS, HIST_T_PS,
-                     HIST_TRANSIENT_BYTES, KB_BYTES, KB_OWNER, KR_BYTES, KR_STATE, NT_OWNER, NT_REPLICA,
+                     HIST_OWNER_BYTES, HIST_REPLICA_BYTES, HIST_T_PS, HIST_TRANSIENT_BYTES, HN_BLOCKS, HN_NODE,
+                     HN_REPLICAS, KB_BYTES, KB_OWNER, KR_BYTES, KR_STATE, NT_OWNER, NT_REPLICA,
                      NT_TRANSIENT, RS_KVMIN, RS_LIVE_REP, RS_NERR, RS_NHIST, RS_NKV, RS_NOWNERS, SW_TRANS)
 from .state import compiled, compiled_inline, more_err, more_hist
 
@@ -31,14 +32,14 @@ def record(s, t, node):
     n = RS[RS_NHIST]
     if n == s.HIST.shape[0]:
         more_hist(s, n + 1)
-    h = s.HIST
+    h, hn = s.HIST, s.HN
     h[n, HIST_T_PS] = t
-    h[n, HIST_NODE] = node
+    hn[n, HN_NODE] = node
     h[n, HIST_OWNER_BYTES] = NT[node, NT_OWNER]
     h[n, HIST_REPLICA_BYTES] = NT[node, NT_REPLICA]
     h[n, HIST_TRANSIENT_BYTES] = NT[node, NT_TRANSIENT]
-    h[n, HIST_BLOCKS] = RS[RS_NOWNERS]
-    h[n, HIST_REPLICAS] = RS[RS_LIVE_REP]
+    hn[n, HN_BLOCKS] = RS[RS_NOWNERS]
+    hn[n, HN_REPLICAS] = RS[RS_LIVE_REP]
     RS[RS_NHIST] = n + 1
 
 

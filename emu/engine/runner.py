@@ -47,7 +47,8 @@ class DirectoryView:
         self.nodes = int(RS[L.RS_NODES])
         self.memory = [NodeMemory(int(o), int(r), int(t)) for o, r, t in
                        NT[:, [L.NT_OWNER, L.NT_REPLICA, L.NT_TRANSIENT]].tolist()]
-        self._hist = st.table("HIST")[: RS[L.RS_NHIST]]  # a view: the run's tables outlive it (block_id)
+        # views: the run's tables outlive it (block_id)
+        self._hist, self._hn = st.table("HIST")[: RS[L.RS_NHIST]], st.table("HN")[: RS[L.RS_NHIST]]
         err = st.table("ERR")[: RS[L.RS_NERR]].copy()
         err[:, 3] = tables.block_id(err[:, 3])  # t, code, node, kv, state
         self.errors = [_error_text(*row) for row in err.tolist()]
@@ -64,10 +65,14 @@ class DirectoryView:
         return (self.blocks + self.live_replicas) / self.blocks if self.blocks else 1.0
 
     def history(self) -> pd.DataFrame:
-        return history_frame(self._hist)
+        return history_frame(self.history_columns())
 
-    def history_rows(self) -> np.ndarray:
-        return self._hist
+    def history_columns(self) -> dict[str, np.ndarray]:
+        """emu.engine.layout.HISTORY_COLUMNS, in order: views of the loop's HIST and HN."""
+        h, hn = self._hist, self._hn
+        return {"t_ps": h[:, L.HIST_T_PS], "node": hn[:, L.HN_NODE], "owner_bytes": h[:, L.HIST_OWNER_BYTES],
+                "replica_bytes": h[:, L.HIST_REPLICA_BYTES], "transient_bytes": h[:, L.HIST_TRANSIENT_BYTES],
+                "blocks": hn[:, L.HN_BLOCKS], "replicas": hn[:, L.HN_REPLICAS]}
 
 
 def _error_text(t, code, node, kv, state) -> str:

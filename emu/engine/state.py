@@ -79,6 +79,7 @@ def more_work(s, need):
 @allocating
 def more_hist(s, need):
     s.HIST = grown(s.HIST, need)
+    s.HN = grown(s.HN, need)
 
 
 @allocating

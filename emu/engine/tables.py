@@ -573,7 +573,8 @@ class Tables:
             **{name: getattr(net, name) for name in KERNEL},
             RS=RS, OP=OP, OW=OW, PT=PT, SLOT=SLOT, SW=SW, NT=NT, RQ=RQ, TR=TR, MX=MX, KB=KB, KR=KR, IDX=IDX, DF=DF, GP=GP,
             SIM=SIM, WORK=np.zeros((1024, L.WORK_NCOLS), np.int64),
-            HIST=np.zeros((max(1024, 3 * n), L.HIST_NCOLS), np.int64), ERR=np.zeros((16, L.ERR_NCOLS), np.int64),
+            HIST=np.zeros((max(1024, 3 * n), L.HIST_NCOLS), np.int64), HN=np.zeros((max(1024, 3 * n), L.HN_NCOLS), np.int32),
+            ERR=np.zeros((16, L.ERR_NCOLS), np.int64),
             OUT=OUT, OD=OD, RT=RT, NKB=np.zeros(1024, np.uint8))
         # Python's own references, read back after the run
         self.RS, self.OP, self.OW, self.SLOT, self.SW, self.NT, self.TR, self.KB = RS, OP, OW, SLOT, SW, NT, TR, KB

@@ -41,6 +41,7 @@ _REPLAY_TYPES = (
     ("SIM", np.int64, 2),    # the event heap (emu.engine.layout: SIM_*)
     ("WORK", np.int64, 2),   # the work stack (WORK_*)
     ("HIST", np.int64, 2),   # directory history (HIST_*)
+    ("HN", np.int32, 2),     # ... its narrow values, row for row (HN_*)
     ("ERR", np.int64, 2),    # directory errors (ERR_*)
     # reliable delivery (emu.engine.reliable): the protocol's sender tables
     ("OUT", np.int64, 2),    # per message: emu.nic.protocol's OUT_* columns
@@ -146,4 +147,4 @@ def set_wiring(s, PT, IDX, DF):
 def _tables(s):
     return (s.SC, s.LK, s.LF, s.LR, s.LD, s.ND, s.NS, s.DL, s.FP, s.FREE, s.HP, s.LG, s.FW, s.MS, s.MD,
             s.BITS, s.UP, s.SP, s.SL, s.SFREE, s.LB, s.RS, s.OP, s.OW, s.PT, s.SLOT, s.SW, s.NT, s.RQ, s.TR, s.MX, s.KB, s.KR,
-            s.IDX, s.DF, s.GP, s.SIM, s.WORK, s.HIST, s.ERR, s.OUT, s.OD, s.RT, s.NKB)
+            s.IDX, s.DF, s.GP, s.SIM, s.WORK, s.HIST, s.HN, s.ERR, s.OUT, s.OD, s.RT, s.NKB)

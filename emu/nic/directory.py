@@ -181,30 +181,31 @@ class Directory:
 
     def history(self) -> pd.DataFrame:
         """Per node, each change: owner, replica and transient bytes; and the replica factor then."""
-        return history_frame(self._history)
+        return history_frame(self.history_columns())
 
-    def history_rows(self) -> np.ndarray:
-        """The history as rows of emu.engine.layout.HISTORY's columns (int64)."""
-        from ..engine.layout import HIST_NCOLS
+    def history_columns(self) -> dict[str, np.ndarray]:
+        """The history by column (emu.engine.layout.HISTORY_COLUMNS, in that order), one entry
+        per change at a node."""
+        from ..engine.layout import HISTORY_COLUMNS
 
-        return np.asarray(self._history, np.int64).reshape(-1, HIST_NCOLS)
+        rows = np.asarray(self._history, np.int64).reshape(-1, len(HISTORY_COLUMNS))
+        return {name: rows[:, i] for i, name in enumerate(HISTORY_COLUMNS)}
 
 
-def history_peaks(rows: np.ndarray) -> tuple[int, int, int]:
-    """The most KV bytes one node held at once in history ``rows`` (a directory's
-    ``history_rows()``): all of them (owner, replica and transient), owner and replica, and
-    transient (0s: no change). The summary's figures, read from the rows without a table of
+def history_peaks(h: dict) -> tuple[int, int, int]:
+    """The most KV bytes one node held at once in history ``h`` (a directory's
+    ``history_columns()``): all of them (owner, replica and transient), owner and replica, and
+    transient (0s: no change). The summary's figures, read from the columns without a table of
     them: at 128 boards the history has 13M rows, and a DataFrame of it was the replay's peak
     memory."""
-    from ..engine.layout import HIST_OWNER_BYTES, HIST_REPLICA_BYTES, HIST_TRANSIENT_BYTES
-
-    if not len(rows):
+    owner, replica, trans = h["owner_bytes"], h["replica_bytes"], h["transient_bytes"]
+    if not len(owner):
         return 0, 0, 0
     peaks = np.zeros(3, np.int64)
-    for r0 in range(0, len(rows), _PEAK_ROWS):  # a block at a time: no column of all 13M rows
-        block = rows[r0:r0 + _PEAK_ROWS]
-        kept = block[:, HIST_OWNER_BYTES] + block[:, HIST_REPLICA_BYTES]
-        transient = block[:, HIST_TRANSIENT_BYTES]
+    for r0 in range(0, len(owner), _PEAK_ROWS):  # a block at a time: no column of all 13M rows
+        r1 = r0 + _PEAK_ROWS
+        kept = owner[r0:r1] + replica[r0:r1]
+        transient = trans[r0:r1]
         peaks = np.maximum(peaks, ((kept + transient).max(), kept.max(), transient.max()))
     return int(peaks[0]), int(peaks[1]), int(peaks[2])
 
@@ -212,16 +213,15 @@ def history_peaks(rows: np.ndarray) -> tuple[int, int, int]:
 _PEAK_ROWS = 1 << 20  # history rows per block of history_peaks
 
 
-def history_frame(rows) -> pd.DataFrame:
-    """A directory's history rows (the columns of emu.engine.layout.HISTORY, one row per change
-    at a node) as a table with the replica factor then: copies per owned block, 1.0
+def history_frame(h: dict) -> pd.DataFrame:
+    """A directory's history columns (``history_columns()``: one entry per change at a node) as
+    a table of int64 columns, with the replica factor then: copies per owned block, 1.0
     owner-only (or no block yet)."""
     import pandas as pd  # only results read it: a replay's import need not load pandas
 
-    from ..engine.layout import HISTORY  # the one declaration of the history's columns
+    from ..engine.layout import HISTORY_COLUMNS  # the one declaration of the history's columns
 
-    cols = list(HISTORY.columns)
-    df = pd.DataFrame(np.asarray(rows, np.int64).reshape(-1, len(cols)), columns=cols)
+    df = pd.DataFrame({name: np.asarray(h[name], np.int64) for name in HISTORY_COLUMNS})
     df["replica_factor"] = replica_factor(df.blocks.to_numpy(), df.replicas.to_numpy())
     return df
 

@@ -24,8 +24,6 @@ import pandas as pd
 
 from .. import __version__
 from ..outputs import OutputFolder
-from ..engine.layout import (HIST_BLOCKS, HIST_NODE, HIST_OWNER_BYTES, HIST_REPLICA_BYTES, HIST_REPLICAS,
-                             HIST_T_PS, HIST_TRANSIENT_BYTES)
 from ..net.kernel import LINKS
 from ..nic.directory import history_peaks, replica_factor
 from ..net.deadlock import describe
@@ -52,7 +50,7 @@ def summarize(rp) -> dict:
     decode_s = (decode_end - ttft) / 1e12
     c = rp.net.counters()
     d = rp.cluster.directory
-    peak, peak_kept, peak_transient = history_peaks(d.history_rows())
+    peak, peak_kept, peak_transient = history_peaks(d.history_columns())
     final_owner = [m.owner for m in d.memory]
     run_end = max(int(rp.sim.now), 1)
     util = c.busy_ps / run_end
@@ -198,11 +196,12 @@ def _op_columns(rp) -> pd.DataFrame:
 def nodes_frame(rp) -> pd.DataFrame:
     """nodes.parquet: one row per change of a node's KV memory, made from the history's rows
     (a DataFrame of the whole history first was a second copy: 0.7 GB at 128 boards)."""
-    h = rp.cluster.directory.history_rows()
+    h = rp.cluster.directory.history_columns()
+    # int64 columns whatever width the history holds them at (the node and counts: int32)
     return pd.DataFrame({
-        "t_s": h[:, HIST_T_PS] / 1e12, "node": h[:, HIST_NODE], "owner_bytes": h[:, HIST_OWNER_BYTES],
-        "replica_bytes": h[:, HIST_REPLICA_BYTES], "transient_bytes": h[:, HIST_TRANSIENT_BYTES],
-        "replica_factor": replica_factor(h[:, HIST_BLOCKS], h[:, HIST_REPLICAS]),
+        "t_s": h["t_ps"] / 1e12, "node": h["node"].astype(np.int64), "owner_bytes": h["owner_bytes"],
+        "replica_bytes": h["replica_bytes"], "transient_bytes": h["transient_bytes"],
+        "replica_factor": replica_factor(h["blocks"].astype(np.int64), h["replicas"].astype(np.int64)),
     })
 
 
