@@ -112,6 +112,14 @@ def test_the_state_gives_each_table_back_under_its_own_name(built):
     assert whole["HIST"].shape[0] == whole["HN"].shape[0]  # row for row
 
 
+def test_the_history_columns_are_those_of_its_two_tables_each_once():
+    """Readers take the history by name (layout.HISTORY_COLUMNS); the loop keeps it in HIST and
+    HN, and DirectoryView finds each name in their declarations."""
+    L = T.L
+    both = L.HISTORY.columns + L.HISTORY_NARROW.columns
+    assert sorted(L.HISTORY_COLUMNS) == sorted(both) and len(set(both)) == len(both)
+
+
 def test_the_parts_the_slots_and_the_index_pool_are_int32(built):
     _trace, whole = built
     assert whole["IDX"].dtype == np.int32 and whole["PT"].dtype == np.int32 and whole["SLOT"].dtype == np.int32

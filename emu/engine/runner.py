@@ -68,11 +68,11 @@ class DirectoryView:
         return history_frame(self.history_columns())
 
     def history_columns(self) -> dict[str, np.ndarray]:
-        """emu.engine.layout.HISTORY_COLUMNS, in order: views of the loop's HIST and HN."""
-        h, hn = self._hist, self._hn
-        return {"t_ps": h[:, L.HIST_T_PS], "node": hn[:, L.HN_NODE], "owner_bytes": h[:, L.HIST_OWNER_BYTES],
-                "replica_bytes": h[:, L.HIST_REPLICA_BYTES], "transient_bytes": h[:, L.HIST_TRANSIENT_BYTES],
-                "blocks": hn[:, L.HN_BLOCKS], "replicas": hn[:, L.HN_REPLICAS]}
+        """emu.engine.layout.HISTORY_COLUMNS, in order: views of the loop's HIST and HN, each
+        column found by its name in the two tables' declarations."""
+        views = {name: self._hist[:, i] for i, name in enumerate(L.HISTORY.columns)}
+        views.update({name: self._hn[:, i] for i, name in enumerate(L.HISTORY_NARROW.columns)})
+        return {name: views[name] for name in L.HISTORY_COLUMNS}
 
 
 def _error_text(t, code, node, kv, state) -> str:

@@ -113,15 +113,15 @@ def _index_pool(blocks) -> np.ndarray:
     return IDX
 
 
-_FILL_ROWS = 16384  # rows per block of _table's fill (16K rows x 16 int32 columns: 1 MiB, in L2)
+_FILL_ROWS = 16384  # rows per block of _table's fill (16K rows x 16 int32 columns: 1 MiB)
 
 
-def _run_sizes(OP, OW, PT, sends, per, reliable) -> tuple[int, int, int, int, int]:
+def _run_sizes(OP, OW, PT, sends, per, chunk, reliable) -> tuple[int, int, int, int, int]:
     """What the run's transfers need at most, from the built op, wide and part tables:
     (transfers, messages, destination rows, received-bitmap bytes, messages of the largest
     send). Summed over blocks of ops: a dozen per-op temporaries of 7M ops (53 MB each) made
-    the end of the build its peak. ``sends``: which parts send."""
-    chunk = per * MAX_FRAGS
+    the end of the build its peak. ``sends``: which parts send; ``per``, ``chunk``: payload
+    bytes of a frame and of a message."""
     W = OW.shape[1] - L.OW_DMASK
     totals = np.zeros(4, np.int64)
     max_msgs = 1
@@ -486,7 +486,7 @@ class Tables:
         cfg = rp.cluster.config
         per = max_payload(cfg.mtu)
         chunk = per * MAX_FRAGS
-        n_tr, n_msg, n_md, n_bits, max_msgs = _run_sizes(OP, OW, PT, sends, per, cfg.reliable)
+        n_tr, n_msg, n_md, n_bits, max_msgs = _run_sizes(OP, OW, PT, sends, per, chunk, cfg.reliable)
         del sends
         n_tr += n_signals + 1  # a signal is a one-message, one-destination transfer of its own
         n_msg += n_signals + 1
