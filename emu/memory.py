@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import ctypes
 
+import numpy as np
+
 MALLOPT_MMAP_THRESHOLD = -3  # glibc's mallopt parameter
 THRESHOLD = 1 << 20
 
@@ -24,3 +26,73 @@ def return_large_frees() -> bool:
         return False  # another C library: its own policy stands
     mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
     return bool(mallopt(MALLOPT_MMAP_THRESHOLD, THRESHOLD))
+
+
+_ALIGN = 64  # each array starts on a cache line in the file
+
+
+def file_backed(arrays: list[np.ndarray]) -> list[np.ndarray]:
+    """The same values, read-only, in one temporary file mapped into memory.
+
+    A mapped file's page counts in the process's memory only while it is read, and the
+    kernel may drop it again (it is on disk), where an array in the heap stays resident
+    whether or not it is read. For arrays a run holds but does not read for most of its
+    length (a loaded trace, once the engine's tables are built from it). The file is
+    unlinked before anything is written to it (``tempfile.TemporaryFile``), so nothing is
+    left behind whatever ends the process; ``TMPDIR`` says where it goes (a tmpfs there
+    keeps the pages in memory, though not in the process's own)."""
+    import mmap
+    import tempfile
+
+    offsets, end = [], 0
+    for a in arrays:
+        end = -(-end // _ALIGN) * _ALIGN
+        offsets.append(end)
+        end += a.nbytes
+    if end == 0:
+        return [a.copy() for a in arrays]
+    with tempfile.TemporaryFile() as f:
+        for a, at in zip(arrays, offsets):
+            f.seek(at)
+            np.ascontiguousarray(a).tofile(f)  # written from the array itself, no copy of it
+        f.truncate(end)
+        f.flush()
+        mapped = mmap.mmap(f.fileno(), end, access=mmap.ACCESS_READ)  # the mapping keeps the file
+    return [np.frombuffer(mapped, a.dtype, a.size, at).reshape(a.shape) for a, at in zip(arrays, offsets)]
+
+
+class Spill:
+    """Rows of one dtype and width appended to an unlinked temporary file as they come, read
+    back as one read-only array mapped from it (``rows()``, after the last append). What a
+    table the loop fills for Python to read afterwards becomes when it would otherwise grow
+    with the run (the directory's history: 541 MiB at 128 boards); ``TMPDIR`` as for
+    ``file_backed``."""
+
+    def __init__(self, dtype, width: int):
+        import tempfile
+
+        self.dtype, self.width, self.n = np.dtype(dtype), int(width), 0
+        self._file = tempfile.TemporaryFile()
+        self._rows = None
+
+    def append(self, rows: np.ndarray) -> None:
+        if self._rows is not None:
+            raise RuntimeError("Spill: appended to after its rows were read")
+        rows = np.ascontiguousarray(rows, self.dtype).reshape(-1, self.width)
+        rows.tofile(self._file)
+        self.n += len(rows)
+
+    def rows(self) -> np.ndarray:
+        """Every row appended, in order, read-only (the file closes: nothing more is appended)."""
+        if self._rows is None:
+            import mmap
+
+            size = self.n * self.width * self.dtype.itemsize
+            if size:
+                self._file.flush()
+                mapped = mmap.mmap(self._file.fileno(), size, access=mmap.ACCESS_READ)
+                self._rows = np.frombuffer(mapped, self.dtype).reshape(self.n, self.width)
+            else:
+                self._rows = np.zeros((0, self.width), self.dtype)
+            self._file.close()
+        return self._rows

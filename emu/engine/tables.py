@@ -336,14 +336,15 @@ class Tables:
         big = max(n + tr.src_idx.size, tr.dst_idx.size)  # bounds of the parts and the slots
         if big >= 2 ** 31 - 1:
             raise ValueError(f"compiled replay: {big} ops, parts or delivery slots: more than the tables number (2**31)")
-        kind = ops["kind"].astype(np.int64)
-        node = ops["node"].astype(np.int64)
+        # The trace's own columns (int8 and int32), not int64 copies: each lives until OP is
+        # made (three 53 MB arrays at 128 boards, under every peak of the build)
+        kind, node = ops["kind"], ops["node"]
         # KV block ids as the loop keeps them (block_ids): the trace's own up to its first gap
         self.kv_ids = block_ids(rp)
         kv_lo = int(self.kv_ids[0])
         kvid = kv_lo + np.searchsorted(self.kv_ids, ops["kv_id"].astype(np.int64))
         blk = np.searchsorted(self.kv_ids, tr.blk_idx.astype(np.int64))  # in IDX: offsets from kv_lo
-        msgop = ops["msg_op"].astype(np.int64)
+        msgop = ops["msg_op"]
         nbytes = ops["bytes"].astype(np.int64)
         is_comm = np.isin(kind, [int(k) for k in COMM_KINDS | CONTROL_KINDS])
 
@@ -430,9 +431,15 @@ class Tables:
         IDX = _index_pool((dst, x_of_dep, tr.src_idx, blk, done_idx, at_idx, sig_idx))
         del done_idx, at_idx, sig_idx, blk  # in IDX now (a large trace's tables are built within their own size)
         DF = np.zeros(IDX.size, np.int8)
-        DF[b_dep:b_src] = (reads_dep * L.DF_READS
-                           | (is_comm[x_of_dep] & (msgop[x_of_dep] == int(MsgOp.kv_replica))) * L.DF_REPLICA)
-        del x_of_dep, reads_dep
+        # Flags set through boolean masks, the op's wire op read at the trace's int8: one
+        # expression in int64 made four 8-byte arrays a dependency (1 GB at 128 boards, the
+        # build's peak).
+        flags = DF[b_dep:b_src]
+        flags[reads_dep] |= L.DF_READS
+        replica = is_comm[x_of_dep]
+        replica &= msgop[x_of_dep] == int(MsgOp.kv_replica)
+        flags[replica] |= L.DF_REPLICA
+        del x_of_dep, reads_dep, replica, flags
 
         OW = np.zeros((n, L.OW_DMASK + W), np.int64)
         OW[:, L.OW_KV] = kvid

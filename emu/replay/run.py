@@ -57,6 +57,7 @@ class Replay:
     replay instead, when one is registered (``reference``: the test suite's, tests/pyreplay.py)."""
 
     reference = None  # the Python reference path's class; the product has none
+    page_out_trace = False  # True where the replay loaded the trace itself: no caller holds it
 
     def __new__(cls, trace=None, options: Options = Options()):
         if cls is Replay and options.engine == "python":

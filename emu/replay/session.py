@@ -133,6 +133,7 @@ def replay(trace, *, topology: str = "auto", set=None, loss=0.0, fail=None, degr
         routing=routing, flag=flag)
     tr = resolve_trace(trace)
     rp = Replay(tr, opt)
+    rp.page_out_trace = tr is not trace  # loaded here: its arrays are the replay's to move
     # Claimed only now that every option is checked; from here on an error or a signal
     # removes what this run staged (emu.outputs).
     cap = None

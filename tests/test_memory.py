@@ -1,0 +1,84 @@
+"""Memory: arrays a run holds but does not read move into a file mapping, same values, read-only;
+a replay pages out the trace it loaded itself, never one its caller holds, and its results do
+not change."""
+
+import mmap
+
+import numpy as np
+import pytest
+
+import emu
+from emu.cli import main
+from emu.memory import file_backed
+from emu.workload.fileformat import CSR_COLUMNS
+from emu.workload.trace import load_trace
+
+
+def _mapping(a: np.ndarray):
+    base = a
+    while isinstance(base, np.ndarray) and base.base is not None:
+        base = base.base
+    return base.obj if isinstance(base, memoryview) else base
+
+
+def test_file_backed_arrays_hold_the_same_values_read_only_in_one_file_mapping():
+    rng = np.random.default_rng(7)
+    arrays = [rng.integers(-2**40, 2**40, 1001, dtype=np.int64), rng.integers(-128, 127, 13, dtype=np.int8),
+              np.zeros(0, np.int32), rng.integers(0, 2**31 - 1, (37, 5), dtype=np.int32),
+              np.arange(24, dtype=np.int16)[::2]]  # not contiguous: written as its values
+    mapped = file_backed(arrays)
+    assert len(mapped) == len(arrays)
+    for a, m in zip(arrays, mapped):
+        assert m.dtype == a.dtype and m.shape == a.shape
+        np.testing.assert_array_equal(m, a)
+        assert not m.flags.writeable
+        if m.size:
+            assert isinstance(_mapping(m), mmap.mmap)
+            assert m.ctypes.data % 64 == 0  # each on its own cache line in the file
+            with pytest.raises(ValueError):
+                m[(0,) * m.ndim] = 1
+    assert len({id(_mapping(m)) for m in mapped if m.size}) == 1  # one file for them all
+
+
+def test_file_backed_of_nothing_but_empty_arrays_is_empty_copies():
+    mapped = file_backed([np.zeros(0, np.int64), np.zeros((0, 3), np.int32)])
+    assert [m.shape for m in mapped] == [(0,), (0, 3)]
+
+
+def _arrays(trace) -> dict:
+    out = {f"ops.{k}": v for k, v in trace.ops.items()}
+    out.update({f"{c}_{p}": getattr(trace, f"{c}_{p}") for c in CSR_COLUMNS for p in ("ptr", "idx")})
+    return out
+
+
+@pytest.fixture(scope="module")
+def mars(tmp_path_factory):
+    path = tmp_path_factory.mktemp("pageout") / "mars.json"
+    assert main(["trace", "mars", "--seq", "2048", "--nodes", "4", "--chunk", "256", "--decode-tokens", "2",
+                 "-o", str(path)]) == 0
+    return path
+
+
+def test_a_paged_out_trace_holds_every_array_as_it_was(mars):
+    trace = load_trace(mars)
+    before = {k: v.copy() for k, v in _arrays(trace).items()}
+    trace.page_out()
+    after = _arrays(trace)
+    assert after.keys() == before.keys()
+    for k, v in before.items():
+        assert after[k].dtype == v.dtype, k
+        np.testing.assert_array_equal(after[k], v, err_msg=k)
+        assert not after[k].flags.writeable, k
+
+
+def test_a_replay_pages_out_the_trace_it_loaded_but_not_one_its_caller_holds(mars):
+    own = emu.replay(str(mars))
+    assert all(not a.flags.writeable for a in _arrays(own.engine.trace).values())
+    held = load_trace(mars)
+    given = emu.replay(held)
+    assert all(a.flags.writeable for a in _arrays(held).values())  # the caller's arrays stay its own
+    # the same run either way: every summary figure (but the wall time) and every op's times
+    assert {k: v for k, v in own.summary.items() if k != "wall_s"} == \
+           {k: v for k, v in given.summary.items() if k != "wall_s"}
+    assert own.ops.equals(given.ops)
+    assert own.nodes.equals(given.nodes)
