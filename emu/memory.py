@@ -31,6 +31,32 @@ def return_large_frees() -> bool:
 _ALIGN = 64  # each array starts on a cache line in the file
 
 
+def _mapping(a: np.ndarray):
+    """The mmap under a file-backed array (None: the array is in the heap)."""
+    import mmap
+
+    while isinstance(a, np.ndarray) and a.base is not None:
+        a = a.base
+    if isinstance(a, memoryview):
+        a = a.obj
+    return a if isinstance(a, mmap.mmap) else None
+
+
+def drop_resident(arrays) -> None:
+    """The pages of file-backed arrays (``file_backed``) read so far leave the process's
+    memory: a later read maps them from the file again (the kernel's page cache, or the
+    disk). Arrays in the heap are left as they are. For a reader that goes through such
+    arrays once per step (the tables' build through the trace)."""
+    import mmap
+
+    done = set()
+    for a in arrays:
+        m = _mapping(a)
+        if m is not None and id(m) not in done:
+            done.add(id(m))
+            m.madvise(mmap.MADV_DONTNEED)
+
+
 def file_backed(arrays: list[np.ndarray]) -> list[np.ndarray]:
     """The same values, read-only, in one temporary file mapped into memory.
 

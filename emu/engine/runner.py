@@ -302,9 +302,9 @@ def _compile_shared() -> None:
 
 def _run(rp) -> None:
     rp.net._logging()  # a record per transmission while a sink other than the bins reads them (a capture)
-    tables = Tables(rp)
-    if rp.page_out_trace:  # the loop reads the tables, not the trace: out of the heap while it runs
+    if rp.page_out_trace:  # the build reads the trace once, the loop not at all: out of the heap
         rp.trace.page_out()
+    tables = Tables(rp)
     st, RS, net = tables.state, tables.RS, rp.net
     if rp.opt.progress:
         RS[L.RS_PROGRESS] = RS[L.RS_PROG_NEXT] = REPLAY_STEP_OPS

@@ -383,6 +383,7 @@ class Tables:
             reads_dep[a:b] = is_comm[x] & (~is_comm[y] | (kv_msg[y] & (kvid[y] == kvid[x])))
             w.add(y, x, reads_dep[a:b])
         del y, x
+        tr.drop_pages()  # a paged-out trace (Trace.page_out): what the wiring read goes again
         sig = w.signals()
         need, readers = w.need(nparts, sig[2], sig[3]), w.readers(nslots)
         sig_ptr, sig_idx, n_signals = _signal_groups(sig, n, N)  # empties sig
@@ -440,6 +441,7 @@ class Tables:
         replica &= msgop[x_of_dep] == int(MsgOp.kv_replica)
         flags[replica] |= L.DF_REPLICA
         del x_of_dep, reads_dep, replica, flags
+        tr.drop_pages()
 
         OW = np.zeros((n, L.OW_DMASK + W), np.int64)
         OW[:, L.OW_KV] = kvid
@@ -478,6 +480,7 @@ class Tables:
                 L.OPS_COMM: is_comm}
         OP = _table(n + 1, L.OPS_NCOLS, cols)
         del cols, part_ptr, done_ptr, sig_ptr, msgop
+        tr.drop_pages()
 
         # Compute engines: a ready queue per node with room for all its compute ops.
         comp = ~is_comm

@@ -92,18 +92,28 @@ class Trace:
             df[name] = pd.Categorical(df[name].map(labels))
         return df
 
+    def _csr_names(self) -> list[str]:
+        return [f"{c}_{part}" for c in CSR_COLUMNS for part in ("ptr", "idx")]
+
     def page_out(self) -> None:
         """Keep every array in a read-only file mapping (emu.memory.file_backed): the same
-        values, resident only while read. What a replay that loaded its own trace does once
-        its tables are built (at 128 boards the trace is 645 MiB the loop never reads)."""
+        values, resident only while read (and until ``drop_pages``). What a replay that loaded
+        its own trace does before it builds its tables (at 128 boards the trace is 645 MiB,
+        which the loop never reads)."""
         from ..memory import file_backed
 
-        csr = [f"{c}_{part}" for c in CSR_COLUMNS for part in ("ptr", "idx")]
-        cols = list(self.ops)
+        cols, csr = list(self.ops), self._csr_names()
         mapped = file_backed([self.ops[c] for c in cols] + [getattr(self, name) for name in csr])
         self.ops = dict(zip(cols, mapped))
         for name, a in zip(csr, mapped[len(cols):]):
             setattr(self, name, a)
+
+    def drop_pages(self) -> None:
+        """A paged-out trace's pages read so far leave the process's memory (read from its file
+        again when next read); a trace in the heap stays as it is."""
+        from ..memory import drop_resident
+
+        drop_resident([*self.ops.values(), *(getattr(self, name) for name in self._csr_names())])
 
     def kind_count(self) -> dict[str, int]:
         counts = np.bincount(self.ops["kind"].astype(np.int64), minlength=len(Kind))
