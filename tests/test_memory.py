@@ -122,3 +122,37 @@ def test_a_replay_pages_out_the_trace_it_loaded_but_not_one_its_caller_holds(mar
            {k: v for k, v in given.summary.items() if k != "wall_s"}
     assert own.ops.equals(given.ops)
     assert own.nodes.equals(given.nodes)
+
+
+@pytest.mark.parametrize("block", [5, 97])
+def test_the_history_handed_over_in_blocks_is_the_whole_history_and_its_peaks(mars, block, monkeypatch):
+    """The loop hands its directory history to Python every history.BLOCK rows and writes on
+    from row 0 (emu.engine.history): the rows, their peaks, the summary and nodes.parquet's
+    table are those of a run that keeps every row until its end."""
+    from emu.engine import history
+    from emu.nic.directory import history_peaks
+
+    whole = emu.replay(str(mars))
+    taken = []
+    take = history.History.take
+
+    def counted(self, st):
+        taken.append(int(st.table("RS")[history.L.RS_NHIST]))
+        return take(self, st)
+
+    monkeypatch.setattr(history, "BLOCK", block)
+    monkeypatch.setattr(history.History, "take", counted)
+    blocks = emu.replay(str(mars))
+    d, d_whole = blocks.engine.cluster.directory, whole.engine.cluster.directory
+    h, h_whole = d.history_columns(), d_whole.history_columns()
+    rows = len(h["t_ps"])
+    # handed over a block at a time (a block ends at the first check past BLOCK rows), then the rest
+    assert rows > 4 * block and len(taken) > rows // (4 * block)
+    assert sum(taken) == rows and all(n >= block for n in taken[:-1]) and max(taken) < rows // 4
+    assert h.keys() == h_whole.keys()
+    for name in h:
+        np.testing.assert_array_equal(h[name], h_whole[name], err_msg=name)
+    assert d.history_peaks() == history_peaks(h) == d_whole.history_peaks()
+    assert {k: v for k, v in blocks.summary.items() if k != "wall_s"} == \
+           {k: v for k, v in whole.summary.items() if k != "wall_s"}
+    assert blocks.nodes.equals(whole.nodes)

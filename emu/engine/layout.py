@@ -226,6 +226,7 @@ RUN = Table("run state (RS, one row)", "RS", (
     ("nkv", "KV blocks"),
     ("progress", "report progress to Python every this many ops (0: never)"),
     ("prog_next", "ops done at the next report"),
+    ("hist_at", "hand the directory's history to Python when it holds this many rows (0: never; emu.engine.history)"),
     ("ctrl_drain", "control frames put on the wire: drains ..."),
     ("ctrl_inv", "... and invalidates"),
     ("events", "events processed"),
@@ -257,13 +258,13 @@ RUN = Table("run state (RS, one row)", "RS", (
 (RS_NOW, RS_SEQ, RS_WAKE_SEQ, RS_WAKE_AT, RS_UPCALL_EV, RS_IN_RUN, RS_KV_BYTES, RS_DONE_OPS,
  RS_NTR, RS_NMSG, RS_NMD, RS_NBITS, RS_LIVE_REP, RS_NOWNERS, RS_NSIM, RS_NWORK, RS_NHIST,
  RS_NERR, RS_NODES, RS_V, RS_MARGIN, RS_PER, RS_HDR, RS_CHUNK, RS_FIFO_B, RS_FIFO_E, RS_LAYERS,
- RS_KVMIN, RS_NKV, RS_PROGRESS, RS_PROG_NEXT, RS_CTRL_DRAIN, RS_CTRL_INV, RS_EVENTS,
+ RS_KVMIN, RS_NKV, RS_PROGRESS, RS_PROG_NEXT, RS_HIST_AT, RS_CTRL_DRAIN, RS_CTRL_INV, RS_EVENTS,
  RS_RELIABLE, RS_MAX_RETRIES, RS_RTO_MIN, RS_RTO_MAX, RS_RETX, RS_CTRL_ACK, RS_CTRL_NACK,
  RS_CTRL_PROBE, RS_CTRL_SIG, RS_NSL, RS_NNKB, RS_CHG_T, RS_CHG_KEY, RS_IN_CHG, RS_STARTED,
  RS_NFOLD, RS_SNAPPED, RS_MASKW, RS_NSENDS, RS_RECYCLE, RS_FL_TR, RS_FL_MSG,
- RS_FL_MD) = range(57)
+ RS_FL_MD) = range(58)
 # RS goes on past its columns with the free lists' heads: fl_msg's, then fl_md's
-RS_NCOLS = 57
+RS_NCOLS = 58
 
 # ---- the event heap (SIM), the work stack (WORK), the directory's history and errors ----
 EVENT_HEAP = Table("event heap (SIM), ordered by (time, seq)", "SIM", (
@@ -365,6 +366,7 @@ W_SETTLED = 9     # reliable delivery: a message of transfer a is acked by all o
 DRIVE_DONE = 0        # no events left
 DRIVE_PROGRESS = 1    # RS_PROGRESS more ops are done (Python draws the bar and calls again)
 DRIVE_CHANGE = 8      # a timeline change is due now: Python applies it to the kernel tables and calls again
+DRIVE_HISTORY = 9     # the history holds RS_HIST_AT rows: Python takes them (emu.engine.history) and calls again
 # anything else: the kernel's ST_NEED_* (Python grows or flushes that buffer and calls again)
 
 # ---- directory error codes (ERR_CODE) -----------------------------------------------------

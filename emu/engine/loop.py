@@ -28,14 +28,14 @@ from ..workload.enums import KV_OPS_MASK, Kind, Residency
 from .compute import ready_push, slot_of, try_compute
 from .directory import add_owner, add_transient, free_transient, owner_bytes
 from .events import at, cancelled, peek, pop, push, rearm
-from .layout import (CB_CTRL, CB_SEND, DRIVE_CHANGE, DRIVE_DONE, DRIVE_PROGRESS, DF_READS, E_CHANGE, E_FINISH, E_LOCAL,
+from .layout import (CB_CTRL, CB_SEND, DRIVE_CHANGE, DRIVE_DONE, DRIVE_HISTORY, DRIVE_PROGRESS, DF_READS, E_CHANGE, E_FINISH, E_LOCAL,
                           E_PARTLEFT, E_TIMER, E_UPCALLS, E_WAKE, GP_WAIT, KB_BYTES, KB_SNAP_OWNER, KB_OWNER,
                           KB_SNAP_BYTES, RS_CHG_KEY, RS_CHG_T, RS_IN_CHG, RS_SNAPPED,
                           NT_BUSY, NT_STALL, OPS_BLK, OW_BYTES, OPS_CHUNK, OPS_COMM, OPS_DEP,
                           OPS_DONE, OPS_DST, OW_END, OPS_GRP, OPS_KIND, OW_KV, OPS_LAYER, OPS_MSGOP,
                           OPS_NDLV, OPS_NODE, OPS_PART, OPS_RES, OPS_SRC, OW_START, PT_NEED, PT_NODE,
                           PT_OP, PT_ROUTE, RS_DONE_OPS, RS_IN_RUN, RS_KV_BYTES, RS_KVMIN, RS_LAYERS, RS_MARGIN, RS_NODES, RS_NOW,
-                          RS_NSIM, RS_NWORK, RS_PROG_NEXT, RS_PROGRESS, RS_STARTED, RS_UPCALL_EV, RS_WAKE_SEQ, SIM_A, SIM_B, SIM_KIND,
+                          RS_NSIM, RS_NWORK, RS_HIST_AT, RS_NHIST, RS_PROG_NEXT, RS_PROGRESS, RS_STARTED, RS_UPCALL_EV, RS_WAKE_SEQ, SIM_A, SIM_B, SIM_KIND,
                           SIM_TIME, SLOT_AT, SLOT_ATEND,
                           SLOT_GOT, SLOT_READERS, SW_TIME, W_A2A_STEP, W_CONSUMED, W_DELIVERED, W_OP_DLV,
                           W_PART_DLV, W_READY, W_RELEASE, W_SETTLED, W_TRY, W_UPCALLS, WORK_A, WORK_B, WORK_C,
@@ -371,6 +371,8 @@ def drive(s, parts):
         if RS[RS_PROGRESS] and RS[RS_DONE_OPS] >= RS[RS_PROG_NEXT]:
             RS[RS_PROG_NEXT] = RS[RS_DONE_OPS] + RS[RS_PROGRESS]
             return DRIVE_PROGRESS
+        if RS[RS_HIST_AT] and RS[RS_NHIST] >= RS[RS_HIST_AT]:
+            return DRIVE_HISTORY  # Python takes the rows; the next is written at row 0
         if RS[RS_NSIM] == 0:
             return DRIVE_DONE
         H = s.SIM

@@ -47,8 +47,7 @@ class DirectoryView:
         self.nodes = int(RS[L.RS_NODES])
         self.memory = [NodeMemory(int(o), int(r), int(t)) for o, r, t in
                        NT[:, [L.NT_OWNER, L.NT_REPLICA, L.NT_TRANSIENT]].tolist()]
-        # views: the run's tables outlive it (block_id)
-        self._hist, self._hn = st.table("HIST")[: RS[L.RS_NHIST]], st.table("HN")[: RS[L.RS_NHIST]]
+        self._history = tables.history  # every row the loop handed over (the last at its end)
         err = st.table("ERR")[: RS[L.RS_NERR]].copy()
         err[:, 3] = tables.block_id(err[:, 3])  # t, code, node, kv, state
         self.errors = [_error_text(*row) for row in err.tolist()]
@@ -68,11 +67,13 @@ class DirectoryView:
         return history_frame(self.history_columns())
 
     def history_columns(self) -> dict[str, np.ndarray]:
-        """emu.engine.layout.HISTORY_COLUMNS, in order: views of the loop's HIST and HN, each
-        column found by its name in the two tables' declarations."""
-        views = {name: self._hist[:, i] for i, name in enumerate(L.HISTORY.columns)}
-        views.update({name: self._hn[:, i] for i, name in enumerate(L.HISTORY_NARROW.columns)})
-        return {name: views[name] for name in L.HISTORY_COLUMNS}
+        """emu.engine.layout.HISTORY_COLUMNS, in order: every row the loop handed over, read-only
+        (emu.engine.history)."""
+        return self._history.columns()
+
+    def history_peaks(self) -> tuple[int, int, int]:
+        """emu.nic.directory.history_peaks of the history, folded as the loop handed it over."""
+        return self._history.peaks()
 
 
 def _error_text(t, code, node, kv, state) -> str:
@@ -305,6 +306,7 @@ def _run(rp) -> None:
     if rp.page_out_trace:  # the build reads the trace once, the loop not at all: out of the heap
         rp.trace.page_out()
     tables = Tables(rp)
+    rp.durations = tables.OW[:, L.OW_DUR]  # the same values, where the loop reads them (53 MiB at 128 boards)
     st, RS, net = tables.state, tables.RS, rp.net
     if rp.opt.progress:
         RS[L.RS_PROGRESS] = RS[L.RS_PROG_NEXT] = REPLAY_STEP_OPS
@@ -327,6 +329,7 @@ def _run(rp) -> None:
                 raise tables.unroutable[0] from None
             raise
         if status == L.DRIVE_DONE:
+            tables.history.take(st)  # the rows since the last block
             break
         if status == L.DRIVE_CHANGE:
             _apply_change(rp, tables)
@@ -334,6 +337,8 @@ def _run(rp) -> None:
             rp.done_ops = int(RS[L.RS_DONE_OPS])
             rp.sim.now = int(RS[L.RS_NOW])
             rp._progress()
+        elif status == L.DRIVE_HISTORY:
+            tables.history.take(st)
         elif status == K.ST_NEED_LOG:
             net.flush_log()  # the log table is the network's own; the loop never replaces it
         else:

@@ -23,8 +23,9 @@ from ..topology import multicast_tree
 from ..workload.enums import COMM_KINDS, CONTROL_KINDS, Kind, MsgOp
 from ..workload.enums import KV_OPS as _KV_MSGS
 from ..workload.fileformat import fits_int32
-from . import boards
+from . import boards, history
 from . import layout as L
+from .history import History
 from .state import KERNEL, State
 
 
@@ -154,10 +155,17 @@ def _run_sizes(OP, OW, PT, sends, per, chunk, reliable) -> tuple[int, int, int, 
 _SIZE_OPS = 1 << 20  # ops per block of _run_sizes
 
 
+def _fits_positions(size: int) -> None:
+    """A list whose positions are int32 (as IDX's, where it goes) has fewer than 2**31 entries."""
+    if size >= 2 ** 31 - 1:
+        raise ValueError(f"compiled replay: a list of {size} entries: more than the tables number (2**31)")
+
+
 def _csr(keys: np.ndarray, values: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     """Group ``values`` by ``keys`` (0..n-1), keeping their order within a key."""
+    _fits_positions(values.size)
     order = np.argsort(keys, kind="stable")
-    ptr = np.zeros(n + 1, np.int64)
+    ptr = np.zeros(n + 1, np.int32)  # positions in a list of fewer than 2**31 (IDX's bound)
     np.cumsum(np.bincount(keys, minlength=n), out=ptr[1:])
     return ptr, values[order]
 
@@ -187,6 +195,7 @@ def _signal_groups(sig: list, n, boards):
     count = np.diff(np.r_[heads, x.size])
     size = 2 + count
     g_off = np.cumsum(size) - size
+    _fits_positions(int(size.sum()))
     flat = np.zeros(int(size.sum()), np.int32)  # as IDX, where it goes
     flat[g_off] = b[heads]
     flat[g_off + 1] = count
@@ -196,7 +205,7 @@ def _signal_groups(sig: list, n, boards):
     parts[g_off + 1] = False
     flat[parts] = p
     del parts
-    ptr = np.zeros(n + 1, np.int64)
+    ptr = np.zeros(n + 1, np.int32)  # positions in the flat list, int32 as IDX where it goes
     np.cumsum(np.bincount(x[heads], weights=size, minlength=n).astype(np.int64), out=ptr[1:])
     return ptr, flat, int(per_group[heads].sum())
 
@@ -361,7 +370,7 @@ class Tables:
         # Parts: a compute op at its node, a communication op at each source (trace order).
         nsrc = np.diff(tr.src_ptr)
         npart = np.where(is_comm, nsrc, 1)
-        part_ptr = np.zeros(n + 1, np.int64)
+        part_ptr = np.zeros(n + 1, np.int32)  # positions, int32 as OP where they go (each lives until OP is made)
         np.cumsum(npart, out=part_ptr[1:])
         nparts = int(part_ptr[-1])
         part_op = np.repeat(np.arange(n), npart)
@@ -397,7 +406,7 @@ class Tables:
 
         # Groups: a reduction's members with parent and contributions awaited; an exchange's members.
         # grp_ptr: each op's GP rows up to the next op's (empty for an op of neither kind)
-        gp_rows, grp_ptr = [], np.zeros(n + 1, np.int64)
+        gp_rows, grp_ptr = [], np.zeros(n + 1, np.int32)
         self.reductions: list[tuple] = []  # (op, root, group, first GP row): a re-route rebuilds unstarted ones
         trees: dict[tuple, tuple] = {}
         g = 0
@@ -577,13 +586,17 @@ class Tables:
         RS[L.RS_CHG_T], RS[L.RS_CHG_KEY] = net._changes[0][:2] if net._changes else (K.INF, K.KEY_ALL)
 
         # The directory's history: 1.0-1.3 rows an op in the shipped traces, 1.7 for MARS on 64
-        # boards; room for 3 saves doubling a large table near its end (a copy of it), and rows
-        # never written cost no memory (np.zeros maps a large table's pages at their first write).
+        # boards. The loop hands it to Python every history.BLOCK rows (emu.engine.history), so
+        # it needs room for a block and what one event adds past it; rows never written cost
+        # no memory (np.zeros maps a large table's pages at their first write).
+        self.history = History()
+        RS[L.RS_HIST_AT] = history.BLOCK
+        hist_rows = max(1024, min(3 * n, 2 * history.BLOCK))
         self.state = State(
             **{name: getattr(net, name) for name in KERNEL},
             RS=RS, OP=OP, OW=OW, PT=PT, SLOT=SLOT, SW=SW, NT=NT, RQ=RQ, TR=TR, MX=MX, KB=KB, KR=KR, IDX=IDX, DF=DF, GP=GP,
             SIM=SIM, WORK=np.zeros((1024, L.WORK_NCOLS), np.int64),
-            HIST=np.zeros((max(1024, 3 * n), L.HIST_NCOLS), np.int64), HN=np.zeros((max(1024, 3 * n), L.HN_NCOLS), np.int32),
+            HIST=np.zeros((hist_rows, L.HIST_NCOLS), np.int64), HN=np.zeros((hist_rows, L.HN_NCOLS), np.int32),
             ERR=np.zeros((16, L.ERR_NCOLS), np.int64),
             OUT=OUT, OD=OD, RT=RT, NKB=np.zeros(1024, np.uint8))
         # Python's own references, read back after the run

@@ -183,6 +183,10 @@ class Directory:
         """Per node, each change: owner, replica and transient bytes; and the replica factor then."""
         return history_frame(self.history_columns())
 
+    def history_peaks(self) -> tuple[int, int, int]:
+        """``history_peaks`` of this directory's history."""
+        return history_peaks(self.history_columns())
+
     def history_columns(self) -> dict[str, np.ndarray]:
         """The history by column (emu.engine.layout.HISTORY_COLUMNS, in that order), one entry
         per change at a node."""

@@ -25,7 +25,7 @@ import pandas as pd
 from .. import __version__
 from ..outputs import OutputFolder
 from ..net.kernel import LINKS
-from ..nic.directory import history_peaks, replica_factor
+from ..nic.directory import replica_factor
 from ..net.deadlock import describe
 from ..topology import dependencies, multicast_tree, to_json
 from ..workload.enums import Kind
@@ -50,7 +50,7 @@ def summarize(rp) -> dict:
     decode_s = (decode_end - ttft) / 1e12
     c = rp.net.counters()
     d = rp.cluster.directory
-    peak, peak_kept, peak_transient = history_peaks(d.history_columns())
+    peak, peak_kept, peak_transient = d.history_peaks()
     final_owner = [m.owner for m in d.memory]
     run_end = max(int(rp.sim.now), 1)
     util = c.busy_ps / run_end
