@@ -120,12 +120,12 @@ def test_the_compiled_loops_forwarding_rows_are_tree_rows_and_unicast_rows(schem
     net, N, Vn = rp.net, rp.nodes, rp.net.nodes
     FW = tables.state.table("FW")  # the table the compiled loop reads
     assert np.array_equal(FW[: N * Vn], P.unicast_rows(rp.routes.next_hop, Vn, N, net.max_out, net._out_link))
-    PT, OW = tables.state.table("PT"), tables.OW
+    PT, OP, IDX = tables.state.table("PT"), tables.OP, tables.state.table("IDX")
     checked = set()
     for part in np.flatnonzero(PT[:, L.PT_ROUTE] >= 0).tolist():
         route, src = int(PT[part, L.PT_ROUTE]), int(PT[part, L.PT_NODE])
-        dmask = int(OW[PT[part, L.PT_OP], L.OW_DMASK]) & ~(1 << src)
-        members = [d for d in range(N) if (dmask >> d) & 1]
+        op = int(PT[part, L.PT_OP])
+        members = sorted(set(IDX[OP[op, L.OPS_DST]:OP[op + 1, L.OPS_DST]].tolist()) - {src})
         if (route, src) in checked or len(members) < 2:
             continue
         checked.add((route, src))

@@ -66,7 +66,6 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from ..progress import mode as progress_mode
-    from ..replay.summary import buffer_warning, format_summary
     from ..replay.session import replay
     from ..validate import integer_text, number_text
 
@@ -81,6 +80,8 @@ def run(args) -> int:
                  capture_filter=args.capture_filter, snaplen=integer_text(args.snaplen, "--snaplen"), engine=args.engine, trains=args.trains,
                  routing=args.routing, out=args.out, out_default=default,
                  progress=progress_mode(args.progress, sys.stderr.isatty() and not args.json) or False, flag="--")
+    from ..replay.summary import buffer_warning, format_summary  # pandas: after the run, not beside it
+
     summary = res.summary
     warning = buffer_warning(summary)
     if warning:

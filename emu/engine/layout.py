@@ -45,19 +45,18 @@ OPS = Table("ops (OP)", "OPS", (
  OPS_SIG, OPS_GRP, OPS_CHUNK, OPS_LAYER, OPS_NDLV, OPS_COMM) = range(16)
 OPS_NCOLS = 16
 
-# ---- ops' wide values (OW, int64): times in ps, byte counts, block ids, masks -----------
+# ---- ops' wide values (OW, int64): times in ps, byte counts, block ids -----------------
+# (no board set per op: a send reads its op's destinations from IDX, which holds them sorted)
 WIDE = Table("ops' wide values (OW)", "OW", (
     ("kv", "KV block id"),
     ("bytes", "payload bytes"),
     ("dur", "compute time (roofline + overhead), 0 for communication"),
     ("start", "when it started (-1: not yet)"),
     ("end", "when it ended (-1: not yet)"),
-    ("dmask", "its destination boards: a board set, from here to the end of the row"),
-), tail="the board set is RS[RS_MASKW] words: the table has OW_DMASK + W columns")
+))
 # WIDE's columns, rendered from it by `python -m emu.net.render_tables` (do not edit)
-(OW_KV, OW_BYTES, OW_DUR, OW_START, OW_END, OW_DMASK) = range(6)
-# the board set is RS[RS_MASKW] words: the table has OW_DMASK + W columns
-OW_NCOLS = 6
+(OW_KV, OW_BYTES, OW_DUR, OW_START, OW_END) = range(5)
+OW_NCOLS = 5
 
 # ---- parts (PT): an op at one place (compute: its node; communication: one source) ----
 PARTS = Table("parts (PT)", "PT", (

@@ -44,7 +44,7 @@ from .events import at, push, rearm
 from .reliable import (complete, control_done, first_hop_streams, first_hops, frame_sizes, message_room, resent,
                             sent, source_drop, track)
 from .layout import (CB_A2A, CB_CTRL, CB_RED, CB_SEND, CB_SIG, E_LOCAL, GP_FOLD_OWN, GP_FOLD_UP, GP_MEMBER, GP_PARENT,
-                          GP_WAIT, NT_FIFO_B, OW_DMASK, RS_MASKW,
+                          GP_WAIT, NT_FIFO_B, OPS_DST, RS_MASKW,
                           NT_FIFO_E, NT_QHEAD, NT_QTAIL, NT_STALL, OW_BYTES, OPS_GRP, OPS_MSGOP, RS_CHUNK,
                           RS_CTRL_DRAIN, RS_CTRL_INV, RS_FIFO_B, RS_FIFO_E, RS_NBITS, RS_NFOLD, RS_NMD, RS_NMSG, RS_NODES, RS_NOW,
                           RS_NTR, RS_V, TR_ACCEPTED, TR_ARG, TR_ARG2, TR_CB, TR_SET_DELIVERED, TR_DMASK, TR_SET_FAILED, TR_KV, TR_M0, TR_M1,
@@ -68,10 +68,12 @@ def send(s, src, dop, dnode, nbytes, msgop, kv, cb, op, arg, arg2, route):
     w = RS[RS_MASKW]
     TR[tr, TR_SRC] = src
     TR[tr, TR_NBYTES] = nbytes
-    if dop >= 0:
-        boards.copy(TR, tr, TR_DMASK, s.OW, dop, OW_DMASK, w)
+    boards.clear(TR, tr, TR_DMASK, w)
+    if dop >= 0:  # the op's destination boards: its list in IDX (no board set per op kept)
+        OP, IDX = s.OP, s.IDX
+        for e in range(OP[dop, OPS_DST], OP[dop + 1, OPS_DST]):
+            boards.add(TR, tr, TR_DMASK, np.int64(IDX[e]))
     else:
-        boards.clear(TR, tr, TR_DMASK, w)
         boards.add(TR, tr, TR_DMASK, dnode)
     boards.clear(TR, tr, TR_DMASK + TR_SET_DELIVERED * w, w)
     TR[tr, TR_MSGOP] = msgop

@@ -22,6 +22,7 @@ from ..nic.rto import rto_table
 from ..topology import multicast_tree
 from ..workload.enums import COMM_KINDS, CONTROL_KINDS, Kind, MsgOp
 from ..workload.enums import KV_OPS as _KV_MSGS
+from ..memory import drop_resident
 from ..workload.fileformat import fits_int32
 from . import boards, history
 from . import layout as L
@@ -78,6 +79,10 @@ def _table(rows: int, ncols: int, cols: dict) -> np.ndarray:
     only where the lists end)."""
     pairs = {col: v if isinstance(v, tuple) else (0, v) for col, v in cols.items()}
     wide = not all(fits_int32(np.asarray(v), base) for base, v in pairs.values())
+    # Inputs in a file (a paged-out trace's columns) are read once more, a block at a time:
+    # their pages go after the check and after each block, not all at once at the end.
+    inputs = [v for _, v in pairs.values() if np.ndim(v)]
+    drop_resident(inputs)
     t = np.zeros((rows, ncols), np.int64 if wide else np.int32)
     # Filled a block of rows at a time, every column: the block stays in the cache while its
     # columns are written (column by column over the whole table, each column's pass
@@ -92,6 +97,7 @@ def _table(rows: int, ncols: int, cols: dict) -> np.ndarray:
                 np.add(v, base, out=to, dtype=np.int64, casting="unsafe")  # int32 lists: no wrap
             else:
                 to[:] = v
+        drop_resident(inputs)
     return t
 
 
@@ -123,7 +129,6 @@ def _run_sizes(OP, OW, PT, sends, per, chunk, reliable) -> tuple[int, int, int, 
     send). Summed over blocks of ops: a dozen per-op temporaries of 7M ops (53 MB each) made
     the end of the build its peak. ``sends``: which parts send; ``per``, ``chunk``: payload
     bytes of a frame and of a message."""
-    W = OW.shape[1] - L.OW_DMASK
     totals = np.zeros(4, np.int64)
     max_msgs = 1
     n = OP.shape[0] - 1  # the last row is the sentinel (the ends of the last op's lists)
@@ -134,7 +139,7 @@ def _run_sizes(OP, OW, PT, sends, per, chunk, reliable) -> tuple[int, int, int, 
         nbytes = OW[o0:o1, L.OW_BYTES]
         msgs_of = -(-np.maximum(nbytes, 1) // chunk)
         frags_of = -(-np.maximum(nbytes, 1) // per)
-        nd_of = boards.count(np.ascontiguousarray(OW[o0:o1, L.OW_DMASK:L.OW_DMASK + W]))
+        nd_of = nxt[:, L.OPS_DST].astype(np.int64) - op[:, L.OPS_DST]  # destinations (distinct: the trace's check)
         p0, p1 = int(op[0, L.OPS_PART]), int(nxt[-1, L.OPS_PART])
         send_parts = np.bincount(PT[p0:p1, L.PT_OP][sends[p0:p1]] - o0, minlength=o1 - o0)
         gsize = nxt[:, L.OPS_GRP].astype(np.int64) - op[:, L.OPS_GRP]
@@ -192,12 +197,16 @@ def _signal_groups(sig: list, n, boards):
     new = np.r_[True, (x[1:] != x[:-1]) | (b[1:] != b[:-1])] if x.size else np.zeros(0, bool)
     heads = np.flatnonzero(new)
     del new
+    # Only the groups' heads are read from here on, and the parts: the edges' other columns
+    # go before the flat list is made (three arrays of 30M edges at 128 boards).
     count = np.diff(np.r_[heads, x.size])
+    x_of, b_of, signals = x[heads], b[heads], int(per_group[heads].sum())
+    del x, b, per_group, heads
     size = 2 + count
     g_off = np.cumsum(size) - size
     _fits_positions(int(size.sum()))
     flat = np.zeros(int(size.sum()), np.int32)  # as IDX, where it goes
-    flat[g_off] = b[heads]
+    flat[g_off] = b_of
     flat[g_off + 1] = count
     # The parts fill the rest in order: a mask, not a position per edge (an int64 array each).
     parts = np.ones(flat.size, bool)
@@ -206,8 +215,8 @@ def _signal_groups(sig: list, n, boards):
     flat[parts] = p
     del parts
     ptr = np.zeros(n + 1, np.int32)  # positions in the flat list, int32 as IDX where it goes
-    np.cumsum(np.bincount(x[heads], weights=size, minlength=n).astype(np.int64), out=ptr[1:])
-    return ptr, flat, int(per_group[heads].sum())
+    np.cumsum(np.bincount(x_of, weights=size, minlength=n).astype(np.int64), out=ptr[1:])
+    return ptr, flat, signals
 
 
 def _dependents(dep_ptr: np.ndarray, a: int, b: int) -> np.ndarray:
@@ -354,7 +363,6 @@ class Tables:
         kvid = kv_lo + np.searchsorted(self.kv_ids, ops["kv_id"].astype(np.int64))
         blk = np.searchsorted(self.kv_ids, tr.blk_idx.astype(np.int64))  # in IDX: offsets from kv_lo
         msgop = ops["msg_op"]
-        nbytes = ops["bytes"].astype(np.int64)
         is_comm = np.isin(kind, [int(k) for k in COMM_KINDS | CONTROL_KINDS])
 
         # Destinations sorted per op: slot = position in this list (the first block of IDX).
@@ -363,8 +371,6 @@ class Tables:
         dorder = np.lexsort((tr.dst_idx, drow))
         dst = tr.dst_idx[dorder].astype(np.int64)
         dkeys = _pair_key(drow, dst, N)
-        W = boards.words(N)
-        dmask = boards.pack(drow, dst, n, W)  # (n, W) words
         nslots = dst.size
 
         # Parts: a compute op at its node, a communication op at each source (trace order).
@@ -398,11 +404,16 @@ class Tables:
         sig_ptr, sig_idx, n_signals = _signal_groups(sig, n, N)  # empties sig
         done_ptr, done_idx = _csr(*w.done(), n)
         at_ptr, at_idx = _csr(*w.at(), nslots)
+        # each op's destination boards as a set (n x W words), for the routes only: made after
+        # the wiring, whose peak it was under (106 MiB at 128 boards)
+        W = boards.words(N)
+        dmask = boards.pack(drow, dst, n, W)
         del w, ndst, drow, dorder, dkeys, srow, skeys, kv_msg  # what the wiring needed (7M ops: 50 MB each)
 
         # Routes: unicast towards one board, a multicast tree per (source, destination set).
         sends = np.isin(kind[part_op], [int(Kind.send), int(Kind.drain), int(Kind.invalidate)])
         part_route = self._routes(np.flatnonzero(sends), part_op, part_node, dmask, nparts)
+        del dmask
 
         # Groups: a reduction's members with parent and contributions awaited; an exchange's members.
         # grp_ptr: each op's GP rows up to the next op's (empty for an op of neither kind)
@@ -452,15 +463,14 @@ class Tables:
         del x_of_dep, reads_dep, replica, flags
         tr.drop_pages()
 
-        OW = np.zeros((n, L.OW_DMASK + W), np.int64)
+        OW = np.zeros((n, L.OW_NCOLS), np.int64)
         OW[:, L.OW_KV] = kvid
-        OW[:, L.OW_BYTES] = nbytes
+        OW[:, L.OW_BYTES] = ops["bytes"]
         OW[:, L.OW_DUR] = rp.durations
         OW[:, L.OW_START] = -1
         OW[:, L.OW_END] = -1
-        OW[:, L.OW_DMASK:] = dmask.view(np.int64)
 
-        del dmask, kvid, nbytes  # in OW now
+        del kvid  # in OW now
         # The part and slot tables before OP: their per-part and per-slot columns are let go
         # before OP's are made (each 53 MB at 7M ops, and OP's fill was the build's peak).
         PT = np.zeros((nparts, L.PT_NCOLS), np.int32)  # ops, boards, counts, routes: int32 (as IDX)

@@ -11,11 +11,15 @@ record by record).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import pandas as pd
 
 from .ethernet import MIN_FRAME, WIRE_OVERHEAD
 from .kernel import BINS, DROP_DOWN, LOG, SC_BIN_PS
+
+if TYPE_CHECKING:  # pandas loads where a table is made, not with the replay (95 MiB with pyarrow)
+    import pandas as pd
 
 
 FIELDS = ("busy", "bytes", "frames", "queue", "lost")  # the kernel's BINS fields
@@ -141,6 +145,8 @@ class LinkStats:
 
     def frame(self, links: list[tuple[int, int]], rates: np.ndarray, end_ps: int) -> pd.DataFrame:
         """Long table: one row per link direction and bin, with utilization in [0, 1]."""
+        import pandas as pd
+
         if self.net is not None:
             self._pull()
         while self.max_bins and self.nbins(end_ps) > self.max_bins:

@@ -123,7 +123,6 @@ def replay(trace, *, topology: str = "auto", set=None, loss=0.0, fail=None, degr
 
     from .capture import Capture
     from .result import Result
-    from .summary import summarize, write_files
     from .run import Replay
 
     flt, snaplen, target, cap_name, folder, opt = _options(
@@ -147,6 +146,8 @@ def replay(trace, *, topology: str = "auto", set=None, loss=0.0, fail=None, degr
             finally:
                 if cap is not None:
                     cap.close()
+            from .summary import summarize, write_files  # pandas: loaded after the run, not beside it
+
             summary = summarize(rp)
             if folder is not None:
                 write_files(rp, summary, folder.staging)
