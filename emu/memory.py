@@ -57,6 +57,15 @@ def drop_resident(arrays) -> None:
             m.madvise(mmap.MADV_DONTNEED)
 
 
+def _map_read_only(f, size: int):
+    """``size`` bytes of open file ``f``, mapped read-only; the mapping keeps the file's data
+    after ``f`` closes (both file_backed and Spill read their file this way)."""
+    import mmap
+
+    f.flush()
+    return mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ)
+
+
 def file_backed(arrays: list[np.ndarray]) -> list[np.ndarray]:
     """The same values, read-only, in one temporary file mapped into memory.
 
@@ -67,7 +76,6 @@ def file_backed(arrays: list[np.ndarray]) -> list[np.ndarray]:
     unlinked before anything is written to it (``tempfile.TemporaryFile``), so nothing is
     left behind whatever ends the process; ``TMPDIR`` says where it goes (a tmpfs there
     keeps the pages in memory, though not in the process's own)."""
-    import mmap
     import tempfile
 
     offsets, end = [], 0
@@ -82,8 +90,7 @@ def file_backed(arrays: list[np.ndarray]) -> list[np.ndarray]:
             f.seek(at)
             np.ascontiguousarray(a).tofile(f)  # written from the array itself, no copy of it
         f.truncate(end)
-        f.flush()
-        mapped = mmap.mmap(f.fileno(), end, access=mmap.ACCESS_READ)  # the mapping keeps the file
+        mapped = _map_read_only(f, end)
     return [np.frombuffer(mapped, a.dtype, a.size, at).reshape(a.shape) for a, at in zip(arrays, offsets)]
 
 
@@ -111,12 +118,9 @@ class Spill:
     def rows(self) -> np.ndarray:
         """Every row appended, in order, read-only (the file closes: nothing more is appended)."""
         if self._rows is None:
-            import mmap
-
             size = self.n * self.width * self.dtype.itemsize
             if size:
-                self._file.flush()
-                mapped = mmap.mmap(self._file.fileno(), size, access=mmap.ACCESS_READ)
+                mapped = _map_read_only(self._file, size)
                 self._rows = np.frombuffer(mapped, self.dtype).reshape(self.n, self.width)
             else:
                 self._rows = np.zeros((0, self.width), self.dtype)
