@@ -26,9 +26,9 @@ def atomic_file(path: str | os.PathLike, mode: str = "wb"):
     from .outputs import staged_prefix
 
     fd, tmp = tempfile.mkstemp(prefix=staged_prefix(path.name), suffix=".part", dir=path.parent)
-    os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; outputs get the usual permissions
     try:
         with os.fdopen(fd, mode) as fh:
+            os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; outputs get the usual permissions
             yield fh
         os.replace(tmp, path)
     except BaseException:

@@ -208,6 +208,25 @@ def reclaim_stale(folder: str | os.PathLike, what: str = "emu", say=_say) -> lis
     return removed
 
 
+def remove_own_staged(folder: str | os.PathLike) -> None:
+    """Remove the staged files and folders this process left in ``folder``: a signal that lands
+    between a temporary file's creation and the code that would remove it (``emu.atomic``)
+    leaves one, and the process that made it is the one that knows it is not being written."""
+    mine = f".{owner_token()}."
+    try:
+        entries = [e for e in os.scandir(folder) if e.name.endswith(".part") and mine in e.name]
+    except OSError:
+        return
+    for e in entries:
+        if STAGED.fullmatch(e.name) is None:
+            continue
+        if e.is_dir(follow_symlinks=False):
+            shutil.rmtree(e.path, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                os.unlink(e.path)
+
+
 def _problem(path: Path, exc: OSError, what: str) -> ConfigError:
     return ConfigError(f"{what} {path}: cannot create ({exc.strerror or exc})")
 

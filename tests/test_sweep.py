@@ -149,6 +149,31 @@ def test_interrupted_sweep_keeps_finished_points(tmp_path, monkeypatch):
     assert rep.ran == 5 and len(rep.rows) == 6
 
 
+def test_a_signal_between_a_parts_temporary_file_and_its_cleanup_leaves_nothing(tmp_path, monkeypatch):
+    # The signal lands after the temporary file exists and before the code that removes it on
+    # error runs: the sweep removes what this process staged as it stops.
+    from emu.outputs import Terminated, staged_prefix
+
+    sweep = spec.load(write(tmp_path, TINY))
+    out = tmp_path / "out"
+    real = dataset.write_part
+    calls = []
+
+    def staged_then_signal(o, row):
+        if calls:
+            path = dataset.part_path(o, row["point"])
+            (path.parent / (staged_prefix(path.name) + "abc123.part")).write_bytes(b"PAR1")
+            raise Terminated(15)
+        calls.append(row["point"])
+        return real(o, row)
+
+    monkeypatch.setattr(dataset, "write_part", staged_then_signal)
+    with pytest.raises(Terminated):
+        runner.run(sweep, out, make_executor=_threads)
+    assert [p.stem for p in (out / "parts").iterdir()] == calls
+    assert not [p for p in out.rglob("*") if p.name.endswith(".part")]
+
+
 class _Dead(cf.Executor):
     """An executor whose worker dies on every point (as when a process is killed)."""
 

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from ..atomic import atomic_file
 from ..errors import ConfigError
+from ..outputs import remove_own_staged
 from . import dataset
 from .claims import Claims
 from .spec import Sweep
@@ -206,6 +207,8 @@ def run(sweep: Sweep, out: str | Path, *, scheduler: str | None = None, workers:
         # Claims are let go last, once the executor has stopped every worker.
         stack.callback(claims.close)
         stack.callback(lambda: [unrecorded(i) for i in range(len(ids))])
+        # A signal can land between a part's temporary file and its removal: this process's own.
+        stack.callback(lambda: [remove_own_staged(d) for d in (out, out / "parts")])
         # The executor first: a scheduler that refuses leaves no folder behind.
         ex = None
         if todo:
