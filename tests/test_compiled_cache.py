@@ -206,6 +206,29 @@ def test_the_compile_at_install_runs_its_two_parts_in_two_processes(monkeypatch)
     assert all(a[1] == "-P" and e["PYTHONPATH"].split(os.pathsep)[0] == str(EMU.parent) for a, e in started)
 
 
+def test_a_compiling_process_that_dies_is_named_with_how_it_ended(monkeypatch):
+    # A process the kernel kills (the out-of-memory killer) prints no error of its own.
+    from emu.engine import compile_share
+
+    codes = iter([0, -9])
+
+    class Worker:
+        def __init__(self, argv, env):
+            self.code = next(codes)
+
+        def wait(self):
+            return self.code
+
+    monkeypatch.setattr(compile_share.subprocess, "Popen", Worker)
+    with pytest.raises(RuntimeError) as e:
+        compile_share.compile_engine()
+    assert str(e.value) == ("compiling the replay engine's kernel (killed by SIGKILL: out of memory?) failed "
+                            "(its error, if it printed one, is above)")
+    codes = iter([3, 0])
+    with pytest.raises(RuntimeError, match=r"engine's loop \(exit status 3\) failed"):
+        compile_share.compile_engine()
+
+
 # ---- numba's inliner made cheaper (emu.numba_inline) ---------------------------------------
 
 def test_the_inliner_patches_are_in_place():

@@ -19,6 +19,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -89,7 +90,19 @@ def compile_engine() -> float:
             [os.path.dirname(ROOT)] + ([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])))
         workers = [subprocess.Popen([sys.executable, "-P", "-m", "emu.engine.warm", "--part", part, locks], env=env)
                    for part in PARTS]
-        failed = [part for part, w in zip(PARTS, workers) if w.wait() != 0]
+        failed = [f"{part} ({_ended(code)})" for part, code in zip(PARTS, [w.wait() for w in workers]) if code != 0]
     if failed:
-        raise RuntimeError(f"compiling the replay engine's {' and '.join(failed)} failed (its error is above)")
+        raise RuntimeError(f"compiling the replay engine's {' and '.join(failed)} failed (its error, if it printed one, is above)")
     return time.perf_counter() - t0
+
+
+def _ended(code: int) -> str:
+    """How a compiling process ended: a process the kernel killed (the out-of-memory killer
+    sends SIGKILL) prints nothing, so its exit status is all there is to say."""
+    if code >= 0:
+        return f"exit status {code}"
+    try:
+        name = signal.Signals(-code).name
+    except ValueError:
+        name = f"signal {-code}"
+    return f"killed by {name}" + (": out of memory?" if -code == signal.SIGKILL else "")
