@@ -176,13 +176,8 @@ def reclaim_stale(folder: str | os.PathLike, what: str = "emu", say=_say) -> lis
     is first renamed to one of this process's own, which only one caller can do."""
     folder = Path(folder)
     removed: list[Path] = []
-    try:
-        entries = [e for e in os.scandir(folder) if e.name.startswith(".") and e.name.endswith(".part")]
-    except OSError:
-        return removed
-    for e in entries:
-        m = STAGED.fullmatch(e.name)
-        if m is None or not owner_gone(m):
+    for e, m in _staged(folder):
+        if not owner_gone(m):
             continue
         is_dir = e.is_dir(follow_symlinks=False)
         taken = folder / (staged_prefix(m["name"]) + os.urandom(4).hex() + ".part")
@@ -190,11 +185,7 @@ def reclaim_stale(folder: str | os.PathLike, what: str = "emu", say=_say) -> lis
             os.rename(e.path, taken)
         except OSError:
             continue  # another run took it first, or it is gone
-        if is_dir:
-            shutil.rmtree(taken, ignore_errors=True)
-        else:
-            with contextlib.suppress(OSError):
-                os.unlink(taken)
+        _remove(taken, is_dir)
         removed.append(Path(e.path))
         claim = folder / m["name"]
         note = ""
@@ -212,19 +203,27 @@ def remove_own_staged(folder: str | os.PathLike) -> None:
     """Remove the staged files and folders this process left in ``folder``: a signal that lands
     between a temporary file's creation and the code that would remove it (``emu.atomic``)
     leaves one, and the process that made it is the one that knows it is not being written."""
-    mine = f".{owner_token()}."
+    mine = owner_token()
+    for e, m in _staged(Path(folder)):
+        if f"o{m['pid']}-{m['start']}-{m['host']}-{m['boot']}" == mine:
+            _remove(e.path, e.is_dir(follow_symlinks=False))
+
+
+def _staged(folder: Path) -> list:
+    """The staged names in ``folder``: (entry, its ``STAGED`` match); none if it cannot be read."""
     try:
-        entries = [e for e in os.scandir(folder) if e.name.endswith(".part") and mine in e.name]
+        entries = [e for e in os.scandir(folder) if e.name.startswith(".") and e.name.endswith(".part")]
     except OSError:
-        return
-    for e in entries:
-        if STAGED.fullmatch(e.name) is None:
-            continue
-        if e.is_dir(follow_symlinks=False):
-            shutil.rmtree(e.path, ignore_errors=True)
-        else:
-            with contextlib.suppress(OSError):
-                os.unlink(e.path)
+        return []
+    return [(e, m) for e in entries if (m := STAGED.fullmatch(e.name)) is not None]
+
+
+def _remove(path, is_dir: bool) -> None:
+    if is_dir:
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
 
 
 def _problem(path: Path, exc: OSError, what: str) -> ConfigError:

@@ -73,3 +73,21 @@ def test_the_cli_without_a_replay_leaves_the_engine_unimported(argv):
     mods = _imported_by(*argv)
     assert {"emu.cli", "emu.units"} <= mods  # the log is read (emu.units: the hw command's parser imports it)
     assert not mods & {"numba", "emu.net.kernel", "emu.engine.loop", "emu.nic.protocol"}, sorted(mods & {"numba", "emu.net.kernel"})
+
+
+def test_a_replay_runs_its_loop_without_pandas_and_loads_it_for_the_summary():
+    """pandas (95 MiB with pyarrow) is loaded once the loop is done: by the summary, not beside
+    the loop's tables (emu.replay.session, emu.net.linkstats)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"PYTHONPATH": str(ROOT)}
+    code = ("import sys, emu\n"
+            "from emu.engine import runner\n"
+            "seen, run = [], runner._run\n"
+            "def _run(rp):\n"
+            "    seen.append('pandas' in sys.modules)\n"
+            "    run(rp)\n"
+            "    seen.append('pandas' in sys.modules)\n"
+            "runner._run = _run\n"
+            "r = emu.replay(emu.trace('mars', seq=1024, nodes=4, chunk=256, decode_tokens=1))\n"
+            "print(seen, 'pandas' in sys.modules, r.summary['incomplete_ops'])\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env, cwd=ROOT)
+    assert out.stdout.split() == ["[False,", "False]", "True", "0"], out.stderr[-2000:]

@@ -75,6 +75,22 @@ def test_the_pages_of_file_backed_arrays_leave_memory_and_read_back_the_same():
     np.testing.assert_array_equal(heap, np.arange(1 << 20, dtype=np.int64))
 
 
+def test_a_table_built_from_file_backed_columns_leaves_their_pages_out_of_memory():
+    """The build's tables read a paged-out trace's columns a block of rows at a time and let each
+    block's pages go (emu.engine.tables._table): at the end they are not resident, and the
+    table holds their values (a column given as (base, values) holds base + values)."""
+    from emu.engine.tables import _table
+
+    n = 4 << 20
+    a, b = file_backed([np.arange(n, dtype=np.int32), np.arange(n, dtype=np.int32)[::-1].copy()])  # 16 MiB each
+    t = _table(n, 3, {0: a, 2: (7, b)})
+    assert _resident_kib(a) < 1 << 10 and _resident_kib(b) < 1 << 10
+    assert t.dtype == np.int32
+    np.testing.assert_array_equal(t[:, 0], np.arange(n))
+    np.testing.assert_array_equal(t[:, 2], np.arange(n)[::-1] + 7)
+    assert not t[:, 1].any()
+
+
 def _arrays(trace) -> dict:
     out = {f"ops.{k}": v for k, v in trace.ops.items()}
     out.update({f"{c}_{p}": getattr(trace, f"{c}_{p}") for c in CSR_COLUMNS for p in ("ptr", "idx")})

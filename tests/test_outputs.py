@@ -236,3 +236,22 @@ def test_a_system_error_with_no_signal_behind_it_is_not_taken_for_one(monkeypatc
     monkeypatch.setattr(parser, "parse_args", lambda argv: argparse.Namespace(func=run, command="replay"))
     with pytest.raises(SystemError, match="a bug"):
         cli.main([])
+
+
+def test_an_atomic_file_gets_the_usual_permissions_and_a_failed_one_leaves_nothing(tmp_path):
+    # mkstemp makes its file 0600; what emu.atomic publishes is readable as any file the user
+    # writes (0666 less the umask), and a write that fails leaves neither file nor temporary.
+    from emu.atomic import atomic_file
+
+    old = os.umask(0o022)
+    try:
+        with atomic_file(tmp_path / "out.bin") as fh:
+            fh.write(b"x")
+        with pytest.raises(RuntimeError), atomic_file(tmp_path / "bad.bin") as fh:
+            fh.write(b"y")
+            raise RuntimeError("the writer failed")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "out.bin").read_bytes() == b"x"
+    assert (tmp_path / "out.bin").stat().st_mode & 0o777 == 0o644
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.bin"]

@@ -174,6 +174,27 @@ def test_a_signal_between_a_parts_temporary_file_and_its_cleanup_leaves_nothing(
     assert not [p for p in out.rglob("*") if p.name.endswith(".part")]
 
 
+def test_an_interrupted_sweep_leaves_another_runs_staged_files_alone(tmp_path, monkeypatch):
+    # What the sweep removes as it stops is its own: a live process's staged part stays.
+    import os
+
+    from emu.outputs import owner_token
+
+    sweep = spec.load(write(tmp_path, TINY))
+    out = tmp_path / "out"
+    other = out / "parts" / f".p.parquet.{owner_token(os.getppid())}.abc123.part"  # a live process's
+
+    def stop(o, row):
+        other.parent.mkdir(parents=True, exist_ok=True)
+        other.write_bytes(b"PAR1")
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(dataset, "write_part", stop)
+    with pytest.raises(KeyboardInterrupt):
+        runner.run(sweep, out, make_executor=_threads)
+    assert other.read_bytes() == b"PAR1"
+
+
 class _Dead(cf.Executor):
     """An executor whose worker dies on every point (as when a process is killed)."""
 

@@ -17,7 +17,7 @@ from ..memory import Spill
 from ..nic.directory import history_peaks
 from . import layout as L
 
-BLOCK = 1 << 18  # rows the loop holds before it hands them over (11 MiB; 50 hand-overs at 128 boards)
+BLOCK = 1 << 18  # rows the loop holds before it hands them over (11 MiB)
 
 
 def by_name(hist: np.ndarray, hn: np.ndarray) -> dict[str, np.ndarray]:

@@ -80,9 +80,8 @@ def _table(rows: int, ncols: int, cols: dict) -> np.ndarray:
     pairs = {col: v if isinstance(v, tuple) else (0, v) for col, v in cols.items()}
     wide = not all(fits_int32(np.asarray(v), base) for base, v in pairs.values())
     # Inputs in a file (a paged-out trace's columns) are read once more, a block at a time:
-    # their pages go after the check and after each block, not all at once at the end.
+    # the pages read so far (the check's included) go after each block, not all at the end.
     inputs = [v for _, v in pairs.values() if np.ndim(v)]
-    drop_resident(inputs)
     t = np.zeros((rows, ncols), np.int64 if wide else np.int32)
     # Filled a block of rows at a time, every column: the block stays in the cache while its
     # columns are written (column by column over the whole table, each column's pass
