@@ -19,6 +19,16 @@ same machine speed.
   alternating runs: docs/engine.md, "The compiled code's cache"), which cost a tenth of the
   compile. A ``NUMBA_OPT`` the user sets wins; the level is set through the environment so
   the processes that compile the engine at install (emu.engine.compile_share) use it too.
+- **No wrap of a negative index.** numba turns a signed index ``i`` into ``i + n`` when it is
+  negative, as Python does, on every index it cannot prove non-negative: four instructions
+  and a load of the dimension for each row the engine reads by a frame, link, message or
+  node id (``FP[e, F_LEN]``, ``LK[link, L_TX_END]``), several hundred an event. The engine
+  never indexes from the end: -1 marks "none" in its tables and is tested before any use.
+  So in emu's own compiled functions (``_fix_integer_index``) an index is taken as it is;
+  the same replays run 6-10% faster (docs/engine.md, "The compiled code"). A negative index
+  there is out of range, as in C: ``NUMBA_BOUNDSCHECK=1`` checks every index, negative ones
+  included, and raises IndexError, and tests/test_engine_boundscheck.py runs the engine's
+  tests so. numba's own functions and any function outside the package keep the wrap.
 
 Imported with emu.compiled_cache, before any compiled function.
 """
@@ -28,11 +38,15 @@ from __future__ import annotations
 import os
 
 from numba.core import config, dispatcher, types
+from numba.np import arrayobj
 
 OPT_LEVEL = "2"  # LLVM optimisation level of the engine's compile, unless NUMBA_OPT is set
 
 _ROOT = os.path.dirname(os.path.abspath(__file__)) + os.sep  # the emu package
 _get_call_template = dispatcher.Dispatcher.get_call_template
+_fix_integer_index_numba = arrayobj.fix_integer_index
+_PACKAGE = __name__.split(".")[0]
+_MANGLED = f"_ZN{len(_PACKAGE)}{_PACKAGE}"  # how numba's mangled name of an emu function begins
 
 
 def plain(t):
@@ -53,8 +67,17 @@ def _get_call_template_plain(self, args, kws):
     return _get_call_template(self, args, kws)
 
 
+def _fix_integer_index(context, builder, idxty, idx, size):
+    """numba's index fix (arrayobj.fix_integer_index) with no wrap of a negative signed index in
+    the code of an emu function (what numba inlines into one included)."""
+    if idxty.signed and builder.function.name.startswith(_MANGLED):
+        return context.cast(builder, idx, idxty, types.intp)
+    return _fix_integer_index_numba(context, builder, idxty, idx, size)
+
+
 def install() -> None:
     dispatcher.Dispatcher.get_call_template = _get_call_template_plain
+    arrayobj.fix_integer_index = _fix_integer_index
     if "NUMBA_OPT" not in os.environ:
         os.environ["NUMBA_OPT"] = OPT_LEVEL
         config.reload_config()  # numba read its environment at import; the compiler re-reads it on a change only

@@ -63,3 +63,33 @@ def test_the_engine_compiles_at_O2_unless_numba_opt_is_set():
     # the environment says it too: the processes that compile at install inherit it
     assert _opt(env) == ["2", "2"]
     assert _opt(dict(env, NUMBA_OPT="3")) == ["3", "3"]
+
+
+_NEGATIVE = """
+import numpy as np
+from numba import njit
+from emu.net import kernel as K
+
+@njit
+def outside(a, i):
+    return a[i, 0]
+
+MS = np.zeros((3, K.M_NCOLS), np.int64)
+MD = np.zeros((3, K.D_NCOLS), np.int64)
+MS[2, 0] = 5
+print(outside(MS, -1))  # numba's wrap, outside the package: the last row
+try:
+    K.dest_row(MS, MD, -1, 0)
+    print("no error")
+except IndexError:
+    print("IndexError")
+"""
+
+
+def test_an_emu_function_takes_a_negative_index_as_it_is_and_the_bounds_check_catches_it(tmp_path):
+    # Checked indices (what scripts/boundscheck runs the engine's tests with) in a fresh cache:
+    # row -1 of an emu function's table is out of range, not the last row; numba's wrap stays
+    # for a function outside the package.
+    env = dict(os.environ, NUMBA_BOUNDSCHECK="1", NUMBA_CACHE_DIR=str(tmp_path))
+    out = subprocess.run([sys.executable, "-c", _NEGATIVE], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["5", "IndexError"]
