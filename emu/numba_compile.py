@@ -20,12 +20,12 @@ same machine speed.
   compile. A ``NUMBA_OPT`` the user sets wins; the level is set through the environment so
   the processes that compile the engine at install (emu.engine.compile_share) use it too.
 - **No wrap of a negative index.** numba turns a signed index ``i`` into ``i + n`` when it is
-  negative, as Python does, on every index it cannot prove non-negative: four instructions
-  and a load of the dimension for each row the engine reads by a frame, link, message or
-  node id (``FP[e, F_LEN]``, ``LK[link, L_TX_END]``), several hundred an event. The engine
+  negative, as Python does, on every index it cannot prove non-negative: a shift, an ``and``
+  with the dimension (loaded from the stack) and an add for each row the engine reads by a
+  frame, link, message or node id (``FP[e, F_LEN]``, ``LK[link, L_TX_END]``). The engine
   never indexes from the end: -1 marks "none" in its tables and is tested before any use.
   So in emu's own compiled functions (``_fix_integer_index``) an index is taken as it is;
-  the same replays run 6-10% faster (docs/engine.md, "The compiled code"). A negative index
+  the same replays run 6-10% faster (docs/engine.md, "The compiled code's cache"). A negative index
   there is out of range, as in C: ``NUMBA_BOUNDSCHECK=1`` checks every index, negative ones
   included, and raises IndexError, and tests/test_engine_boundscheck.py runs the engine's
   tests so. numba's own functions and any function outside the package keep the wrap.

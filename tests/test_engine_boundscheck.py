@@ -1,6 +1,7 @@
 """The engine's tests once more with numba's bounds checking on (NUMBA_BOUNDSCHECK=1): an
 index past one of the kernel's tables is then an IndexError, never a crash or silent
-garbage read from the memory beyond it.
+garbage read from the memory beyond it; so is a negative one (the engine's code takes an
+index as it is, without numba's wrap from the end: emu.numba_compile).
 
 Slow by nature: the frame kernel is compiled afresh with the checks (into a private
 NUMBA_CACHE_DIR, so checked machine code never lands in the cache every other test and

@@ -87,7 +87,7 @@ except IndexError:
 
 
 def test_an_emu_function_takes_a_negative_index_as_it_is_and_the_bounds_check_catches_it(tmp_path):
-    # Checked indices (what scripts/boundscheck runs the engine's tests with) in a fresh cache:
+    # Checked indices (what tests/test_engine_boundscheck.py runs the kernel's tests with), in a fresh cache:
     # row -1 of an emu function's table is out of range, not the last row; numba's wrap stays
     # for a function outside the package.
     env = dict(os.environ, NUMBA_BOUNDSCHECK="1", NUMBA_CACHE_DIR=str(tmp_path))
