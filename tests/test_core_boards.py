@@ -54,3 +54,14 @@ def test_lowest_names_each_set_bit_in_ascending_order(bits):
     # The word's bits as the compiled replay walks a destination set: bit 63 is the sign bit.
     x = np.array([sum(1 << b for b in bits)], np.uint64).view(np.int64)[0]
     assert _lowest_all(np.int64(x)).tolist() == sorted(bits)
+
+
+@njit
+def _larger_smaller(a, b):
+    return bits.larger(a, b), bits.smaller(a, b)
+
+
+@pytest.mark.parametrize("a,b", [(3, 5), (5, 3), (4, 4), (-7, 2), (2, -7), (-1, -2), (0, 2**62), (-2**63, 2**63 - 1)])
+def test_larger_and_smaller_are_max_and_min(a, b):
+    # What the frame kernel takes for max and min (the later of two times, the frames kept)
+    assert _larger_smaller(np.int64(a), np.int64(b)) == (max(a, b), min(a, b))

@@ -11,6 +11,7 @@ from __future__ import annotations
 from numba import njit
 
 from .. import compiled_cache  # noqa: F401  (before any cached function: their cache stamp)
+from .. import bits
 from .ethernet import MIN_FRAME, PS_PER_S, WIRE_OVERHEAD
 
 _arith = njit(cache=True, inline="always", _nrt=False)
@@ -21,15 +22,15 @@ def fragments(size, per, hdr):
     """(fragments, frame bytes of a full fragment, frame bytes of the last) of a message of
     ``size`` payload bytes cut into fragments of ``per`` bytes, each behind ``hdr`` bytes of
     headers (emu.codec.fragment's split); an empty message is one frame of headers."""
-    nfrags = max(1, (size + per - 1) // per)
-    return nfrags, hdr + min(per, size), hdr + size - (nfrags - 1) * per
+    nfrags = bits.larger(1, (size + per - 1) // per)
+    return nfrags, hdr + bits.smaller(per, size), hdr + size - (nfrags - 1) * per
 
 
 @_arith
 def wire_bytes(frame_len):
     """Bytes of line time a frame of ``frame_len`` bytes takes (Ethernet header included, FCS
     not): padded to the minimum frame, plus FCS, preamble and the inter-frame gap."""
-    return max(frame_len, MIN_FRAME) + WIRE_OVERHEAD
+    return bits.larger(frame_len, MIN_FRAME) + WIRE_OVERHEAD
 
 
 @_arith

@@ -640,7 +640,7 @@ def offer_transit(SC, LK, LD, FP, FREE, HP, NS, SP, link, e, t):
         # (d_k = max(a_k, d_{k-1}) + s_k), so the frame is timed now without an event.
         FP[e, F_ENQ] = t
         LK[link, L_TRANSIT_F] += 1
-        _put_on_wire(LK, FP, HP, SC, link, e, max(t, LK[link, L_TX_END]))
+        _put_on_wire(LK, FP, HP, SC, link, e, bits.larger(t, LK[link, L_TX_END]))
         return
     if LK[link, L_TRAIN] > 0:
         # A transit frame joins a port sending a train: the arbiter decides again at the
@@ -680,7 +680,7 @@ def offer_transit(SC, LK, LD, FP, FREE, HP, NS, SP, link, e, t):
     if LK[link, L_QB] > LK[link, L_MAXQ]:
         LK[link, L_MAXQ] = LK[link, L_QB]
     _hold(SC, LK, FP, FREE, HP, FP[e, F_IN], flen, 0, t)
-    schedule_tx(LK, HP, SC, link, max(t, LK[link, L_TX_END]))
+    schedule_tx(LK, HP, SC, link, bits.larger(t, LK[link, L_TX_END]))
 
 
 @_inline
@@ -731,7 +731,7 @@ def _pause_event(SC, LK, FP, FREE, NS, SP, HP, x, t, key):
         LK[link, L_PAUSED] = 0
         LK[link, L_PAUSED_PS] += t - LK[link, L_PAUSED_AT]
         if LK[link, L_UP] == 1 and (LK[link, L_SHEAD] != -1 or LK[link, L_THEAD] != -1):
-            schedule_tx(LK, HP, SC, link, max(t, LK[link, L_TX_END]))
+            schedule_tx(LK, HP, SC, link, bits.larger(t, LK[link, L_TX_END]))
 
 
 @_entry
@@ -784,7 +784,7 @@ def _credit_event(SC, LK, FP, FREE, HP, link, t):
     if c == -1:
         LK[link, L_CTAIL] = -1
     if LK[link, L_PAUSED] == 1 and LK[link, L_UP] == 1:
-        schedule_tx(LK, HP, SC, link, max(t, LK[link, L_TX_END]))  # the waiting port looks again
+        schedule_tx(LK, HP, SC, link, bits.larger(t, LK[link, L_TX_END]))  # the waiting port looks again
 
 
 @_inline
@@ -848,16 +848,21 @@ def _wire_empty(SC, LK, link):
         LK[LK[link, L_NICQ], L_IN_ARR0 + LK[link, L_IN_SLOT]] = -1
 
 
+_NO_ARRIVAL = np.uint64(2**64 - 1)  # an empty slot's -1, read as unsigned
+
+
 @_inline
 def _first_in(LK, nic, skip):
     """The link into ``nic``'s node whose wire head arrives first (ties: the lowest link id,
     the arrival order of one instant; slots are in ascending link id), leaving out slot
     ``skip`` (-1: none), or -1 when no frame is on its way there."""
+    # As unsigned, an empty slot's -1 is the largest value, above every time: one comparison a
+    # slot (per frame-hop: every datapath looks here for its next frame).
     best = -1
-    best_a = 0
+    best_a = _NO_ARRIVAL
     for k in range(LK[nic, L_IN_N]):
-        a = LK[nic, L_IN_ARR0 + k]
-        if a >= 0 and (best < 0 or a < best_a) and k != skip:
+        a = np.uint64(LK[nic, L_IN_ARR0 + k])
+        if a < best_a and k != skip:
             best = k
             best_a = a
     return -1 if best < 0 else LK[nic, L_IN_LINK0 + best]
@@ -902,11 +907,11 @@ def _wake_datapath(SC, LK, FP, HP, nic):
     elif FP[e, F_FATE] == 0:
         flen = FP[e, F_LEN]
         ser = LK[nic, L_SER_PS] if LK[nic, L_SER_LEN] == flen else serialization_ps(flen, LK[nic, L_RATE])
-        x = max(x, LK[nic, L_TX_END]) + ser + LK[nic, L_LAT]
+        x = bits.larger(x, LK[nic, L_TX_END]) + ser + LK[nic, L_LAT]
     else:
         # A frame lost on its link never enters: dropped as it arrives (counted at that
         # time), or now if it arrived while the datapath was busy.
-        x = max(x, SC[SC_NOW])
+        x = bits.larger(x, SC[SC_NOW])
     schedule_arrival(LK, HP, SC, nic, x)
 
 
@@ -981,7 +986,7 @@ def _cut_train(SC, LK, FP, FREE, NS, SP, HP, link, t, key):
         keep = (t - start) // ser + 1  # granted at or before t
         if start + (keep - 1) * ser == t and gkey >= key:
             keep -= 1
-        keep = min(keep, n)
+        keep = bits.smaller(keep, n)
     back = n - keep
     if back == 0:
         return
@@ -1312,7 +1317,7 @@ def coarsen_bins(SC, LB, t):
                 for col in range(B_NFIELDS):
                     x = LB[r0, col]
                     y = LB[r1, col] if 2 * b + 1 < nb else 0
-                    LB[r, col] = max(x, y) if col == B_QUEUE else x + y
+                    LB[r, col] = bits.larger(x, y) if col == B_QUEUE else x + y
         for r in range(half * nl, nb * nl):
             for col in range(B_NFIELDS):
                 LB[r, col] = 0
@@ -1884,7 +1889,7 @@ def _arrived(FP, e, link, t, key):
     k = (t - a) // gap + 1  # frames with arrival <= t
     if a + (k - 1) * gap == t and link >= key:
         k -= 1
-    return min(k, FP[e, F_NTRAIN])
+    return bits.smaller(k, FP[e, F_NTRAIN])
 
 
 @_entry
@@ -2039,7 +2044,7 @@ def add_stream(s, link, msg, route, pos, end, lst, ready, prio):
         _data_place(LK, SP, link, st, ready)
     MS[msg, M_LIVE] += 1
     if LK[link, L_UP] == 1:
-        schedule_tx(LK, HP, SC, link, max(ready, LK[link, L_TX_END]))
+        schedule_tx(LK, HP, SC, link, bits.larger(ready, LK[link, L_TX_END]))
     return st
 
 
@@ -2117,7 +2122,7 @@ def remove_stream(s, link, st, t, key):
     SFREE[SC[SC_SFREE]] = st
     SC[SC_SFREE] += 1
     if SC[SC_CREDIT] == 1 and LK[link, L_PAUSED] == 1 and LK[link, L_UP] == 1:
-        schedule_tx(LK, s.HP, SC, link, max(t, LK[link, L_TX_END]))  # its head waited for credit
+        schedule_tx(LK, s.HP, SC, link, bits.larger(t, LK[link, L_TX_END]))  # its head waited for credit
 
 
 @_entry
@@ -2127,7 +2132,7 @@ def credit_look(s, t):
     SC, LK, HP = s.SC, s.LK, s.HP
     for link in range(SC[SC_NLINKS]):
         if LK[link, L_PAUSED] == 1 and LK[link, L_UP] == 1:
-            schedule_tx(LK, HP, SC, link, max(t, LK[link, L_TX_END]))
+            schedule_tx(LK, HP, SC, link, bits.larger(t, LK[link, L_TX_END]))
 
 
 @_inline
@@ -2237,7 +2242,7 @@ def link_down(s, link, t, key):
         flen = FP[e, F_LEN]
         cut += FP[e, F_CRED]
         # A train is its frames, one after another (all of them have started by now).
-        for k in range(max(FP[e, F_NTRAIN], 1)):
+        for k in range(bits.larger(FP[e, F_NTRAIN], 1)):
             if k > 0:
                 FP[e, F_FRAG] += 1
                 FP[e, F_START] += FP[e, F_SER]
@@ -2246,11 +2251,11 @@ def link_down(s, link, t, key):
                 SC[SC_TRAIN_HELD] -= 1
             LK[link, L_TX_F] += 1
             LK[link, L_TX_B] += wire_bytes(flen)
-            LK[link, L_BUSY] += min(FP[e, F_END], t) - FP[e, F_START]
+            LK[link, L_BUSY] += bits.smaller(FP[e, F_END], t) - FP[e, F_START]
             if SC[SC_LOGGING] == 1 and link < SC[SC_NLINKS]:
                 _log_tx(SC, LG, FP, e, link, t, DROP_DOWN)
             if SC[SC_BIN_PS] > 0 and link < SC[SC_NLINKS]:
-                _bin_tx(SC, LB, link, FP[e, F_START], min(FP[e, F_END], t), FP[e, F_ENQ], FP[e, F_QB], flen,
+                _bin_tx(SC, LB, link, FP[e, F_START], bits.smaller(FP[e, F_END], t), FP[e, F_ENQ], FP[e, F_QB], flen,
                         DROP_DOWN)
             _drop_link(LD, link, DROP_DOWN, flen)
         _free_frame(SC, FREE, e)
