@@ -5,8 +5,8 @@ changes to the engine gain, so a change is judged here by the instructions the l
 Two processes run under ``valgrind --tool=cachegrind`` (instruction counts only). Both first
 replay a tiny trace (so numba's cache is loaded) and load the trace; then one builds the
 replay's tables and the other replays it (which builds them too). Their difference is the
-replay loop, divided by the frame-hops it made. Hash seeds are fixed, so a tree gives the same
-count each time (to well under 0.1%).
+replay loop, divided by the frame-hops it made. Hash seeds are fixed (``PYTHONHASHSEED=0``),
+so the Python side runs the same way each time.
 
 valgrind emulates a processor without AVX-512, so the engine is compiled for ``haswell``
 (``NUMBA_CPU_NAME``, no extra features) into a cache of its own (``~/.cache/mcf-emu/valgrind``,
